@@ -1,0 +1,5 @@
+import sys
+
+from recrepro.cli import main
+
+sys.exit(main())

@@ -1,0 +1,239 @@
+"""``recrepro``: the command-line entry points the Snakemake rules call.
+
+Usable outside Snakemake too::
+
+    recrepro data fetch gowalla --raw-dir data/raw/gowalla --mirror ../shared/datasets
+    recrepro data describe gowalla
+    recrepro data preprocess gowalla --protocol prism --config config.yaml
+    recrepro data split --processed-dir data/processed/gowalla/prism --split random_ratio --seed 123 \\
+        --out-dir data/splits/gowalla/prism/random_ratio/seed123
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("recrepro")
+
+
+def _json_arg(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+
+
+def _load_config(path: str | None) -> dict[str, Any]:
+    """Read a config file and fill defaults from the schema, as the workflow does."""
+    from recrepro.config import load_config
+
+    return load_config(path or "config.yaml")
+
+
+# ----------------------------------------------------------------------------- data
+def cmd_data_synth(args: argparse.Namespace) -> None:
+    from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
+    from recrepro.io import write_json, write_parquet
+
+    spec = SyntheticSpec(**args.spec)
+    frame = generate_synthetic(spec)
+    out = Path(args.raw_dir)
+    write_parquet(out / "interactions.parquet", frame)
+    write_json(out / "synthetic.json", {"spec": spec.to_dict(), "rows": len(frame)})
+    log.info("synthetic: %d interactions, %d users, %d items", len(frame), spec.users, spec.items)
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> None:
+    from recrepro.datasets import fetch_dataset
+
+    mirror = Path(args.mirror) if args.mirror else None
+    path = fetch_dataset(args.dataset, Path(args.raw_dir), mirror=mirror, urls_allowed=not args.no_download)
+    log.info("fetched %s -> %s", args.dataset, path)
+
+
+def cmd_data_describe(args: argparse.Namespace) -> None:
+    from recrepro.datasets import get_dataset
+
+    spec = get_dataset(args.dataset)
+    print(f"{spec.name}: {spec.description}")
+    print(f"  urls: {', '.join(spec.urls) or '(none)'}")
+    print(f"  files: {', '.join(spec.members)}")
+    print(f"  licence: {spec.licence}")
+    if spec.manual_instructions:
+        print(f"  by hand: {spec.manual_instructions}")
+    processed = Path(args.data_root) / "processed" / spec.name
+    for stats_file in sorted(processed.glob("*/stats.json")):
+        stats = json.loads(stats_file.read_text())
+        print(f"  {stats_file.parent.name}: {stats['users']:,} users, {stats['items']:,} items, "
+              f"{stats['interactions']:,} interactions, density {stats['density']:.5f}")
+
+
+def cmd_data_preprocess(args: argparse.Namespace) -> None:
+    from recrepro.datasets import load_raw
+    from recrepro.preprocessing import preprocess, resolve_recipe, write_preprocessed
+
+    cfg = _load_config(args.config) if args.protocols is None else None
+    protocols = args.protocols if args.protocols is not None else cfg["protocols"]
+    switches = args.switches if args.switches is not None else (cfg or {}).get("switches", {})
+    recipe = resolve_recipe(protocols, args.protocol, args.dataset, switches)
+    raw_dir = Path(args.raw_dir or Path(args.data_root) / "raw" / args.dataset)
+    out_dir = Path(args.out_dir or Path(args.data_root) / "processed" / args.dataset / args.protocol)
+    result = preprocess(load_raw(args.dataset, raw_dir), recipe)
+    write_preprocessed(result, out_dir)
+    stats = result.stats()
+    log.info("%s/%s: %d users, %d items, %d interactions", args.dataset, args.protocol,
+             stats["users"], stats["items"], stats["interactions"])
+
+
+def cmd_data_split(args: argparse.Namespace) -> None:
+    from recrepro.io import sha256_file
+    from recrepro.preprocessing import read_interactions
+    from recrepro.splits import make_split, write_split
+
+    processed = Path(args.processed_dir)
+    data = read_interactions(processed)
+    split = make_split(data, args.split, args.params, args.seed)
+    meta = {
+        "dataset": processed.parent.name,
+        "protocol": processed.name,
+        "seed": args.seed,
+        "source": {"interactions.parquet": sha256_file(processed / "interactions.parquet")},
+    }
+    path = write_split(split, Path(args.out_dir), meta)
+    log.info("%s: %s", path, {k: len(v) for k, v in split.parts.items()})
+
+
+# ----------------------------------------------------------------------------- evaluation
+def cmd_baseline(args: argparse.Namespace) -> None:
+    from recrepro.runs import run_baseline
+
+    run_baseline(
+        split_dir=Path(args.split_dir),
+        method=args.method,
+        seed=args.seed,
+        out_dir=Path(args.out_dir),
+        evaluation=args.evaluation,
+        meta=args.meta,
+        device=args.device,
+        batch_size=args.batch_size,
+        benchmark_file=args.benchmark_file,
+    )
+
+
+def cmd_scorecard(args: argparse.Namespace) -> None:
+    from recrepro.scorecard import build_scorecard
+
+    build_scorecard(
+        paper=args.paper,
+        tier=args.tier,
+        expected_path=Path(args.expected),
+        run_dirs=[Path(p).parent if p.endswith(".json") else Path(p) for p in args.runs],
+        out_md=Path(args.out_md),
+        out_csv=Path(args.out_csv),
+    )
+
+
+def cmd_figure_baselines(args: argparse.Namespace) -> None:
+    from recrepro.figures import figure_baselines
+
+    figure_baselines([Path(p) for p in args.runs], Path(args.out_pdf), Path(args.out_png), tier=args.tier)
+
+
+# ----------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="recrepro", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    data = sub.add_parser("data", help="fetch, describe, preprocess and split datasets")
+    dsub = data.add_subparsers(dest="data_command", required=True)
+
+    p = dsub.add_parser("synth", help="generate the embedded synthetic dataset")
+    p.add_argument("--raw-dir", default="data/raw/synthetic")
+    p.add_argument("--spec", type=_json_arg, default={}, help="SyntheticSpec fields as JSON")
+    p.set_defaults(func=cmd_data_synth)
+
+    p = dsub.add_parser("fetch", help="fetch a dataset from the mirror or its canonical URLs, verified")
+    p.add_argument("dataset")
+    p.add_argument("--raw-dir", required=True)
+    p.add_argument("--mirror", default=None)
+    p.add_argument("--no-download", action="store_true", help="never use the network")
+    p.set_defaults(func=cmd_data_fetch)
+
+    p = dsub.add_parser("describe", help="print a dataset's registry entry and processed statistics")
+    p.add_argument("dataset")
+    p.add_argument("--data-root", default="data")
+    p.set_defaults(func=cmd_data_describe)
+
+    p = dsub.add_parser("preprocess", help="apply a protocol and write processed parquet")
+    p.add_argument("dataset")
+    p.add_argument("--protocol", required=True)
+    p.add_argument("--config", default=None, help="config file (default config.yaml)")
+    p.add_argument("--protocols", type=_json_arg, default=None, help="protocols section as JSON (overrides --config)")
+    p.add_argument("--switches", type=_json_arg, default=None)
+    p.add_argument("--data-root", default="data")
+    p.add_argument("--raw-dir", default=None)
+    p.add_argument("--out-dir", default=None)
+    p.set_defaults(func=cmd_data_preprocess)
+
+    p = dsub.add_parser("split", help="write one split of a processed dataset")
+    p.add_argument("--processed-dir", required=True)
+    p.add_argument("--split", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--params", type=_json_arg, default={})
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=cmd_data_split)
+
+    p = sub.add_parser("baseline", help="fit and evaluate a reference baseline on a split")
+    p.add_argument("--split-dir", required=True)
+    p.add_argument("--method", required=True, choices=["mostpop", "random"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--evaluation", type=_json_arg, required=True, help="the split's evaluation section as JSON")
+    p.add_argument("--meta", type=_json_arg, default={})
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-size", type=int, default=2048)
+    p.add_argument("--benchmark-file", default=None)
+    p.set_defaults(func=cmd_baseline)
+
+    p = sub.add_parser("scorecard", help="compare runs with the published numbers")
+    p.add_argument("--paper", required=True)
+    p.add_argument("--tier", required=True)
+    p.add_argument("--expected", required=True)
+    p.add_argument("--out-md", required=True)
+    p.add_argument("--out-csv", required=True)
+    p.add_argument("runs", nargs="*", help="run directories or their metrics.json")
+    p.set_defaults(func=cmd_scorecard)
+
+    p = sub.add_parser("figure-baselines", help="bar chart of the reference baselines")
+    p.add_argument("--tier", required=True)
+    p.add_argument("--out-pdf", required=True)
+    p.add_argument("--out-png", required=True)
+    p.add_argument("runs", nargs="+")
+    p.set_defaults(func=cmd_figure_baselines)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        # Known failure modes (checksum, format, missing data, non-finite training) are
+        # reported as one clear line; the traceback is only shown with -v.
+        if args.verbose:
+            raise
+        print(f"recrepro: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,506 @@
+"""Run records: the three files every training/evaluation run leaves behind.
+
+A run directory ``results/<tier>/<paper>/runs/<dataset>/<split>/<method>/seed<k>/`` holds
+
+``metrics.json``
+    Overall and stratified metrics, user counts and the run's identity
+    (dataset, split, method, seed, tier, plus any other ``meta`` keys). Written with
+    sorted keys, so identical metrics give byte-identical files.
+``per_user.parquet``
+    Column ``user`` plus one float column per per-user metric (for paired tests).
+``provenance.json``
+    Everything needed to say *how* the numbers were produced: the config slice and its
+    hash, the split files' hashes, git commit, library versions, seed, device, thread
+    settings, host, wall time, peak memory and the Snakemake benchmark file.
+
+``metrics.json`` is written last and removed first, so its presence means the record
+is complete. :func:`check_finite` is the guard training code calls on tensors; a run
+that trips it raises before anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import resource
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recrepro.io import _json_default, read_json, sha256_file, write_json, write_parquet
+
+PROVENANCE_SCHEMA_VERSION = 1
+
+METRICS_FILE = "metrics.json"
+PER_USER_FILE = "per_user.parquet"
+PROVENANCE_FILE = "provenance.json"
+
+#: Keys ``meta`` must provide; they identify the run inside metrics.json.
+REQUIRED_META_KEYS = ("dataset", "split", "method", "tier")
+
+#: Keys of metrics.json that the record writer owns; ``meta`` may not override them.
+_RESERVED_METRICS_KEYS = ("overall", "strata", "counts", "seed")
+
+#: Environment variables that set BLAS/OpenMP thread pools (they change float results).
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+
+#: Distributions whose versions go into provenance (recrepro is read from the package).
+VERSIONED_DISTRIBUTIONS = ("numpy", "scipy", "pandas", "pyarrow", "torch")
+
+
+class NonFiniteError(ValueError):
+    """A tensor or array holds NaN or infinity (the message names what and where)."""
+
+
+class ManifestMismatchError(ValueError):
+    """A split file is missing or its sha256 differs from the split's manifest.json."""
+
+
+class RunRecordError(ValueError):
+    """The pieces handed to :func:`write_run_record` are inconsistent or malformed."""
+
+
+# --------------------------------------------------------------------------- guards
+
+
+def check_finite(name: str, values: Any, where: str) -> None:
+    """Raise :class:`NonFiniteError` if ``values`` holds NaN or ±inf.
+
+    Parameters
+    ----------
+    name:
+        What the values are, e.g. ``"user embeddings"``.
+    values:
+        A torch tensor (any device), numpy array, Python scalar or nested sequence.
+    where:
+        When/where it was checked, e.g. ``"epoch 3"``; the message reads
+        ``"NaN in user embeddings at epoch 3 (...)"``.
+
+    Raises
+    ------
+    NonFiniteError
+        With the count of NaN and infinite entries out of the total.
+    """
+    n_nan, n_inf, n_total = _count_non_finite(values)
+    if n_nan == 0 and n_inf == 0:
+        return
+    kind = "NaN" if n_nan else "inf"
+    raise NonFiniteError(
+        f"{kind} in {name} at {where} ({n_nan} NaN and {n_inf} infinite of {n_total} values)"
+    )
+
+
+def _count_non_finite(values: Any) -> tuple[int, int, int]:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(values, torch.Tensor):
+        # Integer/bool tensors cannot hold NaN; isnan would still work but costs a copy.
+        if not (values.is_floating_point() or values.is_complex()):
+            return 0, 0, values.numel()
+        detached = values.detach()
+        n_nan = int(torch.isnan(detached).sum().item())
+        n_inf = int(torch.isinf(detached).sum().item())
+        return n_nan, n_inf, detached.numel()
+    array = np.asarray(values)
+    if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.complexfloating)):
+        if array.dtype == object:
+            array = array.astype(np.float64)
+        else:
+            return 0, 0, int(array.size)
+    return int(np.isnan(array).sum()), int(np.isinf(array).sum()), int(array.size)
+
+
+# ------------------------------------------------------------------- provenance parts
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace: the form that config hashes are taken of.
+
+    NaN/inf are refused (they have no canonical JSON form).
+    """
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False, default=_json_default)
+
+
+def config_sha256(config_slice: Mapping[str, Any]) -> str:
+    """sha256 (hex) of :func:`canonical_json` of ``config_slice``, UTF-8 encoded."""
+    return hashlib.sha256(canonical_json(config_slice).encode("utf-8")).hexdigest()
+
+
+def split_file_hashes(split_manifest: str | Path, *, verify: bool = True) -> dict[str, Any]:
+    """Read a split's ``manifest.json`` and (by default) check its files against it.
+
+    Parameters
+    ----------
+    split_manifest:
+        Path of ``manifest.json``; it must contain
+        ``{"files": {"train.parquet": {"sha256": ..., "rows": ...}, ...}}`` with file
+        names relative to the manifest's folder.
+    verify:
+        Recompute the sha256 of every listed file next to the manifest. This costs one
+        read of the split (well under a second for our largest splits) and catches a
+        split that was regenerated or edited after the manifest was written.
+
+    Returns
+    -------
+    dict
+        ``{"manifest": str, "manifest_sha256": str, "files": {name: {"sha256", "rows"}},
+        "verified": bool}``.
+
+    Raises
+    ------
+    ManifestMismatchError
+        If the manifest is malformed, a listed file is missing, or a hash differs; the
+        message names the manifest, the file and both hashes.
+    """
+    manifest_path = Path(split_manifest)
+    if not manifest_path.is_file():
+        raise ManifestMismatchError(f"split manifest not found: {manifest_path}")
+    manifest = read_json(manifest_path)
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not files:
+        raise ManifestMismatchError(f"{manifest_path}: has no non-empty 'files' mapping")
+    recorded: dict[str, dict[str, Any]] = {}
+    for file_name in sorted(files):
+        entry = files[file_name]
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            raise ManifestMismatchError(f"{manifest_path}: entry for {file_name!r} lacks a 'sha256' string")
+        recorded[file_name] = {"sha256": entry["sha256"], "rows": entry.get("rows")}
+        if verify:
+            file_path = manifest_path.parent / file_name
+            if not file_path.is_file():
+                raise ManifestMismatchError(f"{manifest_path}: listed file {file_name!r} is missing ({file_path})")
+            actual = sha256_file(file_path)
+            if actual != entry["sha256"]:
+                raise ManifestMismatchError(
+                    f"{file_path}: sha256 {actual} differs from {entry['sha256']} recorded in "
+                    f"{manifest_path}; the split changed after its manifest was written - rebuild the split"
+                )
+    return {
+        "manifest": str(manifest_path),
+        "manifest_sha256": sha256_file(manifest_path),
+        "files": recorded,
+        "verified": verify,
+    }
+
+
+def git_state(repo_dir: str | Path | None = None) -> dict[str, Any]:
+    """Commit and dirty flag of the git checkout holding ``repo_dir``.
+
+    Parameters
+    ----------
+    repo_dir:
+        A folder inside the checkout; defaults to the folder of the installed
+        ``recrepro`` package (so an editable install reports the project's commit).
+
+    Returns
+    -------
+    dict
+        ``{"commit": str | None, "dirty": bool | None}``. Both are ``None`` when git is
+        absent, the folder is not a checkout, or the repository has no commit yet;
+        this function never raises. ``dirty`` counts untracked, non-ignored files too,
+        because an untracked module can change what runs.
+    """
+    folder = Path(repo_dir) if repo_dir is not None else Path(__file__).resolve().parent
+    commit = _git(folder, "rev-parse", "--verify", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = _git(folder, "status", "--porcelain")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        completed = subprocess.run(
+            ["git", "-C", str(folder), *args],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if completed.returncode != 0:
+        return None
+    return completed.stdout.strip()
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of Python, the numeric stack, torch and recrepro (``None`` if absent).
+
+    Read from distribution metadata, so torch is not imported just to be versioned.
+    """
+    import recrepro
+
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for distribution in VERSIONED_DISTRIBUTIONS:
+        try:
+            versions[distribution] = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            versions[distribution] = None
+    versions["recrepro"] = recrepro.__version__
+    torch = sys.modules.get("torch")
+    versions["torch_cuda"] = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
+    return versions
+
+
+def thread_settings() -> dict[str, Any]:
+    """Thread-pool settings that can change floating-point results.
+
+    ``torch_num_threads``/``torch_num_interop_threads`` are ``None`` when the process
+    never imported torch (then torch did not compute anything in it).
+    """
+    torch = sys.modules.get("torch")
+    settings: dict[str, Any] = {
+        "torch_num_threads": int(torch.get_num_threads()) if torch is not None else None,
+        "torch_num_interop_threads": int(torch.get_num_interop_threads()) if torch is not None else None,
+        "cpu_count": os.cpu_count(),
+    }
+    for variable in THREAD_ENV_VARS:
+        settings[variable] = os.environ.get(variable)
+    return settings
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MiB (``getrusage``; KiB on Linux, bytes on macOS)."""
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    bytes_per_unit = 1 if sys.platform == "darwin" else 1024
+    return round(max_rss * bytes_per_unit / (1024 * 1024), 1)
+
+
+def _device_name(device: str) -> str | None:
+    torch = sys.modules.get("torch")
+    if torch is None or not str(device).startswith("cuda"):
+        return None
+    try:
+        return str(torch.cuda.get_device_name(torch.device(device)))
+    except Exception:  # noqa: BLE001 - a name is a nicety; never fail a finished run over it
+        return None
+
+
+def _as_timestamp(started_at: float | dt.datetime | None) -> dt.datetime | None:
+    if started_at is None:
+        return None
+    if isinstance(started_at, dt.datetime):
+        return started_at if started_at.tzinfo else started_at.astimezone()
+    return dt.datetime.fromtimestamp(float(started_at), tz=dt.timezone.utc)
+
+
+def build_provenance(
+    *,
+    meta: Mapping[str, Any],
+    config_slice: Mapping[str, Any],
+    split_manifest: str | Path | None,
+    seed: int,
+    device: str,
+    started_at: float | dt.datetime | None = None,
+    wall_seconds: float | None = None,
+    benchmark_file: str | None = None,
+    verify_split: bool = True,
+) -> dict[str, Any]:
+    """Assemble the provenance dictionary (see :func:`write_run_record` for the fields)."""
+    started = _as_timestamp(started_at)
+    now = dt.datetime.now(dt.timezone.utc)
+    if wall_seconds is None and started is not None:
+        wall_seconds = (now - started).total_seconds()
+    return {
+        "schema_version": PROVENANCE_SCHEMA_VERSION,
+        "run": {key: meta[key] for key in sorted(meta)},
+        "config": dict(config_slice),
+        "config_sha256": config_sha256(config_slice),
+        "split": split_file_hashes(split_manifest, verify=verify_split) if split_manifest is not None else None,
+        "git": git_state(),
+        "versions": library_versions(),
+        "seed": int(seed),
+        "device": str(device),
+        "device_name": _device_name(device),
+        "threads": thread_settings(),
+        "host": {"hostname": socket.gethostname(), "platform": platform.platform()},
+        "started_at": started.isoformat() if started is not None else None,
+        "finished_at": now.isoformat(),
+        "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 3),
+        "peak_rss_mb": peak_rss_mb(),
+        "benchmark_file": None if benchmark_file is None else str(benchmark_file),
+    }
+
+
+# ------------------------------------------------------------------------- the record
+
+
+def _finite_float(value: Any, label: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise RunRecordError(f"{label} must be a number, got {type(value).__name__} {value!r}")
+    as_float = float(value)
+    if not math.isfinite(as_float):
+        # A metric that came out NaN/inf means the run is broken; write no result.
+        raise NonFiniteError(f"{'NaN' if math.isnan(as_float) else 'inf'} in metric {label}")
+    return as_float
+
+
+def _clean_metrics(overall: Mapping[str, Any], strata: Mapping[str, Mapping[str, Any]]) -> tuple[dict, dict]:
+    clean_overall = {str(k): _finite_float(v, f"overall[{k!r}]") for k, v in overall.items()}
+    clean_strata: dict[str, dict[str, float]] = {}
+    for stratum, metrics in strata.items():
+        if not isinstance(metrics, Mapping):
+            raise RunRecordError(f"strata[{stratum!r}] must be a mapping of metric -> value")
+        clean_strata[str(stratum)] = {
+            str(k): _finite_float(v, f"strata[{stratum!r}][{k!r}]") for k, v in metrics.items()
+        }
+    return clean_overall, clean_strata
+
+
+def _clean_per_user(per_user: pd.DataFrame, overall_keys: set[str]) -> pd.DataFrame:
+    if "user" not in per_user.columns:
+        raise RunRecordError(f"per_user needs a 'user' column; has {list(per_user.columns)}")
+    unknown = [c for c in per_user.columns if c != "user" and c not in overall_keys]
+    if unknown:
+        raise RunRecordError(f"per_user columns {unknown} are not keys of overall {sorted(overall_keys)}")
+    if per_user["user"].duplicated().any():
+        raise RunRecordError("per_user has duplicate users")
+    metric_columns = sorted(c for c in per_user.columns if c != "user")
+    frame = per_user[["user", *metric_columns]].copy()
+    frame[metric_columns] = frame[metric_columns].astype(np.float64)
+    for column in metric_columns:
+        check_finite(f"per-user {column}", frame[column].to_numpy(), "evaluation")
+    # Sorting by user makes the file independent of the order the evaluator produced.
+    return frame.sort_values("user", kind="stable").reset_index(drop=True)
+
+
+def write_run_record(
+    run_dir: str | Path,
+    *,
+    overall: Mapping[str, float],
+    strata: Mapping[str, Mapping[str, float]],
+    per_user: pd.DataFrame,
+    counts: Mapping[str, int],
+    meta: Mapping[str, Any],
+    config_slice: Mapping[str, Any],
+    split_manifest: str | Path | None,
+    seed: int,
+    device: str,
+    started_at: float | dt.datetime | None = None,
+    wall_seconds: float | None = None,
+    benchmark_file: str | None = None,
+    verify_split: bool = True,
+) -> dict[str, Path]:
+    """Write ``metrics.json``, ``per_user.parquet`` and ``provenance.json`` into ``run_dir``.
+
+    Everything is validated before anything is written; each file is written atomically,
+    and ``metrics.json`` (the file Snakemake and the scorecard look for) is removed
+    first and written last, so a crash never leaves a new metrics.json beside stale
+    companions.
+
+    Parameters
+    ----------
+    run_dir:
+        ``results/<tier>/<paper>/runs/<dataset>/<split>/<method>/seed<k>/``.
+    overall:
+        Metric key (``"ndcg@20"``, ...) -> finite float.
+    strata:
+        Stratum (``"popular"``, ...) -> metric key -> finite float. May be empty.
+    per_user:
+        Column ``user`` plus float columns whose names are keys of ``overall``.
+    counts:
+        ``{"n_users_evaluated": int, "n_users_skipped_no_targets": int}`` (more allowed).
+    meta:
+        Must hold ``dataset``, ``split``, ``method``, ``tier``; other keys (e.g.
+        ``paper``) are copied into metrics.json too.
+    config_slice:
+        The part of the config that determines this run; hashed canonically.
+    split_manifest:
+        Path of the split's ``manifest.json`` or ``None`` (e.g. synthetic tests).
+    seed, device:
+        Random seed and torch device string (``"cpu"``, ``"cuda:0"``).
+    started_at:
+        Start time (``time.time()`` value or datetime); with no ``wall_seconds`` the
+        wall time is measured from it to now.
+    wall_seconds:
+        Wall time of the run, if the caller measured it.
+    benchmark_file:
+        Path of the Snakemake ``benchmark:`` file of this job, if any.
+    verify_split:
+        Recompute the split files' sha256 against the manifest (default).
+
+    Returns
+    -------
+    dict
+        ``{"metrics": path, "per_user": path, "provenance": path}``.
+
+    Raises
+    ------
+    RunRecordError
+        Missing meta keys, malformed metrics, counts or per_user.
+    NonFiniteError
+        A metric or per-user value is NaN/inf.
+    ManifestMismatchError
+        The split files do not match their manifest.
+
+    Notes
+    -----
+    Provenance ``keys``: ``schema_version, run, config, config_sha256, split, git,
+    versions, seed, device, device_name, threads, host, started_at, finished_at,
+    wall_seconds, peak_rss_mb, benchmark_file``.
+    """
+    run_dir = Path(run_dir)
+    missing = [key for key in REQUIRED_META_KEYS if key not in meta]
+    if missing:
+        raise RunRecordError(f"meta lacks {missing} (needs {list(REQUIRED_META_KEYS)})")
+    reserved = [key for key in _RESERVED_METRICS_KEYS if key in meta]
+    if reserved:
+        raise RunRecordError(f"meta may not set {reserved}; pass them as their own arguments")
+    clean_overall, clean_strata = _clean_metrics(overall, strata)
+    clean_counts: dict[str, int] = {}
+    for key, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise RunRecordError(f"counts[{key!r}] must be a non-negative int, got {value!r}")
+        clean_counts[str(key)] = int(value)
+    per_user_frame = _clean_per_user(per_user, set(clean_overall))
+    metrics = {
+        **{str(key): value for key, value in meta.items()},
+        "overall": clean_overall,
+        "strata": clean_strata,
+        "counts": clean_counts,
+        "seed": int(seed),
+    }
+    # Fails on NaN in meta too, and proves the dict serialises before we touch disk.
+    canonical_json(metrics)
+    provenance = build_provenance(
+        meta={**meta, "seed": int(seed)}, config_slice=config_slice, split_manifest=split_manifest,
+        seed=seed, device=device, started_at=started_at, wall_seconds=wall_seconds,
+        benchmark_file=benchmark_file, verify_split=verify_split,
+    )
+
+    paths = {
+        "metrics": run_dir / METRICS_FILE,
+        "per_user": run_dir / PER_USER_FILE,
+        "provenance": run_dir / PROVENANCE_FILE,
+    }
+    paths["metrics"].unlink(missing_ok=True)
+    write_parquet(paths["per_user"], per_user_frame)
+    write_json(paths["provenance"], provenance)
+    write_json(paths["metrics"], metrics)
+    return paths
+
+
+def read_metrics(run_dir: str | Path) -> dict[str, Any]:
+    """Load a run's ``metrics.json`` (raises ``FileNotFoundError`` naming the path)."""
+    return read_json(Path(run_dir) / METRICS_FILE)
+
+
+def read_per_user(run_dir: str | Path) -> pd.DataFrame | None:
+    """Load a run's ``per_user.parquet``, or ``None`` if the run has none."""
+    path = Path(run_dir) / PER_USER_FILE
+    return pd.read_parquet(path) if path.is_file() else None

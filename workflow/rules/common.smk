@@ -1,0 +1,87 @@
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+# --config data.mirror=... gives a dotted top-level key: nest it before validating.
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from recrepro.config import check_config, expand_dotted_keys  # noqa: E402
+
+_expanded = expand_dotted_keys(dict(config))
+config.clear()
+config.update(_expanded)
+validate(config, schema="../schemas/config.schema.yaml")
+check_config(config)
+
+TIER = config["tier"]
+DATA = config["data"]["root"]
+TIER_CONF = config["tiers"][TIER]
+SRC = str(Path(workflow.basedir) / "src")
+# Every rule runs the package from this checkout, whether or not it is pip-installed.
+RECREPRO = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}} python -m recrepro"
+ENV_CPU = "../../envs/cpu.yaml"
+
+# The synthetic dataset is generated, every other one is fetched.
+wildcard_constraints:
+    dataset=r"[a-z0-9][a-z0-9\-]*",
+    protocol=r"[a-z][a-z0-9_]*",
+    split=r"[a-z_]+",
+    seed=r"\d+",
+    method=r"[a-z][a-z0-9_]*",
+    tier=r"smoke|paper",
+
+
+def data_entries():
+    """The (dataset, protocol, split, seed, params) this tier builds."""
+    for entry in TIER_CONF["data"]:
+        for seed in entry.get("seeds", [0]):
+            yield entry["dataset"], entry["protocol"], entry["split"], seed, entry.get("params", {})
+
+
+def split_dir(dataset, protocol, split, seed):
+    return f"{DATA}/splits/{dataset}/{protocol}/{split}/seed{seed}"
+
+
+def split_params(wildcards):
+    for dataset, protocol, split, seed, params in data_entries():
+        if (dataset, protocol, split, str(seed)) == (
+            wildcards.dataset,
+            wildcards.protocol,
+            wildcards.split,
+            wildcards.seed,
+        ):
+            return params
+    return {}
+
+
+def raw_marker(wildcards):
+    if wildcards.dataset == "synthetic":
+        return f"{DATA}/raw/synthetic/interactions.parquet"
+    return f"{DATA}/raw/{wildcards.dataset}/fetch.json"
+
+
+def as_json(obj):
+    """A shell-quoted JSON argument."""
+    return shlex.quote(json.dumps(obj, sort_keys=True))
+
+
+def baseline_runs(tier=TIER):
+    for dataset, protocol, split, seed, _ in data_entries():
+        for method in TIER_CONF.get("baselines", []):
+            yield f"results/{tier}/baselines/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/metrics.json"
+
+
+def all_targets():
+    targets = [
+        f"{split_dir(d, p, s, seed)}/manifest.json" for d, p, s, seed, _ in data_entries()
+    ]
+    targets += list(baseline_runs())
+    targets += [
+        f"results/{TIER}/baselines/scorecard.md",
+        f"results/{TIER}/baselines/figures/baselines.pdf",
+    ]
+    return targets

@@ -1,0 +1,87 @@
+# Data stage: raw files (generated or fetched and verified) -> processed parquet -> splits.
+
+
+rule synthesize_data:
+    output:
+        f"{DATA}/raw/synthetic/interactions.parquet",
+    params:
+        spec=as_json(config["data"]["synthetic"]),
+        out=f"{DATA}/raw/synthetic",
+    log:
+        "logs/data/synthesize.log",
+    benchmark:
+        "logs/benchmarks/data/synthesize.tsv"
+    conda:
+        ENV_CPU
+    shell:
+        "{RECREPRO} data synth --raw-dir {params.out} --spec {params.spec} > {log} 2>&1"
+
+
+rule fetch_dataset:
+    output:
+        f"{DATA}/raw/{{dataset}}/fetch.json",
+    params:
+        mirror=(
+            f"--mirror {shlex.quote(config['data']['mirror'])}"
+            if config["data"]["mirror"]
+            else ""
+        ),
+        offline="" if config["data"]["allow_download"] else "--no-download",
+        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
+    log:
+        "logs/data/fetch/{dataset}.log",
+    benchmark:
+        "logs/benchmarks/data/fetch/{dataset}.tsv"
+    conda:
+        ENV_CPU
+    resources:
+        downloads=1,
+    shell:
+        "{RECREPRO} data fetch {wildcards.dataset} --raw-dir {params.raw} "
+        "{params.mirror} {params.offline} > {log} 2>&1"
+
+
+rule preprocess_dataset:
+    input:
+        raw_marker,
+    output:
+        interactions=f"{DATA}/processed/{{dataset}}/{{protocol}}/interactions.parquet",
+        user_map=f"{DATA}/processed/{{dataset}}/{{protocol}}/user_map.parquet",
+        item_map=f"{DATA}/processed/{{dataset}}/{{protocol}}/item_map.parquet",
+        stats=f"{DATA}/processed/{{dataset}}/{{protocol}}/stats.json",
+    params:
+        protocols=as_json(config["protocols"]),
+        switches=as_json(config.get("switches", {})),
+        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
+        out=lambda wc, output: str(Path(output.stats).parent),
+    log:
+        "logs/data/preprocess/{dataset}/{protocol}.log",
+    benchmark:
+        "logs/benchmarks/data/preprocess/{dataset}/{protocol}.tsv"
+    conda:
+        ENV_CPU
+    shell:
+        "{RECREPRO} data preprocess {wildcards.dataset} --protocol {wildcards.protocol} "
+        "--protocols {params.protocols} --switches {params.switches} "
+        "--raw-dir {params.raw} --out-dir {params.out} > {log} 2>&1"
+
+
+rule split_dataset:
+    input:
+        f"{DATA}/processed/{{dataset}}/{{protocol}}/interactions.parquet",
+        f"{DATA}/processed/{{dataset}}/{{protocol}}/stats.json",
+    output:
+        f"{DATA}/splits/{{dataset}}/{{protocol}}/{{split}}/seed{{seed}}/manifest.json",
+    params:
+        split_params=lambda wc: as_json(split_params(wc)),
+        processed=lambda wc: f"{DATA}/processed/{wc.dataset}/{wc.protocol}",
+        out=lambda wc, output: str(Path(output[0]).parent),
+    log:
+        "logs/data/split/{dataset}/{protocol}/{split}/seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/data/split/{dataset}/{protocol}/{split}/seed{seed}.tsv"
+    conda:
+        ENV_CPU
+    shell:
+        "{RECREPRO} data split --processed-dir {params.processed} --split {wildcards.split} "
+        "--seed {wildcards.seed} --params {params.split_params} --out-dir {params.out} > {log} 2>&1"
