@@ -14,6 +14,6 @@ include: "workflow/rules/baselines.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True

@@ -14,7 +14,15 @@ rule evaluate_baseline:
         metrics="results/{tier}/baselines/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/metrics.json",
         per_user="results/{tier}/baselines/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/per_user.parquet",
         provenance="results/{tier}/baselines/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/provenance.json",
+    log:
+        "logs/baselines/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/baselines/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv"
+    conda:
+        ENV_CPU
+    threads: config["threads"]
     params:
+        cli=RECREPRO,
         evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
         meta=lambda wc: as_json(
             {
@@ -27,20 +35,14 @@ rule evaluate_baseline:
             }
         ),
         batch_size=config["evaluation"]["batch_size"],
+        device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
         out=lambda wc, output: str(Path(output.metrics).parent),
         bench="logs/benchmarks/baselines/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv",
-    log:
-        "logs/baselines/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.log",
-    benchmark:
-        "logs/benchmarks/baselines/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv"
-    threads: config["threads"]
-    conda:
-        ENV_CPU
     shell:
-        "OMP_NUM_THREADS={threads} {RECREPRO} baseline --split-dir {params.split_dir} "
+        "OMP_NUM_THREADS={threads} {params.cli} baseline --split-dir {params.split_dir} "
         "--method {wildcards.method} --seed {wildcards.seed} --out-dir {params.out} "
-        "--evaluation {params.evaluation} --meta {params.meta} --device {config[device]} "
+        "--evaluation {params.evaluation} --meta {params.meta} --device {params.device} "
         "--batch-size {params.batch_size} --benchmark-file {params.bench} > {log} 2>&1"
 
 
@@ -57,8 +59,10 @@ rule baselines_scorecard:
         "logs/benchmarks/baselines/{tier}/scorecard.tsv"
     conda:
         ENV_CPU
+    params:
+        cli=RECREPRO,
     shell:
-        "{RECREPRO} scorecard --paper baselines --tier {wildcards.tier} --expected {input.expected} "
+        "{params.cli} scorecard --paper baselines --tier {wildcards.tier} --expected {input.expected} "
         "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
 
 
@@ -78,6 +82,8 @@ rule baselines_figure:
         "logs/benchmarks/baselines/{tier}/figure.tsv"
     conda:
         ENV_CPU
+    params:
+        cli=RECREPRO,
     shell:
-        "{RECREPRO} figure-baselines --tier {wildcards.tier} --out-pdf {output.pdf} "
+        "{params.cli} figure-baselines --tier {wildcards.tier} --out-pdf {output.pdf} "
         "--out-png {output.png} {input.runs} > {log} 2>&1"

@@ -21,9 +21,24 @@ TIER = config["tier"]
 DATA = config["data"]["root"]
 TIER_CONF = config["tiers"][TIER]
 SRC = str(Path(workflow.basedir) / "src")
+
+
+def _python():
+    """The interpreter rules run: the conda env's under --sdm conda, else the one running Snakemake."""
+    try:
+        from snakemake.settings.types import DeploymentMethod
+
+        if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+            return "python"
+    except (ImportError, AttributeError):
+        pass
+    return shlex.quote(sys.executable)
+
+
 # Every rule runs the package from this checkout, whether or not it is pip-installed.
-RECREPRO = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}} python -m recrepro"
+RECREPRO = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}} {_python()} -m recrepro"
 ENV_CPU = "../../envs/cpu.yaml"
+
 
 # The synthetic dataset is generated, every other one is fetched.
 wildcard_constraints:
@@ -39,7 +54,9 @@ def data_entries():
     """The (dataset, protocol, split, seed, params) this tier builds."""
     for entry in TIER_CONF["data"]:
         for seed in entry.get("seeds", [0]):
-            yield entry["dataset"], entry["protocol"], entry["split"], seed, entry.get("params", {})
+            yield entry["dataset"], entry["protocol"], entry["split"], seed, entry.get(
+                "params", {}
+            )
 
 
 def split_dir(dataset, protocol, split, seed):
@@ -77,7 +94,8 @@ def baseline_runs(tier=TIER):
 
 def all_targets():
     targets = [
-        f"{split_dir(d, p, s, seed)}/manifest.json" for d, p, s, seed, _ in data_entries()
+        f"{split_dir(d, p, s, seed)}/manifest.json"
+        for d, p, s, seed, _ in data_entries()
     ]
     targets += list(baseline_runs())
     targets += [

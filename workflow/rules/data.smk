@@ -4,30 +4,23 @@
 rule synthesize_data:
     output:
         f"{DATA}/raw/synthetic/interactions.parquet",
-    params:
-        spec=as_json(config["data"]["synthetic"]),
-        out=f"{DATA}/raw/synthetic",
     log:
         "logs/data/synthesize.log",
     benchmark:
         "logs/benchmarks/data/synthesize.tsv"
     conda:
         ENV_CPU
+    params:
+        cli=RECREPRO,
+        spec=as_json(config["data"]["synthetic"]),
+        out=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "{RECREPRO} data synth --raw-dir {params.out} --spec {params.spec} > {log} 2>&1"
+        "{params.cli} data synth --raw-dir {params.out} --spec {params.spec} > {log} 2>&1"
 
 
 rule fetch_dataset:
     output:
         f"{DATA}/raw/{{dataset}}/fetch.json",
-    params:
-        mirror=(
-            f"--mirror {shlex.quote(config['data']['mirror'])}"
-            if config["data"]["mirror"]
-            else ""
-        ),
-        offline="" if config["data"]["allow_download"] else "--no-download",
-        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
     log:
         "logs/data/fetch/{dataset}.log",
     benchmark:
@@ -36,8 +29,17 @@ rule fetch_dataset:
         ENV_CPU
     resources:
         downloads=1,
+    params:
+        cli=RECREPRO,
+        mirror=(
+            f"--mirror {shlex.quote(config['data']['mirror'])}"
+            if config["data"]["mirror"]
+            else ""
+        ),
+        offline="" if config["data"]["allow_download"] else "--no-download",
+        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
     shell:
-        "{RECREPRO} data fetch {wildcards.dataset} --raw-dir {params.raw} "
+        "{params.cli} data fetch {wildcards.dataset} --raw-dir {params.raw} "
         "{params.mirror} {params.offline} > {log} 2>&1"
 
 
@@ -49,19 +51,20 @@ rule preprocess_dataset:
         user_map=f"{DATA}/processed/{{dataset}}/{{protocol}}/user_map.parquet",
         item_map=f"{DATA}/processed/{{dataset}}/{{protocol}}/item_map.parquet",
         stats=f"{DATA}/processed/{{dataset}}/{{protocol}}/stats.json",
-    params:
-        protocols=as_json(config["protocols"]),
-        switches=as_json(config.get("switches", {})),
-        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
-        out=lambda wc, output: str(Path(output.stats).parent),
     log:
         "logs/data/preprocess/{dataset}/{protocol}.log",
     benchmark:
         "logs/benchmarks/data/preprocess/{dataset}/{protocol}.tsv"
     conda:
         ENV_CPU
+    params:
+        cli=RECREPRO,
+        protocols=as_json(config["protocols"]),
+        switches=as_json(config.get("switches", {})),
+        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
+        out=lambda wc, output: str(Path(output.stats).parent),
     shell:
-        "{RECREPRO} data preprocess {wildcards.dataset} --protocol {wildcards.protocol} "
+        "{params.cli} data preprocess {wildcards.dataset} --protocol {wildcards.protocol} "
         "--protocols {params.protocols} --switches {params.switches} "
         "--raw-dir {params.raw} --out-dir {params.out} > {log} 2>&1"
 
@@ -72,16 +75,17 @@ rule split_dataset:
         f"{DATA}/processed/{{dataset}}/{{protocol}}/stats.json",
     output:
         f"{DATA}/splits/{{dataset}}/{{protocol}}/{{split}}/seed{{seed}}/manifest.json",
-    params:
-        split_params=lambda wc: as_json(split_params(wc)),
-        processed=lambda wc: f"{DATA}/processed/{wc.dataset}/{wc.protocol}",
-        out=lambda wc, output: str(Path(output[0]).parent),
     log:
         "logs/data/split/{dataset}/{protocol}/{split}/seed{seed}.log",
     benchmark:
         "logs/benchmarks/data/split/{dataset}/{protocol}/{split}/seed{seed}.tsv"
     conda:
         ENV_CPU
+    params:
+        cli=RECREPRO,
+        split_params=lambda wc: as_json(split_params(wc)),
+        processed=lambda wc: f"{DATA}/processed/{wc.dataset}/{wc.protocol}",
+        out=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "{RECREPRO} data split --processed-dir {params.processed} --split {wildcards.split} "
+        "{params.cli} data split --processed-dir {params.processed} --split {wildcards.split} "
         "--seed {wildcards.seed} --params {params.split_params} --out-dir {params.out} > {log} 2>&1"

