@@ -49,7 +49,7 @@ rule evaluate_baseline:
 rule baselines_scorecard:
     input:
         runs=lambda wc: list(baseline_runs(wc.tier)),
-        expected="src/recrepro/expected/baselines.yaml",
+        expected=f"{EXPECTED}/baselines.yaml",
     output:
         md="results/{tier}/baselines/scorecard.md",
         csv="results/{tier}/baselines/scorecard.csv",

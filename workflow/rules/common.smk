@@ -21,6 +21,7 @@ TIER = config["tier"]
 DATA = config["data"]["root"]
 TIER_CONF = config["tiers"][TIER]
 SRC = str(Path(workflow.basedir) / "src")
+EXPECTED = str(Path(workflow.basedir) / "src" / "recrepro" / "expected")
 
 
 def _python():

@@ -17,11 +17,9 @@ a no-op.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -29,7 +27,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -38,7 +35,7 @@ from recrepro import __version__
 from recrepro.datasets.archives import archive_member_names, find_member, safe_extract
 from recrepro.datasets.errors import ChecksumError, DatasetUnavailableError
 from recrepro.datasets.registry import DatasetSpec, get_dataset
-from recrepro.io import atomic_path, file_digest, sha256_file, write_json
+from recrepro.io import atomic_path, sha256_file, write_json
 
 __all__ = ["FETCH_RECORD", "download_url", "fetch_dataset", "fetch_spec", "verify_file"]
 
@@ -99,19 +96,36 @@ def verify_file(path: str | Path, expected: Expected, label: str | None = None) 
     return hasher.check(label or str(path), expected)
 
 
-def _copy_verified(src: BinaryIO, dest: Path, expected: Expected, label: str, progress_bar=None) -> str:
+class _ShortRead(Exception):
+    """Fewer bytes arrived than the server announced."""
+
+
+def _copy_verified(
+    src: BinaryIO,
+    dest: Path,
+    expected: Expected,
+    label: str,
+    progress_bar=None,
+    expected_size: int | None = None,
+) -> str:
     """Stream ``src`` into ``dest`` atomically, verifying on the way; return sha256.
 
-    On mismatch the temporary file is removed and ``dest`` is left as it was.
+    The size (when announced) and the digests are checked before the rename; on any
+    failure the temporary file is removed and ``dest`` is left as it was.
     """
     hasher = _Hasher(want_md5=bool(expected.md5))
+    size = 0
     with atomic_path(dest) as tmp:
         with open(tmp, "wb") as out:
             for block in iter(lambda: src.read(_CHUNK), b""):
                 out.write(block)
                 hasher.update(block)
+                size += len(block)
                 if progress_bar is not None:
                     progress_bar.update(len(block))
+        # A truncated transfer is a network failure (retried), not corruption.
+        if expected_size is not None and size != expected_size:
+            raise _ShortRead(f"short read: {size} of {expected_size} bytes")
         return hasher.check(label, expected)
 
 
@@ -191,35 +205,12 @@ def _download_once(url: str, dest: Path, expected: Expected, *, progress: bool |
 
             bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=dest.name, file=sys.stderr)
         try:
-            counted = _CountingReader(response)
-            try:
-                sha = _copy_verified(counted, dest, expected, f"{dest.name} (from {url})", bar)
-            except ChecksumError:
-                # A short read shows up as a wrong digest; report it as the transient
-                # failure it is rather than as corruption.
-                if total is not None and counted.count != total:
-                    raise _TransientError() from OSError(f"short read: {counted.count} of {total} bytes")
-                raise
-        except (TimeoutError, ConnectionError, http.client.HTTPException, urllib.error.URLError) as exc:
+            return _copy_verified(response, dest, expected, f"{dest.name} (from {url})", bar, expected_size=total)
+        except (_ShortRead, TimeoutError, ConnectionError, http.client.HTTPException, urllib.error.URLError) as exc:
             raise _TransientError() from exc
         finally:
             if bar is not None:
                 bar.close()
-    if total is not None and counted.count != total:
-        dest.unlink(missing_ok=True)
-        raise _TransientError() from OSError(f"short read: {counted.count} of {total} bytes")
-    return sha
-
-
-class _CountingReader:
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self.count = 0
-
-    def read(self, n: int = -1) -> bytes:
-        block = self.raw.read(n)
-        self.count += len(block)
-        return block
 
 
 # --------------------------------------------------------------------------- fetch
@@ -507,7 +498,3 @@ def _unavailable(state: _Fetch, mirror: str | Path | None) -> DatasetUnavailable
         error.__cause__ = state.network_error
     return error
 
-
-@contextlib.contextmanager
-def _nothing() -> Iterable[None]:  # pragma: no cover - placeholder for symmetry
-    yield None
