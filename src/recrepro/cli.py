@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, OSError) as exc:
+    except (ValueError, LookupError, OSError, RuntimeError) as exc:
         # Known failure modes (checksum, format, missing data, non-finite training) are
         # reported as one clear line; the traceback is only shown with -v.
         if args.verbose:

@@ -42,16 +42,12 @@ def find_member(names: Iterable[str], filename: str) -> str | None:
     macOS resource forks (``__MACOSX/``) are ignored.
     """
     candidates = [
-        n
-        for n in names
-        if posixpath.basename(n.replace("\\", "/")) == filename and not n.startswith("__MACOSX/")
+        n for n in names if posixpath.basename(n.replace("\\", "/")) == filename and not n.startswith("__MACOSX/")
     ]
     return min(candidates, key=lambda n: (len(n), n)) if candidates else None
 
 
-def safe_extract(
-    archive: str | Path, dest: str | Path, members: Iterable[str] | None = None
-) -> dict[str, Path]:
+def safe_extract(archive: str | Path, dest: str | Path, members: Iterable[str] | None = None) -> dict[str, Path]:
     """Extract ``members`` (all when None) of a zip or tar archive into ``dest``, safely.
 
     Parameters
@@ -150,9 +146,7 @@ def _extract_zip(archive: Path, dest: Path, wanted: list[str] | None) -> dict[st
             # members (e.g. ``x -> .`` then ``y -> x/..``); resolve the real paths now.
             _check_inside(archive, info.filename, root, os.path.realpath(target.parent))
             if link_target is not None:
-                _check_inside(
-                    archive, info.filename, root, os.path.realpath(os.path.join(target.parent, link_target))
-                )
+                _check_inside(archive, info.filename, root, os.path.realpath(os.path.join(target.parent, link_target)))
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
             elif link_target is not None:

@@ -30,7 +30,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from recrepro.datasets.container import RAW_COLUMNS, DataFormatError, RawInteractions
 
@@ -249,10 +248,8 @@ def _read_delimited(opener: Opener, label: str, fmt: LineFormat, types: dict[str
         with opener() as fh:
             first = fh.readline().decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
         got = tuple(next(csv.reader([first], delimiter=sep[0])) if fmt.quoted else first.split(sep))
-        if tuple(g.strip() for g in got) != fmt.header:
-            raise DataFormatError(
-                f'{label}: line 1: expected header {sep.join(fmt.header)!r}: "{_shown(first)}"'
-            )
+        if tuple(g.strip().strip('"') for g in got) != fmt.header:
+            raise DataFormatError(f'{label}: line 1: expected header {sep.join(fmt.header)!r}: "{_shown(first)}"')
     read_options = pacsv.ReadOptions(column_names=names, skip_rows=1 if fmt.header is not None else 0)
     parse_options = pacsv.ParseOptions(
         delimiter=sep[0],
@@ -272,8 +269,9 @@ def _read_delimited(opener: Opener, label: str, fmt: LineFormat, types: dict[str
     )
     try:
         with opener() as fh:
-            table = pacsv.read_csv(fh, read_options=read_options, parse_options=parse_options,
-                                   convert_options=convert_options)
+            table = pacsv.read_csv(
+                fh, read_options=read_options, parse_options=parse_options, convert_options=convert_options
+            )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise _format_error(label, opener, fmt, f"cannot parse ({exc})") from None
 
@@ -313,7 +311,9 @@ def _frame(user, item, rating, timestamp, part: np.ndarray | None = None) -> pd.
         "user": _ids(user),
         "item": _ids(item),
         "rating": pc.cast(rating, pa.float32()) if not isinstance(rating, np.ndarray) else rating.astype(np.float32),
-        "timestamp": pc.cast(timestamp, pa.int64()) if not isinstance(timestamp, np.ndarray) else timestamp.astype(np.int64),
+        "timestamp": (
+            pc.cast(timestamp, pa.int64()) if not isinstance(timestamp, np.ndarray) else timestamp.astype(np.int64)
+        ),
     }
     table = pa.table(columns)
     frame = table.to_pandas(split_blocks=True, self_destruct=True)
@@ -395,8 +395,9 @@ def read_msd_triplets(path: Path) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- explicit ratings
-AMAZON_RATINGS = LineFormat(",", (Field("user", "str"), Field("item", "str"), Field("rating", "float"),
-                                  Field("timestamp", "int")))
+AMAZON_RATINGS = LineFormat(
+    ",", (Field("user", "str"), Field("item", "str"), Field("rating", "float"), Field("timestamp", "int"))
+)
 TRUSTLET_RATINGS = LineFormat(" ", (Field("user", "int"), Field("item", "int"), Field("rating", "float")))
 TRUSTLET_MEMBER = "ratings_data.txt"
 
@@ -456,6 +457,8 @@ def _read_adjacency_lines(path: Path) -> tuple[np.ndarray, np.ndarray]:
                 ) from None
         raise DataFormatError(f"{path}: cannot parse integers") from None
     lengths = lengths[lengths > 0]
+    if lengths.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     is_item = np.ones(values.size, dtype=bool)
     is_item[starts] = False
@@ -479,11 +482,21 @@ def read_lightgcn_split(train_path: Path, test_path: Path) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- Ta-Feng
-TAFENG_COLUMNS = ("TRANSACTION_DT", "CUSTOMER_ID", "AGE_GROUP", "PIN_CODE", "PRODUCT_SUBCLASS", "PRODUCT_ID",
-                  "AMOUNT", "ASSET", "SALES_PRICE")
+TAFENG_COLUMNS = (
+    "TRANSACTION_DT",
+    "CUSTOMER_ID",
+    "AGE_GROUP",
+    "PIN_CODE",
+    "PRODUCT_SUBCLASS",
+    "PRODUCT_ID",
+    "AMOUNT",
+    "ASSET",
+    "SALES_PRICE",
+)
 _TAFENG_KINDS = {"TRANSACTION_DT": "mdy_date", "CUSTOMER_ID": "str", "PRODUCT_ID": "str"}
-TAFENG_CSV = LineFormat(",", tuple(Field(c, _TAFENG_KINDS.get(c, "any")) for c in TAFENG_COLUMNS),
-                        header=TAFENG_COLUMNS, quoted=True)
+TAFENG_CSV = LineFormat(
+    ",", tuple(Field(c, _TAFENG_KINDS.get(c, "any")) for c in TAFENG_COLUMNS), header=TAFENG_COLUMNS, quoted=True
+)
 
 
 def read_tafeng_csv(path: Path) -> pd.DataFrame:
@@ -496,11 +509,17 @@ def read_tafeng_csv(path: Path) -> pd.DataFrame:
     types = {"TRANSACTION_DT": pa.string(), "CUSTOMER_ID": pa.string(), "PRODUCT_ID": pa.string()}
     opener = _file_opener(path)
     t = _read_delimited(opener, str(path), TAFENG_CSV, types)
-    try:
-        day = pc.strptime(t["TRANSACTION_DT"], format="%m/%d/%Y", unit="s")
-    except pa.ArrowInvalid as exc:
-        raise _format_error(str(path), opener, TAFENG_CSV, f"bad TRANSACTION_DT ({exc})") from None
-    seconds = pc.cast(day, pa.int64())
+    # About 120 distinct days: parse each distinct string once, strictly (pyarrow's
+    # strptime would roll 2/30 over into March).
+    days = pc.dictionary_encode(t["TRANSACTION_DT"]).combine_chunks()
+    distinct = days.dictionary.to_pylist()
+    if any(_field_problem(d, "mdy_date") for d in distinct):
+        raise _format_error(str(path), opener, TAFENG_CSV, "bad TRANSACTION_DT (not located)")
+    epoch = dt.datetime(1970, 1, 1)
+    day_seconds = np.array(
+        [int((dt.datetime.strptime(d, "%m/%d/%Y") - epoch).total_seconds()) for d in distinct], dtype=np.int64
+    )
+    seconds = day_seconds[days.indices.to_numpy(zero_copy_only=False)]
     return _frame(t["CUSTOMER_ID"], t["PRODUCT_ID"], np.ones(t.num_rows, np.float32), seconds)
 
 
@@ -551,13 +570,16 @@ def read_snap_finefoods(path: Path) -> pd.DataFrame:
     read_options = pacsv.ReadOptions(column_names=["line"], encoding="latin-1", block_size=1 << 24)
     # One column per line: a delimiter/quote that never splits (text with \x1f is
     # handled by the slow path below).
-    parse_options = pacsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False,
-                                       newlines_in_values=False, ignore_empty_lines=False)
-    convert_options = pacsv.ConvertOptions(column_types={"line": pa.string()}, null_values=[],
-                                           strings_can_be_null=False)
+    parse_options = pacsv.ParseOptions(
+        delimiter="\x1f", quote_char=False, escape_char=False, newlines_in_values=False, ignore_empty_lines=False
+    )
+    convert_options = pacsv.ConvertOptions(
+        column_types={"line": pa.string()}, null_values=[], strings_can_be_null=False
+    )
     try:
-        lines = pacsv.read_csv(str(path), read_options=read_options, parse_options=parse_options,
-                               convert_options=convert_options)["line"]
+        lines = pacsv.read_csv(
+            str(path), read_options=read_options, parse_options=parse_options, convert_options=convert_options
+        )["line"]
     except pa.ArrowInvalid:
         return _finefoods_slow(path)
     # Row k of the table is line k+1 of the file (no quoting, empty lines kept).
@@ -578,8 +600,9 @@ def _finefoods_frame(path: Path, positions: dict[str, np.ndarray], values: dict)
         for k in range(n):  # locate the first record missing a key
             nxt = item_at[k + 1] if k + 1 < n else np.iinfo(np.int64).max
             if not all(k < a.size and item_at[k] < a[k] < nxt for a in (user_at, rating_at, time_at)):
-                raise DataFormatError(f"{path}: line {item_at[k] + 1}: record lacks one of "
-                                      f"review/userId, review/score, review/time")
+                raise DataFormatError(
+                    f"{path}: line {item_at[k] + 1}: record lacks one of " f"review/userId, review/score, review/time"
+                )
         raise DataFormatError(f"{path}: a review/... line comes before the first product/productId")
     following = np.append(item_at[1:], np.iinfo(np.int64).max)
     ordered = (item_at < user_at) & (user_at < rating_at) & (rating_at < time_at) & (time_at < following)
@@ -591,10 +614,15 @@ def _finefoods_frame(path: Path, positions: dict[str, np.ndarray], values: dict)
         if not ok.all():
             k = int(np.flatnonzero(~ok)[0])
             bad = values[column][k].as_py()
-            raise DataFormatError(f'{path}: line {at[k] + 1}: {_FINEFOODS_KEYS[column]}"{_shown(bad)}" '
-                                  f"is not a number")
-    return _frame(values["user"], values["item"], pc.cast(values["rating"], pa.float32()),
-                  pc.cast(values["timestamp"], pa.int64()))
+            raise DataFormatError(
+                f'{path}: line {at[k] + 1}: {_FINEFOODS_KEYS[column]}"{_shown(bad)}" ' f"is not a number"
+            )
+    return _frame(
+        values["user"],
+        values["item"],
+        pc.cast(values["rating"], pa.float32()),
+        pc.cast(values["timestamp"], pa.int64()),
+    )
 
 
 def _finefoods_slow(path: Path) -> pd.DataFrame:
@@ -606,7 +634,7 @@ def _finefoods_slow(path: Path) -> pd.DataFrame:
             for column, prefix in _FINEFOODS_KEYS.items():
                 if line.startswith(prefix):
                     positions[column].append(index)
-                    found[column].append(line[len(prefix):].rstrip("\r\n"))
+                    found[column].append(line[len(prefix) :].rstrip("\r\n"))
                     break
     return _finefoods_frame(
         path,

@@ -148,7 +148,7 @@ class _CallableSource:
             np.copyto(out, _to_numpy(raw), casting="same_kind")
             return torch.from_numpy(out)
         if isinstance(raw, torch.Tensor):
-            return raw.detach().to(device=self.device, dtype=torch.float32, copy=True)
+            return raw.detach().to(device=self.device, dtype=torch.float32, copy=True).contiguous()
         return torch.tensor(np.asarray(raw), device=self.device, dtype=torch.float32)
 
 

@@ -1,0 +1,90 @@
+"""Shared interface of the recommenders, in the style of ``benfred/implicit``.
+
+A recommender is fitted on a ``users × items`` CSR matrix of training interactions and
+then scores users against every item.  Dot-product models also expose their factor
+matrices, which the evaluators use directly (one float64 matmul per batch instead of a
+Python call per batch).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["Recommender", "NotFittedError"]
+
+
+class NotFittedError(RuntimeError):
+    """``score`` or ``recommend`` was called before ``fit``."""
+
+
+class Recommender(ABC):
+    """Base class of every model.
+
+    Subclasses implement :meth:`fit` and :meth:`score`.  Dot-product models override
+    :attr:`user_factors` / :attr:`item_factors` (``score(u) == user_factors[u] @
+    item_factors.T``); the evaluators then use the factors instead of :meth:`score`.
+
+    Attributes
+    ----------
+    n_users, n_items:
+        Shape of the training matrix, set by :meth:`fit`.
+    """
+
+    n_users: int | None = None
+    n_items: int | None = None
+
+    @abstractmethod
+    def fit(self, train: sp.csr_matrix, **kwargs: Any) -> Recommender:
+        """Fit on a ``[n_users, n_items]`` CSR matrix of training interactions; return ``self``."""
+
+    @abstractmethod
+    def score(self, user_ids: np.ndarray) -> np.ndarray:
+        """Scores of ``user_ids`` against all items: float32 ``[len(user_ids), n_items]``.
+
+        Higher is better.  Implementations must not depend on how users are batched
+        (the evaluators call this with batches of any size).
+        """
+
+    @property
+    def user_factors(self) -> np.ndarray | None:
+        """``[n_users, d]`` user factors of a dot-product model, else ``None``."""
+        return None
+
+    @property
+    def item_factors(self) -> np.ndarray | None:
+        """``[n_items, d]`` item factors of a dot-product model, else ``None``."""
+        return None
+
+    def recommend(
+        self, user_ids: np.ndarray, k: int, exclude: sp.spmatrix | None = None, batch_size: int = 2048
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` items and scores for ``user_ids`` (items ``-1``-padded if fewer than ``k``).
+
+        ``exclude`` is a ``[n_users, n_items]`` sparse matrix of items not to recommend
+        (typically the training matrix).  Ties follow the evaluators' rule: score desc,
+        then item id asc.
+        """
+        from recrepro.evaluation.ranking import full_ranking_topk  # evaluation does not import models
+
+        self._check_fitted()
+        users = np.asarray(user_ids, dtype=np.int64).ravel()
+        if exclude is None:
+            exclude = sp.csr_matrix((self.n_users, self.n_items), dtype=np.float32)
+        result = full_ranking_topk(self, k, exclude=exclude, users=users, batch_size=batch_size)
+        return result.items, result.scores
+
+    def _check_fitted(self) -> None:
+        if self.n_items is None:
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(train) first")
+
+    @staticmethod
+    def _as_train_matrix(train: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
+        matrix = sp.csr_matrix(train)
+        if not matrix.has_canonical_format:
+            matrix = matrix.copy()
+            matrix.sum_duplicates()
+        return matrix
