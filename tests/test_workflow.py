@@ -112,5 +112,6 @@ def test_smoke_mostpop_beats_random_on_every_split(smoke_run):
 def test_smoke_run_records_provenance(smoke_run):
     prov = next((smoke_run / "results/smoke/baselines/runs").glob("**/provenance.json"))
     record = json.loads(prov.read_text())
-    for key in ("config_sha256", "seed", "device", "versions", "split_files"):
+    for key in ("config_sha256", "seed", "device", "versions", "split", "git", "peak_rss_mb", "wall_seconds"):
         assert key in record, key
+    assert record["split"]["verified"] is True

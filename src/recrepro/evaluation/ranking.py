@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_METRICS",
     "ALL_METRICS",
     "select_topk",
+    "select_topk_refined",
     "rank_positives",
     "full_ranking_topk",
     "evaluate_full_ranking",
@@ -139,19 +140,89 @@ def select_topk(scores: np.ndarray | torch.Tensor, k: int) -> tuple[np.ndarray, 
     return items, vals
 
 
+# How many extra items the fast path fetches beyond k.  Rows whose error window reaches
+# past them fall back to exact full rows, so this only trades speed, never correctness.
+_REFINE_MARGIN = 8
+
+
+def select_topk_refined(approx: torch.Tensor, k: int, source: Any, user_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact tie-rule top-``k`` from fast float32 scores plus exact re-scoring.
+
+    ``approx`` are float32-sgemm scores (masked with ``-inf``) whose last bits depend on
+    the batch; ``source`` (a NumPy embedding source) bounds their error per user by ``B``
+    and re-scores chosen items exactly (float64 accumulation, rounded to float32).
+
+    Any item of the exact top-``k`` has an approximate score of at least
+    ``v_k - 2B`` (``v_k`` = k-th largest approximate score), so it suffices to re-score
+    the items above that window and apply the tie rule to the exact values.  ``torch.topk``
+    fetches ``k + _REFINE_MARGIN`` items; rows whose window extends past the fetched
+    items (many near-equal scores) are recomputed exactly in full and go through
+    :func:`select_topk`.  The result is therefore identical to :func:`select_topk` on
+    exact full rows, at the cost of one sgemm instead of a float64 dgemm.
+    """
+    b, n = approx.shape
+    k_eff = min(k, n)
+    if b == 0 or n == 0:
+        return select_topk(approx, k)
+    n_fetch = min(k_eff + _REFINE_MARGIN, n)
+    values_t, indices_t = torch.topk(approx, n_fetch, dim=1, largest=True, sorted=True)
+    if torch.isnan(values_t).any():
+        raise ValueError("scores contain NaN")
+    values = values_t.cpu().numpy()
+    fetched = indices_t.cpu().numpy()
+    kth = values[:, k_eff - 1].astype(np.float64)
+    window_low = kth - 2.0 * source.error_bound(user_ids)
+    if n_fetch < n:
+        overflow = (values[:, -1] >= window_low) & (kth > -np.inf)
+    else:
+        overflow = np.zeros(b, dtype=bool)
+    # Only the columns that some row's window reaches need exact scores (usually k or
+    # k + 1 of them); re-scoring fewer items keeps the float64 gather small.
+    n_rescore = max(k_eff, int((values >= window_low[:, None]).sum(axis=1).max()))
+    fetched = np.ascontiguousarray(fetched[:, :n_rescore])
+    values = values[:, :n_rescore]
+    exact = source.exact_scores_at(user_ids, fetched)
+    exact[values == -np.inf] = -np.inf
+    order = np.lexsort((fetched, -exact), axis=-1)[:, :k_eff]
+    items = np.take_along_axis(fetched, order, axis=1).astype(np.int64)
+    vals = np.take_along_axis(exact, order, axis=1)
+    items[vals == -np.inf] = -1
+    if overflow.any():
+        rows = np.flatnonzero(overflow)
+        full = source.exact_rows(user_ids[rows])
+        full[approx[torch.from_numpy(rows)].cpu().numpy() == -np.inf] = -np.inf
+        items[rows], vals[rows] = select_topk(full, k_eff)
+    if k_eff < k:
+        items = np.pad(items, ((0, 0), (0, k - k_eff)), constant_values=-1)
+        vals = np.pad(vals, ((0, 0), (0, k - k_eff)), constant_values=-np.inf)
+    return items, vals
+
+
 # --------------------------------------------------------------------------- ranks of targets
 
 
-def _ordered_bits(values: np.ndarray) -> np.ndarray:
-    """Map float32 to uint64 so that the integer order equals the float order.
+def _ordered_int(values: np.ndarray, out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
+    """Map float32 to int32 so that integer order equals float order (equal floats → equal ints).
 
-    Standard trick: flip all bits of negatives, set the sign bit of non-negatives.
-    ``-0.0`` is first turned into ``+0.0`` (adding 0.0 does that) so the two compare equal
-    as floats do.
+    The standard trick: reinterpret the bits as a signed int and flip the 31 magnitude
+    bits of negatives.  Adding 1 to negatives then makes ``-0.0`` (which would land on
+    -1) equal to ``+0.0`` (0), as float comparison has it; no other float lies between
+    them, so the order is otherwise unchanged.  ``out``/``scratch`` (int32, same shape)
+    avoid allocations in the hot loop; ``values`` is not modified.
     """
-    bits = (np.asarray(values, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
-    flipped = np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))
-    return flipped.astype(np.uint64)
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.int32)
+    if out is None:
+        out = bits.copy()
+    else:
+        np.copyto(out, bits)
+    if scratch is None:
+        scratch = np.empty_like(out)
+    np.right_shift(out, 31, out=scratch)  # -1 for negatives, 0 otherwise
+    np.bitwise_and(scratch, 0x7FFFFFFF, out=scratch)  # magnitude mask of negatives
+    np.bitwise_xor(out, scratch, out=out)  # flip the magnitude bits of negatives
+    np.right_shift(out, 31, out=scratch)  # the flip left the sign bit alone
+    np.subtract(out, scratch, out=out)  # +1 for negatives: -0.0 meets +0.0
+    return out
 
 
 def rank_positives(
@@ -174,7 +245,7 @@ def rank_positives(
     Parameters
     ----------
     scores:
-        float32 ``[b, n_items]`` masked scores (``-inf`` = not a candidate).
+        float32 ``[b, n_items]`` masked scores (``-inf`` = not a candidate).  Not modified.
     positive_rows, positive_items:
         ``[m]`` row index (into ``scores``) and item id of every positive.  Each (row,
         item) pair must appear once.
@@ -190,67 +261,77 @@ def rank_positives(
 
     Notes
     -----
-    Scores are turned into 64-bit keys ``(row, ordered float bits, reversed item id)`` so
-    that the key order is the tie-rule order; each row of keys is sorted once and every
-    count is a ``searchsorted`` (``O(n log n)`` per row instead of ``O(n · |T_u|)``
-    comparisons).  Counts among positives themselves are taken the same way from the
-    sorted positive keys and subtracted.
+    Scores are turned into int64 keys ``row · 2**(32+B) + ordered_float · 2**B +
+    reversed_item_id`` (``B`` bits for item ids), whose order is the tie-rule order; each
+    row of keys is sorted once and every count is a ``searchsorted`` on the flattened
+    chunk (``O(n log n)`` per row instead of ``O(n · |T_u|)`` comparisons).  The same
+    counts among the positives themselves are subtracted.
     """
     scores = np.asarray(scores)
+    if ties not in ("item_id", "optimistic", "pessimistic"):
+        raise ValueError(f"ties must be 'item_id', 'optimistic' or 'pessimistic', got {ties!r}")
     b, n = scores.shape
     rows = np.asarray(positive_rows, dtype=np.int64)
     items = np.asarray(positive_items, dtype=np.int64)
     ranks = np.full(rows.size, np.inf)
     n_negatives = np.zeros(b, dtype=np.int64)
-    if b == 0:
+    if b == 0 or n == 0:
         return ranks, n_negatives
     id_bits = max(1, int(n - 1).bit_length())
     row_shift = 32 + id_bits
-    if row_shift >= 64:
+    if row_shift > 60:
         raise ValueError("too many items for 64-bit rank keys")
-    chunk = max(1, min(_RANK_CHUNK_ROWS, (1 << (64 - row_shift)) - 1))
-    id_part = (np.uint64((1 << id_bits) - 1) - np.arange(n, dtype=np.uint64))
-    shift_id, shift_row = np.uint64(id_bits), np.uint64(row_shift)
-    first_finite = (_ordered_bits(np.float32(-np.inf)) + np.uint64(1)) << shift_id
+    # Keys of a row lie in [-2**(31+B), 2**(31+B)); rows are 2**(32+B) apart, so the row
+    # count r needs (r + 1) * 2**(32+B) < 2**63.
+    chunk = max(1, min(_RANK_CHUNK_ROWS, (1 << (62 - row_shift)) - 1))
+    id_part = np.int64((1 << id_bits) - 1) - np.arange(n, dtype=np.int64)
+    row_step = np.int64(1) << np.int64(row_shift)
+    lowest = int(_ordered_int(np.array([-np.inf], dtype=np.float32))[0])
+    first_finite = np.int64(lowest + 1) << np.int64(id_bits)  # smallest key of a finite score
     order = np.argsort(rows, kind="stable")
     bounds = np.searchsorted(rows[order], np.arange(0, b + chunk, chunk))
+    rows_cap = min(chunk, b)
+    ordered_buf = np.empty((rows_cap, n), dtype=np.int32)
+    scratch_buf = np.empty((rows_cap, n), dtype=np.int32)
+    keys_buf = np.empty((rows_cap, n), dtype=np.int64)
+    shift = np.int64(id_bits)
     for c, start in enumerate(range(0, b, chunk)):
         stop = min(b, start + chunk)
         r = stop - start
-        keys = (_ordered_bits(scores[start:stop]) << shift_id) | id_part
+        ordered = _ordered_int(scores[start:stop], ordered_buf[:r], scratch_buf[:r])
+        keys = keys_buf[:r]
+        np.copyto(keys, ordered, casting="safe")
+        np.left_shift(keys, shift, out=keys)
+        np.bitwise_or(keys, id_part, out=keys)
         keys.sort(axis=1)
-        row_base = np.arange(r, dtype=np.uint64) << shift_row
+        row_base = np.arange(r, dtype=np.int64) * row_step
         keys += row_base[:, None]
-        flat = keys.ravel()
-        row_end = (np.arange(1, r + 1, dtype=np.int64) * n)
-        n_candidates = row_end - np.searchsorted(flat, row_base | first_finite, side="left")
+        flat = keys.reshape(-1)
+        row_end = np.arange(1, r + 1, dtype=np.int64) * n
+        n_candidates = row_end - np.searchsorted(flat, row_base + first_finite, side="left")
 
         sel = order[bounds[c] : bounds[c + 1]]
         local = rows[sel] - start
-        pos_bits = _ordered_bits(scores[rows[sel], items[sel]])
-        finite = pos_bits >= (first_finite >> shift_id)
-        base = local.astype(np.uint64) << shift_row
-        key_self = base | (pos_bits << shift_id) | id_part[items[sel]]
-        key_ge = base | (pos_bits << shift_id)
-        key_gt = base | ((pos_bits + np.uint64(1)) << shift_id)
+        pos_ordered = _ordered_int(scores[rows[sel], items[sel]]).astype(np.int64)
+        finite = pos_ordered > lowest
+        base = local * row_step
+        key_self = base + ((pos_ordered << shift) | id_part[items[sel]])
+        key_ge = base + (pos_ordered << shift)
+        key_gt = base + ((pos_ordered + 1) << shift)
         positives_sorted = np.sort(key_self[finite])
         n_finite_pos = np.bincount(local[finite], minlength=r)
         n_negatives[start:stop] = n_candidates - n_finite_pos
 
         end_all = row_end[local]
-        end_pos = np.searchsorted(positives_sorted, (local + 1).astype(np.uint64) << shift_row, side="left")
+        end_pos = np.searchsorted(positives_sorted, (local + 1) * row_step - (row_step >> 1), side="left")
         if ties == "item_id":
-            above = (end_all - np.searchsorted(flat, key_self, side="right")) - (
-                end_pos - np.searchsorted(positives_sorted, key_self, side="right"))
+            query, side = key_self, "right"
         elif ties == "optimistic":
-            above = (end_all - np.searchsorted(flat, key_gt, side="left")) - (
-                end_pos - np.searchsorted(positives_sorted, key_gt, side="left"))
-        elif ties == "pessimistic":
-            # >= counts the positive itself on both sides, so it cancels.
-            above = (end_all - np.searchsorted(flat, key_ge, side="left")) - (
-                end_pos - np.searchsorted(positives_sorted, key_ge, side="left"))
-        else:
-            raise ValueError(f"ties must be 'item_id', 'optimistic' or 'pessimistic', got {ties!r}")
+            query, side = key_gt, "left"
+        else:  # pessimistic; ">=" counts the positive itself on both sides, so it cancels
+            query, side = key_ge, "left"
+        above = (end_all - np.searchsorted(flat, query, side=side)) - (
+            end_pos - np.searchsorted(positives_sorted, query, side=side))
         ranks[sel[finite]] = 1.0 + above[finite]
     return ranks, n_negatives
 
@@ -277,22 +358,30 @@ def _csr_rows(matrix: sp.csr_matrix, batch: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def _iter_ranked_batches(
-    source: ScoreSource, users: np.ndarray, exclude: sp.csr_matrix | None, k: int, batch_size: int
+    source: ScoreSource, users: np.ndarray, exclude: sp.csr_matrix | None, k: int, batch_size: int,
+    need_exact_rows: bool = False,
 ) -> Iterator[tuple[np.ndarray, torch.Tensor, np.ndarray, np.ndarray]]:
     """Yield ``(batch_users, masked_scores, topk_items, topk_values)`` per batch.
 
-    ``masked_scores`` is only valid until the next iteration (its buffer is reused).
+    ``masked_scores`` is only valid until the next iteration (its buffer is reused).  It
+    holds exact scores when ``need_exact_rows`` is set or the source has no fast path;
+    otherwise (NumPy embeddings) it holds the fast float32 approximation and the top-K
+    comes from :func:`select_topk_refined` — the same lists either way.
     """
     n = source.n_items
+    fast = not need_exact_rows and hasattr(source, "approx_scores")
     for start in range(0, len(users), batch_size):
         batch = users[start : start + batch_size]
-        scores = source.scores(batch)
+        scores = source.approx_scores(batch) if fast else source.scores(batch)
         if exclude is not None:
             rows, cols = _csr_rows(exclude, batch)
             if rows.size:
                 flat_index = torch.from_numpy(rows * n + cols).to(scores.device)
                 scores.view(-1).index_fill_(0, flat_index, -torch.inf)
-        items, values = select_topk(scores, k)
+        if fast:
+            items, values = select_topk_refined(scores, k, source, batch)
+        else:
+            items, values = select_topk(scores, k)
         yield batch, scores, items, values
 
 
@@ -505,7 +594,8 @@ def evaluate_full_ranking(
     rank_user_parts: list[np.ndarray] = []
     auc_parts: list[np.ndarray] = []
     offset = 0
-    for batch, scores, items, _ in _iter_ranked_batches(source, eval_users, exclude_csr, k_max, batch_size):
+    for batch, scores, items, _ in _iter_ranked_batches(source, eval_users, exclude_csr, k_max, batch_size,
+                                                          need_exact_rows=want_rank):
         b = len(batch)
         t_rows, t_items = _csr_rows(targets_csr, batch)
         target_keys = t_rows * n_items + t_items  # sorted: rows ascending, indices sorted

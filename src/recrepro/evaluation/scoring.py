@@ -75,25 +75,32 @@ def _to_tensor(array: Any, device: torch.device, dtype: torch.dtype) -> torch.Te
 
 
 class _NumpyEmbeddingSource:
-    """score = user_emb[u] · item_emb[i], float64 OpenBLAS matmul, rounded to float32."""
+    """score = user_emb[u] · item_emb[i], float64 OpenBLAS matmul, rounded to float32.
+
+    Besides these exact scores (:meth:`scores`) it offers a fast float32 approximation
+    (:meth:`approx_scores`, one sgemm) with a rigorous per-user error bound
+    (:meth:`error_bound`) and exact scores of selected items (:meth:`exact_scores_at`);
+    :func:`recrepro.evaluation.ranking.select_topk_refined` combines them into the exact
+    top-K at float32 speed.
+    """
 
     def __init__(self, user_emb: Any, item_emb: Any, max_batch: int) -> None:
         self.user_emb = _to_numpy(user_emb)
-        self.item_emb64 = np.ascontiguousarray(_to_numpy(item_emb), dtype=np.float64)
-        if self.user_emb.ndim != 2 or self.item_emb64.ndim != 2 or self.user_emb.shape[1] != self.item_emb64.shape[1]:
-            raise ValueError(
-                f"embedding shapes do not match: user {self.user_emb.shape}, item {self.item_emb64.shape}"
-            )
-        self.n_items = self.item_emb64.shape[0]
+        item = _to_numpy(item_emb)
+        if self.user_emb.ndim != 2 or item.ndim != 2 or self.user_emb.shape[1] != item.shape[1]:
+            raise ValueError(f"embedding shapes do not match: user {self.user_emb.shape}, item {item.shape}")
+        self.item_emb64 = np.ascontiguousarray(item, dtype=np.float64)
+        self.item_emb32 = np.ascontiguousarray(item, dtype=np.float32)
+        self.n_items, self.dim = self.item_emb64.shape
+        self._max_item_norm = float(np.sqrt((self.item_emb64**2).sum(axis=1)).max()) if self.n_items else 0.0
         self._out = np.empty((max(1, max_batch), self.n_items), dtype=np.float32)
-        self._block = np.empty((min(_F64_BLOCK_ROWS, max(2, max_batch)), self.n_items), dtype=np.float64)
+        self._block: np.ndarray | None = None
 
-    def scores(self, user_ids: np.ndarray) -> torch.Tensor:
-        b = len(user_ids)
-        if b > self._out.shape[0]:
-            raise ValueError(f"batch of {b} users exceeds the buffer of {self._out.shape[0]}")
-        out = self._out[:b]
+    def _exact_into(self, user_ids: np.ndarray, out: np.ndarray) -> None:
+        if self._block is None:
+            self._block = np.empty((min(_F64_BLOCK_ROWS, max(2, self._out.shape[0])), self.n_items))
         item_t = self.item_emb64.T
+        b = len(user_ids)
         for start in range(0, b, self._block.shape[0]):
             stop = min(b, start + self._block.shape[0])
             users64 = self.user_emb[user_ids[start:stop]].astype(np.float64)
@@ -104,7 +111,52 @@ class _NumpyEmbeddingSource:
             block = self._block[: users64.shape[0]]
             np.matmul(users64, item_t, out=block)
             np.copyto(out[start:stop], block[: stop - start], casting="same_kind")
+
+    def scores(self, user_ids: np.ndarray) -> torch.Tensor:
+        """Exact scores (float64 accumulation, one rounding to float32) in the reused buffer."""
+        b = len(user_ids)
+        if b > self._out.shape[0]:
+            raise ValueError(f"batch of {b} users exceeds the buffer of {self._out.shape[0]}")
+        out = self._out[:b]
+        self._exact_into(user_ids, out)
         return torch.from_numpy(out)
+
+    def exact_rows(self, user_ids: np.ndarray) -> np.ndarray:
+        """Exact scores in a freshly allocated array (for the few rows that need them)."""
+        out = np.empty((len(user_ids), self.n_items), dtype=np.float32)
+        self._exact_into(user_ids, out)
+        return out
+
+    def approx_scores(self, user_ids: np.ndarray) -> torch.Tensor:
+        """float32 sgemm scores in the reused buffer (last bits depend on the batch)."""
+        b = len(user_ids)
+        if b > self._out.shape[0]:
+            raise ValueError(f"batch of {b} users exceeds the buffer of {self._out.shape[0]}")
+        out = self._out[:b]
+        np.matmul(self.user_emb[user_ids].astype(np.float32, copy=False), self.item_emb32.T, out=out)
+        return torch.from_numpy(out)
+
+    def error_bound(self, user_ids: np.ndarray) -> np.ndarray:
+        """Per user, a bound on ``|approx score - exact score|`` over all items (float64).
+
+        Any summation order satisfies ``|fl(x·y) - x·y| <= γ_n Σ|x_i y_i|`` with
+        ``γ_n = n u / (1 - n u)``, ``u = 2**-24`` (Higham, *Accuracy and Stability of
+        Numerical Algorithms*, §3.1); ``n = d + 2`` also covers rounding float64 inputs to
+        float32, and ``Σ|x_i y_i| <= ||x|| max_j ||y_j||`` (Cauchy–Schwarz).  The exact
+        score's own rounding (half an ulp) and the float64 error are covered by the
+        factor 2 and the absolute term.
+        """
+        unit = 2.0**-24
+        n_terms = self.dim + 2
+        gamma = n_terms * unit / (1.0 - n_terms * unit)
+        users64 = self.user_emb[user_ids].astype(np.float64)
+        norms = np.sqrt((users64**2).sum(axis=1))
+        return 2.0 * gamma * norms * self._max_item_norm + 1e-30
+
+    def exact_scores_at(self, user_ids: np.ndarray, items: np.ndarray) -> np.ndarray:
+        """Exact float32-rounded scores of ``items[b, c]`` for ``user_ids[b]``."""
+        users64 = self.user_emb[user_ids].astype(np.float64)
+        return np.einsum("bd,bcd->bc", users64, self.item_emb64[items]).astype(np.float32)
 
 
 class _TorchEmbeddingSource:

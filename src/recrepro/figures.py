@@ -1,0 +1,43 @@
+"""Figure entry points of the foundation (paper figures live in their paper's module)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from recrepro.io import read_json
+from recrepro.plotting import new_figure, plot_metric_bars, save_figure
+
+
+def _headline_metric(overall: dict[str, float]) -> str:
+    """The split's first ranking metric: NDCG at the smallest K, else HR."""
+    for family in ("ndcg@", "hr@"):
+        keys = sorted((k for k in overall if k.startswith(family)), key=lambda k: int(k.split("@")[1]))
+        if keys:
+            return keys[0]
+    return sorted(overall)[0]
+
+
+def figure_baselines(metrics_files: list[Path], out_pdf: Path, out_png: Path, *, tier: str) -> None:
+    """One panel per (dataset, protocol, split): the headline metric of each baseline, mean ± sd over seeds."""
+    cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    metric_of: dict[tuple[str, str, str], str] = {}
+    for path in metrics_files:
+        m = read_json(path)
+        key = (m["dataset"], m.get("protocol", ""), m["split"])
+        metric = metric_of.setdefault(key, _headline_metric(m["overall"]))
+        cells[key][m["method"]].append(float(m["overall"][metric]))
+    if not cells:
+        raise ValueError("figure_baselines: no runs given")
+    keys = sorted(cells)
+    fig, axes = new_figure(ncols=len(keys), width=max(3.2, 2.6 * len(keys)))
+    for ax, key in zip(np.atleast_1d(axes), keys, strict=True):
+        series = {meth: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None)
+                  for meth, v in sorted(cells[key].items())}
+        plot_metric_bars(ax, series, metric=metric_of[key], n_seeds={m: len(v) for m, v in cells[key].items()})
+        ax.set_title(f"{key[2]}\n({key[1]})", fontsize="small")
+    datasets = ", ".join(sorted({k[0] for k in keys}))
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=datasets,
+                caption="reference baselines; bars: mean over split seeds, error bars: sd")

@@ -1,0 +1,110 @@
+"""Fit-and-evaluate entry points shared by the rules: load a split, fit, evaluate, record.
+
+:func:`evaluate_on_split` is the one place that knows how a split's ``evaluation``
+section (``config.yaml: evaluation.splits.<split>``) maps to the evaluation core; every
+paper's training rule calls it with its fitted model, as :func:`run_baseline` does for
+the reference baselines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from recrepro.evaluation import evaluate_full_ranking, evaluate_sampled, interactions_to_csr
+from recrepro.io import read_json
+from recrepro.models.base import Recommender
+from recrepro.records import write_run_record
+
+
+class SplitData:
+    """A split directory: its manifest and lazily read parts as CSR matrices."""
+
+    def __init__(self, split_dir: str | Path) -> None:
+        self.dir = Path(split_dir)
+        self.manifest = read_json(self.dir / "manifest.json")
+        self.n_users = int(self.manifest["n_users"])
+        self.n_items = int(self.manifest["n_items"])
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def part(self, name: str) -> pd.DataFrame:
+        if f"{name}.parquet" not in self.manifest["files"]:
+            raise ValueError(f"{self.dir}: split has no part {name!r}; parts: {sorted(self.manifest['files'])}")
+        if name not in self._frames:
+            self._frames[name] = pd.read_parquet(self.dir / f"{name}.parquet")
+        return self._frames[name]
+
+    def csr(self, names: list[str] | tuple[str, ...]) -> sp.csr_matrix:
+        """The union of ``names`` as a binary ``[n_users, n_items]`` CSR matrix."""
+        if not names:
+            return sp.csr_matrix((self.n_users, self.n_items), dtype=np.float32)
+        frame = pd.concat([self.part(n)[["user", "item"]] for n in names], ignore_index=True)
+        return interactions_to_csr(frame["user"].to_numpy(), frame["item"].to_numpy(), self.n_users, self.n_items)
+
+
+def evaluate_on_split(model: Recommender | Any, split: SplitData, evaluation: Mapping[str, Any], *,
+                      device: str = "cpu", batch_size: int = 2048):
+    """Evaluate ``model`` (a fitted recommender, ``(U, V)`` or a score callable) as ``evaluation`` says.
+
+    ``evaluation`` is one ``evaluation.splits`` entry: ``mode`` (full | sampled), ``fit``
+    (parts the model was trained on: their item degrees define the popularity strata),
+    ``exclude`` (parts masked when ranking), ``target``, ``ks``, and optionally
+    ``metrics``, ``ties`` (sampled) and ``rank_ties`` (full-ranking rank metrics).
+    """
+    target = split.part(evaluation["target"])
+    ks = list(evaluation["ks"])
+    if evaluation["mode"] == "sampled":
+        return evaluate_sampled(model, target, split.part("negatives"), ks,
+                                ties=evaluation.get("ties", "pessimistic"))
+    fit = split.csr(evaluation["fit"])
+    item_degree = np.asarray(fit.sum(axis=0)).ravel()
+    kwargs: dict[str, Any] = {}
+    if evaluation.get("metrics"):
+        kwargs["metrics"] = list(evaluation["metrics"])
+    if evaluation.get("rank_ties"):
+        kwargs["rank_ties"] = evaluation["rank_ties"]
+    targets = split.csr([evaluation["target"]])
+    users = np.unique(target["user"].to_numpy())
+    return evaluate_full_ranking(model, split.csr(evaluation.get("exclude", [])), targets, ks, users=users,
+                                 batch_size=batch_size, device=device, item_degree=item_degree, **kwargs)
+
+
+def make_baseline(method: str, seed: int) -> Recommender:
+    from recrepro.models.baselines import MostPopular, RandomRecommender
+
+    if method == "mostpop":
+        return MostPopular()
+    if method == "random":
+        return RandomRecommender(seed=seed)
+    raise ValueError(f"unknown baseline {method!r}; known: mostpop, random")
+
+
+def run_baseline(*, split_dir: Path, method: str, seed: int, out_dir: Path, evaluation: Mapping[str, Any],
+                 meta: Mapping[str, Any], device: str = "cpu", batch_size: int = 2048,
+                 benchmark_file: str | None = None) -> dict[str, Path]:
+    """Fit a reference baseline on the split's ``fit`` parts, evaluate it and write the run record."""
+    started = time.time()
+    split = SplitData(split_dir)
+    model = make_baseline(method, seed).fit(split.csr(evaluation["fit"]))
+    result = evaluate_on_split(model, split, evaluation, device=device, batch_size=batch_size)
+    return write_run_record(
+        out_dir,
+        overall=result.overall,
+        strata=getattr(result, "strata", {}) or {},
+        per_user=result.per_user[["user", *[c for c in result.overall if c in result.per_user.columns]]],
+        counts=result.counts,
+        meta=dict(meta),
+        config_slice={"method": method, "evaluation": dict(evaluation), "batch_size": batch_size},
+        split_manifest=split.dir / "manifest.json",
+        seed=seed,
+        device=device,
+        started_at=started,
+        wall_seconds=time.time() - started,
+        benchmark_file=benchmark_file,
+    )
