@@ -32,3 +32,35 @@ def mirror() -> Path:
     if path is None:
         pytest.skip("real-data mirror not found: set RECREPRO_MIRROR or place ../shared/datasets beside the checkout")
     return path
+
+
+@pytest.fixture(scope="session")
+def pipeline(mirror, tmp_path_factory):
+    """fetch (mirror only) -> preprocess -> split, as the rules do, into a temporary data root."""
+    from recrepro.config import load_config
+    from recrepro.datasets import fetch_dataset, load_raw
+    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
+    from recrepro.splits import make_split, write_split
+
+    root = tmp_path_factory.mktemp("data")
+    cfg = load_config(REPO / "config.yaml")
+    cache: dict = {}
+
+    def processed(dataset: str, protocol: str) -> Path:
+        out = root / "processed" / dataset / protocol
+        if (dataset, protocol) not in cache:
+            raw_dir = root / "raw" / dataset
+            fetch_dataset(dataset, raw_dir, mirror=mirror, urls_allowed=False)
+            recipe = resolve_recipe(cfg["protocols"], protocol, dataset, cfg["switches"])
+            write_preprocessed(preprocess(load_raw(dataset, raw_dir), recipe), out)
+            cache[(dataset, protocol)] = out
+        return out
+
+    def split(dataset: str, protocol: str, name: str, seed: int, params: dict | None = None,
+              tag: str = "") -> Path:
+        out = root / "splits" / dataset / protocol / name / f"seed{seed}{tag}"
+        split_obj = make_split(read_interactions(processed(dataset, protocol)), name, params or {}, seed)
+        write_split(split_obj, out, {"dataset": dataset, "protocol": protocol, "seed": seed})
+        return out
+
+    return processed, split

@@ -33,6 +33,10 @@ class SplitData:
         self.n_items = int(self.manifest["n_items"])
         self._frames: dict[str, pd.DataFrame] = {}
 
+    def describe(self) -> dict[str, Any]:
+        """``dataset``, ``protocol`` and ``split`` as the manifest records them."""
+        return {k: self.manifest[k] for k in ("dataset", "protocol", "split") if k in self.manifest}
+
     def part(self, name: str) -> pd.DataFrame:
         if f"{name}.parquet" not in self.manifest["files"]:
             raise ValueError(f"{self.dir}: split has no part {name!r}; parts: {sorted(self.manifest['files'])}")
@@ -99,7 +103,7 @@ def run_baseline(*, split_dir: Path, method: str, seed: int, out_dir: Path, eval
         strata=getattr(result, "strata", {}) or {},
         per_user=result.per_user[["user", *[c for c in result.overall if c in result.per_user.columns]]],
         counts=result.counts,
-        meta=dict(meta),
+        meta={**split.describe(), "method": method, "tier": "custom", **meta},
         config_slice={"method": method, "evaluation": dict(evaluation), "batch_size": batch_size},
         split_manifest=split.dir / "manifest.json",
         seed=seed,

@@ -101,7 +101,8 @@ class SampledResult:
 
     ``overall`` has ``hr@K`` and ``ndcg@K`` (means over the evaluated positives, one per
     user in the leave-one-out protocol); ``per_user`` has ``user``, ``item``, ``rank`` and
-    one column per metric key.
+    one column per metric key; ``counts`` has ``n_positives``, ``n_users_evaluated``
+    (distinct users with a positive) and ``n_negatives_per_user``.
     """
 
     overall: dict[str, float]

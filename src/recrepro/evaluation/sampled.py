@@ -173,7 +173,8 @@ def evaluate_sampled(
     }
     counts = {
         "n_positives": int(pos_users.size),
-        "n_users": int(np.unique(pos_users).size),
+        # same key as EvaluationResult.counts: distinct users with a held-out positive
+        "n_users_evaluated": int(np.unique(pos_users).size),
         "n_negatives_per_user": int(neg_items.shape[1]),
     }
     settings = {"ks": ks, "ties": ties, "protocol": "sampled (1 positive + fixed negatives)"}
