@@ -11,6 +11,11 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/baselines.smk"
+include: "workflow/rules/exadmm.smk"
+include: "workflow/rules/prism.smk"
+include: "workflow/rules/lambdaopt.smk"
+include: "workflow/rules/fedrap.smk"
+include: "workflow/rules/lrs.smk"
 
 
 rule all:

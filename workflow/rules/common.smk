@@ -93,6 +93,10 @@ def baseline_runs(tier=TIER):
             yield f"results/{tier}/baselines/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/metrics.json"
 
 
+# Each paper's .smk file registers its default targets for the current tier here.
+PAPER_TARGETS = {}
+
+
 def all_targets():
     targets = [
         f"{split_dir(d, p, s, seed)}/manifest.json"
@@ -103,4 +107,6 @@ def all_targets():
         f"results/{TIER}/baselines/scorecard.md",
         f"results/{TIER}/baselines/figures/baselines.pdf",
     ]
+    for paper_targets in PAPER_TARGETS.values():
+        targets += list(paper_targets)
     return targets

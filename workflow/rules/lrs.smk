@@ -1,0 +1,6 @@
+# Paper: lrs. Rules, targets and figures of this paper (see the issue for the paper).
+# Register the files `snakemake` builds by default for the current tier:
+#     PAPER_TARGETS["lrs"] = [...]
+
+
+PAPER_TARGETS["lrs"] = []
