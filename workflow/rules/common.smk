@@ -38,6 +38,8 @@ def _python():
 
 # Every rule runs the package from this checkout, whether or not it is pip-installed.
 RECREPRO = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}} {_python()} -m recrepro"
+# Paper rules call their module's entry point: f"{RECREPRO_MODULE} recrepro.papers.<paper> ..."
+RECREPRO_MODULE = RECREPRO.rsplit(" -m ", 1)[0] + " -m"
 ENV_CPU = "../../envs/cpu.yaml"
 
 

@@ -1,0 +1,1 @@
+"""Per-paper experiment drivers (one module or subpackage per paper)."""
