@@ -115,3 +115,29 @@ def test_smoke_run_records_provenance(smoke_run):
     for key in ("config_sha256", "seed", "device", "versions", "split", "git", "peak_rss_mb", "wall_seconds"):
         assert key in record, key
     assert record["split"]["verified"] is True
+
+
+@pytest.mark.realdata
+def test_fetch_rule_refuses_a_corrupted_mirror_and_leaves_nothing(mirror, tmp_path):
+    bad_mirror = tmp_path / "mirror"
+    shutil.copytree(mirror / "ml-100k", bad_mirror / "ml-100k")
+    target = bad_mirror / "ml-100k" / "u.data"
+    target.chmod(0o644)
+    blob = bytearray(target.read_bytes())
+    blob[1000] ^= 0x01  # one flipped bit in one byte
+    target.write_bytes(bytes(blob))
+    work = tmp_path / "work"
+    work.mkdir()
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["data"].update(mirror=str(bad_mirror), allow_download=False)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake("data/raw/ml-100k/fetch.json", "--cores", "1", "--directory", str(work),
+                     "--configfile", str(tmp_path / "config.yaml"), check=False)
+    assert proc.returncode != 0
+    log = (work / "logs/data/fetch/ml-100k.log").read_text()
+    assert "u.data" in log and "06416e59" in log  # names the file and the expected sha256
+    raw = work / "data/raw/ml-100k"
+    assert not (raw / "fetch.json").exists()
+    assert not (raw / "u.data").exists()
