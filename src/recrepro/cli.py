@@ -126,6 +126,7 @@ def cmd_baseline(args: argparse.Namespace) -> None:
 
 
 def cmd_scorecard(args: argparse.Namespace) -> None:
+    from recrepro.config import repo_root
     from recrepro.scorecard import build_scorecard
 
     build_scorecard(
@@ -135,6 +136,7 @@ def cmd_scorecard(args: argparse.Namespace) -> None:
         run_dirs=[Path(p).parent if p.endswith(".json") else Path(p) for p in args.runs],
         out_md=Path(args.out_md),
         out_csv=Path(args.out_csv),
+        deviations_doc=Path(args.deviations_doc) if args.deviations_doc else repo_root() / "docs" / "deviations.md",
     )
 
 
@@ -207,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--expected", required=True)
     p.add_argument("--out-md", required=True)
     p.add_argument("--out-csv", required=True)
+    p.add_argument("--deviations-doc", default=None, help="default: docs/deviations.md of this checkout")
     p.add_argument("runs", nargs="*", help="run directories or their metrics.json")
     p.set_defaults(func=cmd_scorecard)
 

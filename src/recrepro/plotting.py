@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from recrepro.io import atomic_path
 
-#: Okabe-Ito colour-blind-safe palette (yellow last: weak on white).
+#: Okabe-Ito colour-blind-safe palette; methods are hashed onto these six.
 PALETTE: tuple[str, ...] = (
     "#0072B2",  # blue
     "#D55E00",  # vermillion
@@ -35,9 +35,10 @@ PALETTE: tuple[str, ...] = (
     "#E69F00",  # orange
     "#CC79A7",  # reddish purple
     "#56B4E9",  # sky blue
-    "#000000",  # black
-    "#F0E442",  # yellow
 )
+#: Used only when a figure has more methods than PALETTE (black is close to the
+#: baselines' greys and yellow is weak on white, so neither is a first choice).
+OVERFLOW_COLORS: tuple[str, ...] = ("#000000", "#F0E442")
 #: Reference baselines always get the same neutral colours.
 FIXED_METHOD_COLORS: Mapping[str, str] = {"random": "#999999", "mostpop": "#555555"}
 
@@ -62,7 +63,7 @@ HOUSE_RC: Mapping[str, Any] = {
     "axes.spines.right": False,
     "axes.grid": True,
     "grid.alpha": 0.3,
-    "axes.prop_cycle": matplotlib.cycler(color=list(PALETTE)),
+    "axes.prop_cycle": matplotlib.cycler(color=[*PALETTE, *OVERFLOW_COLORS]),
 }
 
 #: Settings that make saved files byte-identical across runs (svg ids, embedded fonts).
@@ -163,7 +164,7 @@ def method_colors(methods: Sequence[str]) -> dict[str, str]:
     for method in sorted(set(methods) - set(colors)):
         start = _palette_index(method)
         candidates = [PALETTE[(start + step) % len(PALETTE)] for step in range(len(PALETTE))]
-        free = [color for color in candidates if color not in used]
+        free = [color for color in (*candidates, *OVERFLOW_COLORS) if color not in used]
         # More methods than colours: reuse (a legend still tells them apart by marker).
         colors[method] = free[0] if free else candidates[0]
         used.add(colors[method])
