@@ -251,3 +251,11 @@ def test_git_state_outside_and_inside_a_checkout(tmp_path):
     assert git_state(repo) == {"commit": head, "dirty": False}
     (repo / "a.txt").write_text("changed\n")
     assert git_state(repo) == {"commit": head, "dirty": True}
+
+
+def test_group_by_k_regroups_cutoff_metrics_and_skips_auc():
+    from recrepro.records import _group_by_k
+
+    grouped = _group_by_k({"ndcg@20": 0.5, "hr@5": 1.0, "auc": 0.7, "ndcg@5": 0.25})
+    assert grouped == {"5": {"hr": 1.0, "ndcg": 0.25}, "20": {"ndcg": 0.5}}
+    assert list(grouped) == ["5", "20"]  # numeric order, not string order

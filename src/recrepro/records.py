@@ -50,7 +50,7 @@ PROVENANCE_FILE = "provenance.json"
 REQUIRED_META_KEYS = ("dataset", "split", "method", "tier")
 
 #: Keys of metrics.json that the record writer owns; ``meta`` may not override them.
-_RESERVED_METRICS_KEYS = ("overall", "strata", "counts", "seed")
+_RESERVED_METRICS_KEYS = ("overall", "per_k", "strata", "counts", "seed")
 
 #: Environment variables that set BLAS/OpenMP thread pools (they change float results).
 THREAD_ENV_VARS = (
@@ -379,6 +379,16 @@ def _clean_per_user(per_user: pd.DataFrame, overall_keys: set[str]) -> pd.DataFr
     return frame.sort_values("user", kind="stable").reset_index(drop=True)
 
 
+def _group_by_k(overall: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """``{"ndcg@20": x}`` -> ``{"20": {"ndcg": x}}``; metrics without a cut-off (``auc``) are left out."""
+    grouped: dict[str, dict[str, float]] = {}
+    for key, value in overall.items():
+        name, _, k = key.partition("@")
+        if k.isdigit():
+            grouped.setdefault(k, {})[name] = value
+    return {k: grouped[k] for k in sorted(grouped, key=int)}
+
+
 def write_run_record(
     run_dir: str | Path,
     *,
@@ -471,6 +481,7 @@ def write_run_record(
     metrics = {
         **{str(key): value for key, value in meta.items()},
         "overall": clean_overall,
+        "per_k": _group_by_k(clean_overall),
         "strata": clean_strata,
         "counts": clean_counts,
         "seed": int(seed),
