@@ -27,6 +27,7 @@ EXPECTED_NAMES = {
     "tafeng",
     "qb-article",
     "synthetic",
+    "ml-1m-exadmm-split",  # exADMM's official test fixture (issue 4)
 }
 
 
@@ -87,7 +88,7 @@ def test_unknown_name_lists_known_names():
 
 def test_flags():
     given = {n for n, s in DATASETS.items() if s.given_split}
-    assert given == {"gowalla", "yelp2018", "amazon-book"}
+    assert given == {"gowalla", "yelp2018", "amazon-book", "ml-1m-exadmm-split"}
     assert not get_dataset("epinions").has_timestamps
     assert get_dataset("ml-1m").has_timestamps and not get_dataset("ml-1m").implicit
     assert get_dataset("gowalla").implicit

@@ -1,6 +1,234 @@
-# Paper: lambdaopt. Rules, targets and figures of this paper (see the issue for the paper).
-# Register the files `snakemake` builds by default for the current tier:
-#     PAPER_TARGETS["lambdaopt"] = [...]
+# Paper: λOpt (Chen et al., KDD 2019), issue 6.
+# MF-λFix and MF-λOpt-{D,DU,DI,DUI} on the tier's `lambdaopt` temporal_user_ratio splits;
+# results table, λ-trajectory heat map, sensitivity and sparse-vs-active figures and the
+# scorecard under results/<tier>/lambdaopt/.
+
+from recrepro.papers.lambdaopt import (
+    rule_first_seed as lambdaopt_first_seed,
+    rule_run_dir as lambdaopt_run_dir,
+    rule_runs as lambdaopt_runs,
+    rule_settings as lambdaopt_settings,
+    rule_split_dir as lambdaopt_split_dir,
+    rule_splits as lambdaopt_splits,
+    rule_tier as lambdaopt_tier,
+)
 
 
-PAPER_TARGETS["lambdaopt"] = []
+localrules:
+    lambdaopt_table,
+    lambdaopt_figure_trajectory,
+    lambdaopt_figure_sensitivity,
+    lambdaopt_figure_groups,
+    lambdaopt_scorecard,
+
+
+rule lambdaopt_train:
+    input:
+        manifest=lambda wc: f"{lambdaopt_split_dir(config, wc.tier, wc.dataset, wc.split)}/manifest.json",
+    output:
+        metrics="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/metrics.json",
+        per_user="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/per_user.parquet",
+        provenance="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/provenance.json",
+        history="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/history.parquet",
+        trajectory="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/trajectory.parquet",
+    log:
+        "logs/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv"
+    conda:
+        ENV_CPU
+    threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
+    params:
+        cli=RECREPRO_MODULE,
+        settings=lambda wc: as_json(
+            lambdaopt_settings(config, wc.tier, wc.dataset, wc.method)
+        ),
+        evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
+        meta=lambda wc: as_json(
+            {"tier": wc.tier, "paper": "lambdaopt", "dataset": wc.dataset}
+        ),
+        batch_size=config["evaluation"]["batch_size"],
+        device=config["device"],
+        split_dir=lambda wc, input: str(Path(input.manifest).parent),
+        out=lambda wc, output: str(Path(output.metrics).parent),
+        bench="logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lambdaopt run --split-dir {params.split_dir} "
+        "--variant {wildcards.method} --settings {params.settings} --seed {wildcards.seed} "
+        "--out-dir {params.out} --meta {params.meta} --evaluation {params.evaluation} "
+        "--device {params.device} --batch-size {params.batch_size} --threads {threads} "
+        "--benchmark-file {params.bench} > {log} 2>&1"
+
+
+rule lambdaopt_sensitivity:
+    input:
+        manifest=lambda wc: f"{lambdaopt_split_dir(config, wc.tier, wc.dataset, wc.split)}/manifest.json",
+    output:
+        table="results/{tier}/lambdaopt/sensitivity/{dataset}/{split}/val_auc.parquet",
+    log:
+        "logs/lambdaopt/{tier}/sensitivity/{dataset}/{split}.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/sensitivity/{dataset}/{split}.tsv"
+    conda:
+        ENV_CPU
+    threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
+    params:
+        cli=RECREPRO_MODULE,
+        settings=lambda wc: as_json(
+            lambdaopt_settings(config, wc.tier, wc.dataset, "lambdafix")
+        ),
+        lambdas=lambda wc: as_json(
+            lambdaopt_tier(config, wc.tier)["sensitivity"]["lambdas"]
+        ),
+        epochs=lambda wc: lambdaopt_tier(config, wc.tier)["sensitivity"]["epochs"],
+        seed=lambda wc: lambdaopt_first_seed(config, wc.tier),
+        evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
+        device=config["device"],
+        split_dir=lambda wc, input: str(Path(input.manifest).parent),
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lambdaopt sensitivity "
+        "--split-dir {params.split_dir} --settings {params.settings} --lambdas {params.lambdas} "
+        "--epochs {params.epochs} --seed {params.seed} --evaluation {params.evaluation} "
+        "--device {params.device} --threads {threads} --out {output.table} > {log} 2>&1"
+
+
+rule lambdaopt_table:
+    input:
+        runs=lambda wc: lambdaopt_runs(config, wc.tier),
+    output:
+        md="results/{tier}/lambdaopt/tables/results.md",
+        csv="results/{tier}/lambdaopt/tables/results.csv",
+    log:
+        "logs/lambdaopt/{tier}/table.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/table.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO_MODULE,
+    shell:
+        "{params.cli} recrepro.papers.lambdaopt table --tier {wildcards.tier} "
+        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+
+
+rule lambdaopt_figure_trajectory:
+    input:
+        trajectory=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, 'lambdaopt_dui')}/trajectory.parquet",
+    output:
+        pdf=report(
+            "results/{tier}/lambdaopt/figures/trajectory_{dataset}.pdf",
+            caption="../report/lambdaopt_trajectory.rst",
+            category="lambdaopt",
+        ),
+        png="results/{tier}/lambdaopt/figures/trajectory_{dataset}.png",
+    log:
+        "logs/lambdaopt/{tier}/figure_trajectory_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/figure_trajectory_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO_MODULE,
+        run=lambda wc, input: str(Path(input.trajectory).parent),
+    shell:
+        "{params.cli} recrepro.papers.lambdaopt figure-trajectory --tier {wildcards.tier} "
+        "--dataset {wildcards.dataset} --run {params.run} --out-pdf {output.pdf} "
+        "--out-png {output.png} > {log} 2>&1"
+
+
+rule lambdaopt_figure_sensitivity:
+    input:
+        table=lambda wc: [
+            f"results/{wc.tier}/lambdaopt/sensitivity/{d}/{s}/val_auc.parquet"
+            for d, s, _ in lambdaopt_splits(config, wc.tier)
+            if d == wc.dataset
+        ],
+    output:
+        pdf=report(
+            "results/{tier}/lambdaopt/figures/sensitivity_{dataset}.pdf",
+            caption="../report/lambdaopt_sensitivity.rst",
+            category="lambdaopt",
+        ),
+        png="results/{tier}/lambdaopt/figures/sensitivity_{dataset}.png",
+    log:
+        "logs/lambdaopt/{tier}/figure_sensitivity_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/figure_sensitivity_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO_MODULE,
+    shell:
+        "{params.cli} recrepro.papers.lambdaopt figure-sensitivity --tier {wildcards.tier} "
+        "--dataset {wildcards.dataset} --table {input.table} --out-pdf {output.pdf} "
+        "--out-png {output.png} > {log} 2>&1"
+
+
+rule lambdaopt_figure_groups:
+    input:
+        a=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][0])}/per_user.parquet",
+        b=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][1])}/per_user.parquet",
+        manifest=lambda wc: [
+            f"{lambdaopt_split_dir(config, wc.tier, d, s)}/manifest.json"
+            for d, s, _ in lambdaopt_splits(config, wc.tier)
+            if d == wc.dataset
+        ],
+    output:
+        pdf=report(
+            "results/{tier}/lambdaopt/figures/groups_{dataset}.pdf",
+            caption="../report/lambdaopt_groups.rst",
+            category="lambdaopt",
+        ),
+        png="results/{tier}/lambdaopt/figures/groups_{dataset}.png",
+        csv="results/{tier}/lambdaopt/figures/groups_{dataset}.csv",
+    log:
+        "logs/lambdaopt/{tier}/figure_groups_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/figure_groups_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO_MODULE,
+        run_a=lambda wc, input: str(Path(input.a).parent),
+        run_b=lambda wc, input: str(Path(input.b).parent),
+        split_dir=lambda wc, input: str(Path(input.manifest[0]).parent),
+    shell:
+        "{params.cli} recrepro.papers.lambdaopt figure-groups --tier {wildcards.tier} "
+        "--dataset {wildcards.dataset} --run-a {params.run_a} --run-b {params.run_b} "
+        "--split-dir {params.split_dir} --out-pdf {output.pdf} --out-png {output.png} "
+        "--out-csv {output.csv} > {log} 2>&1"
+
+
+rule lambdaopt_scorecard:
+    input:
+        runs=lambda wc: lambdaopt_runs(config, wc.tier),
+        expected=f"{EXPECTED}/lambdaopt.yaml",
+    output:
+        md="results/{tier}/lambdaopt/scorecard.md",
+        csv="results/{tier}/lambdaopt/scorecard.csv",
+    log:
+        "logs/lambdaopt/{tier}/scorecard.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/scorecard.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO,
+    shell:
+        "{params.cli} scorecard --paper lambdaopt --tier {wildcards.tier} --expected {input.expected} "
+        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+
+
+PAPER_TARGETS["lambdaopt"] = (
+    [
+        f"results/{TIER}/lambdaopt/tables/results.md",
+        f"results/{TIER}/lambdaopt/scorecard.md",
+    ]
+    + [
+        f"results/{TIER}/lambdaopt/figures/{kind}_{d}.pdf"
+        for d, _, _ in lambdaopt_splits(config, TIER)
+        for kind in ("trajectory", "sensitivity", "groups")
+    ]
+    if lambdaopt_runs(config, TIER)
+    else []
+)

@@ -1,6 +1,187 @@
-# Paper: lrs. Rules, targets and figures of this paper (see the issue for the paper).
-# Register the files `snakemake` builds by default for the current tier:
-#     PAPER_TARGETS["lrs"] = [...]
+# Paper: lrs (AMHT-LRS, Pal et al., arXiv 2210.03505; issue 8).
+# All experiments are synthetic and of our own design (docs/deviations.md#lrs-experiments):
+# one sweep job per experiment (all seeds), one job drawing the figures, the acceptance runs
+# (run records) per seed and their scorecard against our thresholds (expected/lrs.yaml).
+
+LRS_EXPERIMENTS = {
+    "fig1_error_vs_m": "error_vs_m",
+    "fig2_error_vs_t": "error_vs_t",
+    "fig3_iterations": "iterations",
+    "fig4_private": "private",
+    "fig5_support": "support",
+}
+LRS_ACCEPTANCE_RUNS = (
+    [("noiseless", "amht_lrs")]
+    + [
+        ("noisy", m)
+        for m in (
+            "amht_lrs",
+            "amht_lrs_htp",
+            "amht_lrs_iht",
+            "altmin",
+            "lowrank_ridge",
+            "sparse_iht",
+            "per_user_ls",
+            "oracle",
+        )
+    ]
+    + [("floor", "amht_lrs"), ("floor", "oracle")]
+    + [("private", "amht_lrs"), ("private", "private_amht_lrs")]
+)
 
 
-PAPER_TARGETS["lrs"] = []
+LRS_TIERS = config.get("lrs", {}).get("tiers", {})
+
+
+localrules:
+    lrs_scorecard,
+
+
+rule lrs_sweep:
+    output:
+        rows="results/{tier}/lrs/sweeps/{experiment}.parquet",
+    log:
+        "logs/lrs/{tier}/sweep_{experiment}.log",
+    benchmark:
+        "logs/benchmarks/lrs/{tier}/sweep_{experiment}.tsv"
+    wildcard_constraints:
+        experiment="|".join(LRS_EXPERIMENTS.values()),
+    conda:
+        ENV_CPU
+    threads: 1
+    params:
+        cli=RECREPRO_MODULE,
+        settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
+        seeds=lambda wc: ",".join(
+            str(s) for s in LRS_TIERS.get(wc.tier, {}).get("seeds", [0])
+        ),
+        device=config["device"],
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs sweep --experiment {wildcards.experiment} "
+        "--seeds {params.seeds} --settings {params.settings} --device {params.device} "
+        "--threads {threads} --out {output.rows} > {log} 2>&1"
+
+
+rule lrs_figures:
+    input:
+        **{
+            figure: f"results/{{tier}}/lrs/sweeps/{experiment}.parquet"
+            for figure, experiment in LRS_EXPERIMENTS.items()
+        },
+    output:
+        **{
+            f"{figure}_pdf": report(
+                f"results/{{tier}}/lrs/figures/{figure}.pdf",
+                caption="../report/lrs_figures.rst",
+                category="AMHT-LRS",
+            )
+            for figure in LRS_EXPERIMENTS
+        },
+        **{
+            f"{figure}_png": f"results/{{tier}}/lrs/figures/{figure}.png"
+            for figure in LRS_EXPERIMENTS
+        },
+    log:
+        "logs/lrs/{tier}/figures.log",
+    benchmark:
+        "logs/benchmarks/lrs/{tier}/figures.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    params:
+        cli=RECREPRO_MODULE,
+        rows=lambda wc, input: " ".join(f"{k}={v}" for k, v in input.items()),
+        out_dir="results/{tier}/lrs/figures",
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs figures --tier {wildcards.tier} "
+        "--out-dir {params.out_dir} {params.rows} > {log} 2>&1"
+
+
+rule lrs_acceptance:
+    output:
+        metrics=[
+            f"results/{{tier}}/lrs/runs/synthetic/{split}/{method}/seed{{seed}}/metrics.json"
+            for split, method in LRS_ACCEPTANCE_RUNS
+        ],
+        done="results/{tier}/lrs/runs/acceptance_seed{seed}.txt",
+    log:
+        "logs/lrs/{tier}/acceptance_seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/lrs/{tier}/acceptance_seed{seed}.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    params:
+        cli=RECREPRO_MODULE,
+        settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
+        device=config["device"],
+        run_root="results/{tier}/lrs/runs",
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs acceptance --seed {wildcards.seed} "
+        "--settings {params.settings} --tier {wildcards.tier} --device {params.device} --threads {threads} "
+        "--run-root {params.run_root} --done {output.done} > {log} 2>&1"
+
+
+rule lrs_ml100k:
+    input:
+        fetched=f"{DATA}/raw/ml-100k/fetch.json",
+    output:
+        rows="results/{tier}/lrs/sweeps/ml100k.parquet",
+        pdf=report(
+            "results/{tier}/lrs/figures/fig6_ml100k.pdf",
+            caption="../report/lrs_ml100k.rst",
+            category="AMHT-LRS",
+        ),
+        png="results/{tier}/lrs/figures/fig6_ml100k.png",
+    log:
+        "logs/lrs/{tier}/ml100k.log",
+    benchmark:
+        "logs/benchmarks/lrs/{tier}/ml100k.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    params:
+        cli=RECREPRO_MODULE,
+        settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
+        seeds=lambda wc: ",".join(
+            str(s) for s in LRS_TIERS.get(wc.tier, {}).get("seeds", [0])
+        ),
+        raw_dir=lambda wc, input: str(Path(input.fetched).parent),
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs ml100k --raw-dir {params.raw_dir} "
+        "--seeds {params.seeds} --settings {params.settings} --tier {wildcards.tier} --threads {threads} "
+        "--out {output.rows} --out-pdf {output.pdf} --out-png {output.png} > {log} 2>&1"
+
+
+rule lrs_scorecard:
+    input:
+        runs=lambda wc: [
+            f"results/{wc.tier}/lrs/runs/synthetic/{split}/{method}/seed{seed}/metrics.json"
+            for seed in LRS_TIERS.get(wc.tier, {}).get("seeds", [0])
+            for split, method in LRS_ACCEPTANCE_RUNS
+        ],
+        expected=f"{EXPECTED}/lrs.yaml",
+    output:
+        md="results/{tier}/lrs/scorecard.md",
+        csv="results/{tier}/lrs/scorecard.csv",
+    log:
+        "logs/lrs/{tier}/scorecard.log",
+    benchmark:
+        "logs/benchmarks/lrs/{tier}/scorecard.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO,
+    shell:
+        "{params.cli} scorecard --paper lrs --tier {wildcards.tier} --expected {input.expected} "
+        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+
+
+PAPER_TARGETS["lrs"] = (
+    [f"results/{TIER}/lrs/figures/{figure}.pdf" for figure in LRS_EXPERIMENTS]
+    + [f"results/{TIER}/lrs/scorecard.md"]
+    if LRS_TIERS.get(TIER)
+    else []
+)
+if "ml100k" in LRS_TIERS.get(TIER, {}):
+    PAPER_TARGETS["lrs"].append(f"results/{TIER}/lrs/figures/fig6_ml100k.pdf")

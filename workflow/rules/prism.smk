@@ -1,6 +1,184 @@
-# Paper: prism. Rules, targets and figures of this paper (see the issue for the paper).
-# Register the files `snakemake` builds by default for the current tier:
-#     PAPER_TARGETS["prism"] = [...]
+# Paper: PRISM (Loveland et al., KDD 2025): weight decay encodes popularity in embedding
+# magnitudes; PRISM initialises the magnitudes from training degrees instead.
+# Runs: results/<tier>/prism/runs/<dataset>/<protocol>/<split>/<method>/seed<k>/ with method
+# names from recrepro.papers.prism.methods (e.g. mf_directau_wd1em6, mf_ssm_prism).
+
+import recrepro.papers.prism.workflow as prism_wf  # noqa: E402  (helpers that read the config)
 
 
-PAPER_TARGETS["prism"] = []
+localrules:
+    prism_figure_wd,
+    prism_figure_magnitudes,
+    prism_table,
+    prism_scorecard,
+
+
+rule prism_train:
+    input:
+        manifest=f"{DATA}/splits/{{dataset}}/{{protocol}}/{{split}}/seed{{seed}}/manifest.json",
+    output:
+        metrics="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/metrics.json",
+        per_user="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/per_user.parquet",
+        provenance="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/provenance.json",
+        history="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/history.json",
+        magnitudes="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/magnitudes.parquet",
+    log:
+        "logs/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv"
+    conda:
+        ENV_CPU
+    threads: prism_wf.tier_conf(config, TIER).get("threads", config["threads"])
+    resources:
+        gpu=1 if str(config["device"]).startswith("cuda") else 0,
+    params:
+        cli=RECREPRO_MODULE,
+        tier_conf=lambda wc: as_json(prism_wf.tier_conf(config, wc.tier)),
+        switches=as_json(config["prism"]["switches"]),
+        evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
+        meta=lambda wc: as_json(
+            {
+                "tier": wc.tier,
+                "paper": "prism",
+                "dataset": wc.dataset,
+                "protocol": wc.protocol,
+                "split": wc.split,
+            }
+        ),
+        batch_size=config["evaluation"]["batch_size"],
+        device=config["device"],
+        split_dir=lambda wc, input: str(Path(input.manifest).parent),
+        out=lambda wc, output: str(Path(output.metrics).parent),
+        bench="logs/benchmarks/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv",
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.prism train --split-dir {params.split_dir} "
+        "--method {wildcards.method} --seed {wildcards.seed} --out-dir {params.out} "
+        "--tier-conf {params.tier_conf} --switches {params.switches} --evaluation {params.evaluation} "
+        "--meta {params.meta} --device {params.device} --batch-size {params.batch_size} "
+        "--benchmark-file {params.bench} > {log} 2>&1"
+
+
+rule prism_figure_wd:
+    input:
+        runs=lambda wc: prism_wf.runs(
+            config, wc.tier, wc.dataset, prism_wf.fig1_methods(config, wc.tier)
+        ),
+    output:
+        pdf=report(
+            "results/{tier}/prism/figures/fig1_weight_decay_{dataset}.pdf",
+            caption="../report/prism_fig1.rst",
+            category="PRISM",
+        ),
+        png="results/{tier}/prism/figures/fig1_weight_decay_{dataset}.png",
+    log:
+        "logs/prism/{tier}/fig1_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/fig1_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO_MODULE,
+        backbone=lambda wc: prism_wf.tier_conf(config, wc.tier)["backbone"],
+        losses=lambda wc: " ".join(
+            prism_wf.tier_conf(config, wc.tier)["figure1_losses"]
+        ),
+        wds=lambda wc: " ".join(
+            repr(float(w))
+            for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
+        ),
+    shell:
+        "{params.cli} recrepro.papers.prism figure-wd --tier {wildcards.tier} --dataset {wildcards.dataset} "
+        "--backbone {params.backbone} --losses {params.losses} --weight-decays {params.wds} "
+        "--out-pdf {output.pdf} --out-png {output.png} --runs {input.runs} > {log} 2>&1"
+
+
+rule prism_figure_magnitudes:
+    input:
+        runs=lambda wc: prism_wf.fig2_runs(config, wc.tier, wc.dataset)[1],
+    output:
+        pdf=report(
+            "results/{tier}/prism/figures/fig2_magnitudes_{dataset}.pdf",
+            caption="../report/prism_fig2.rst",
+            category="PRISM",
+        ),
+        png="results/{tier}/prism/figures/fig2_magnitudes_{dataset}.png",
+    log:
+        "logs/prism/{tier}/fig2_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/fig2_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO_MODULE,
+        titles=lambda wc: prism_wf.fig2_titles_arg(config, wc.tier, wc.dataset),
+    shell:
+        "{params.cli} recrepro.papers.prism figure-magnitudes --tier {wildcards.tier} "
+        "--dataset {wildcards.dataset} --titles {params.titles} --out-pdf {output.pdf} "
+        "--out-png {output.png} --runs {input.runs} > {log} 2>&1"
+
+
+rule prism_table:
+    input:
+        runs=lambda wc: prism_wf.runs(
+            config, wc.tier, wc.dataset, prism_wf.table_methods(config, wc.tier)
+        ),
+    output:
+        md=report(
+            "results/{tier}/prism/tables/table1_{dataset}.md",
+            caption="../report/prism_table1.rst",
+            category="PRISM",
+        ),
+        csv="results/{tier}/prism/tables/table1_{dataset}.csv",
+        tuned=directory("results/{tier}/prism/tuned/{dataset}"),
+    log:
+        "logs/prism/{tier}/table1_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/table1_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO_MODULE,
+        backbones=lambda wc: " ".join(
+            prism_wf.tier_conf(config, wc.tier)["table"]["backbones"]
+        ),
+        losses=lambda wc: " ".join(
+            prism_wf.tier_conf(config, wc.tier)["table"]["losses"]
+        ),
+        alpha=lambda wc: prism_wf.tier_conf(config, wc.tier)["table"]["alpha"],
+        wds=lambda wc: " ".join(
+            repr(float(w))
+            for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
+        ),
+    shell:
+        "{params.cli} recrepro.papers.prism table --tier {wildcards.tier} --dataset {wildcards.dataset} "
+        "--backbones {params.backbones} --losses {params.losses} --alpha {params.alpha} "
+        "--weight-decays {params.wds} --out-md {output.md} --out-csv {output.csv} "
+        "--tuned-root {output.tuned} --runs {input.runs} > {log} 2>&1"
+
+
+rule prism_scorecard:
+    input:
+        runs=lambda wc: prism_wf.all_runs(config, wc.tier),
+        tuned=lambda wc: [
+            f"results/{wc.tier}/prism/tuned/{d[0]}"
+            for d in prism_wf.entries(config, wc.tier)
+        ],
+        expected=f"{EXPECTED}/prism.yaml",
+    output:
+        md="results/{tier}/prism/scorecard.md",
+        csv="results/{tier}/prism/scorecard.csv",
+    log:
+        "logs/prism/{tier}/scorecard.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/scorecard.tsv"
+    conda:
+        ENV_CPU
+    params:
+        cli=RECREPRO,
+        tuned=lambda wc: " ".join(prism_wf.tuned_dirs(config, wc.tier)),
+    shell:
+        "{params.cli} scorecard --paper prism --tier {wildcards.tier} --expected {input.expected} "
+        "--out-md {output.md} --out-csv {output.csv} {input.runs} {params.tuned} > {log} 2>&1"
+
+
+PAPER_TARGETS["prism"] = prism_wf.targets(config, TIER)

@@ -36,6 +36,7 @@ from recrepro.datasets.container import RAW_COLUMNS, DataFormatError, RawInterac
 __all__ = [
     "RawParser",
     "read_amazon_ratings_csv",
+    "read_exadmm_given_split",
     "read_lightgcn_split",
     "read_movielens_csv",
     "read_movielens_dat",
@@ -479,6 +480,28 @@ def read_lightgcn_split(train_path: Path, test_path: Path) -> pd.DataFrame:
     items = np.concatenate([train_items, test_items])
     part = np.repeat(np.array(["train", "test"], dtype=object), [train_users.size, test_users.size])
     return _frame(pa.array(users), pa.array(items), np.ones(users.size, np.float32), _file_order(users.size), part)
+
+
+# --------------------------------------------------------------------------- exADMM fixture
+EXADMM_UID_SID = LineFormat(",", (Field("uid", "int"), Field("sid", "int")), header=("uid", "sid"))
+EXADMM_GIVEN_PARTS = ("train", "validation_tr", "validation_te", "test_tr", "test_te")
+
+
+def read_exadmm_given_split(train: Path, validation_tr: Path, validation_te: Path, test_tr: Path,
+                            test_te: Path) -> pd.DataFrame:
+    """exADMM's already split strong-generalisation files (``uid,sid`` with header; ML-1M fixture).
+
+    Rows come in the order of :data:`EXADMM_GIVEN_PARTS`, with ``part`` naming the file;
+    ``rating`` is 1.0 (the files hold positives only) and ``timestamp`` the row order.
+    """
+    users, items, part = [], [], []
+    for name, path in zip(EXADMM_GIVEN_PARTS, (train, validation_tr, validation_te, test_tr, test_te), strict=True):
+        tab = _read_delimited(_file_opener(path), str(path), EXADMM_UID_SID, {"uid": pa.int64(), "sid": pa.int64()})
+        users.append(tab["uid"].to_numpy())
+        items.append(tab["sid"].to_numpy())
+        part.append(np.full(tab.num_rows, name, dtype=object))
+    u, i, p = np.concatenate(users), np.concatenate(items), np.concatenate(part)
+    return _frame(pa.array(u), pa.array(i), np.ones(u.size, np.float32), _file_order(u.size), p)
 
 
 # --------------------------------------------------------------------------- Ta-Feng

@@ -237,6 +237,25 @@ _ALL = [
         given_split=True,
     ),
     _spec(
+        "ml-1m-exadmm-split",
+        description="ML-1M positives (rating > 3.5) as split by exADMM's test fixture (strong generalisation, "
+        "1,000 validation + 1,000 test users): 575,198 rows, 6,034 users, 3,468 items, already numerized",
+        urls=tuple(f"{_EXADMM}/tests/ml-1m/{n}.csv" for n in ("train", "validation_tr", "validation_te",
+                                                             "test_tr", "test_te")),
+        members={
+            "train.csv": "5e9f12657a6492112511603426d999f64905e940e5b2be5b4af978bc46a443ec",
+            "validation_tr.csv": "f701265f3f0ba6245c187e3ef23c36d7e9ba2e8c85e9a405b8533285c90c8c24",
+            "validation_te.csv": "8e2d06d4359fbd47ea23124b9845fa29d8d739b6a56c01f9c5fa8a0b146879f4",
+            "test_tr.csv": "9bbc3f35a1fbe0cf63e3751c0b9b941bd6c79bf54192eaed35d4df4a8095a6c4",
+            "test_te.csv": "4ccd72972227549c0e4cf334b04b52db115ef84432aa88ba9a3fa09bf08f9577",
+        },
+        read=parsers.read_exadmm_given_split,
+        licence="MovieLens 1M (GroupLens): research use, no redistribution; split by the exADMM authors",
+        implicit=True,
+        has_timestamps=False,
+        given_split=True,
+    ),
+    _spec(
         "epinions",
         description="Epinions (Massa & Avesani, trustlet release; the variant exADMM uses): 664,824 ratings 1-5, "
         "40,163 users, 139,738 items, no timestamps",

@@ -1,0 +1,278 @@
+"""exADMM: iALS with an exposure-fairness regulariser, optimised by ADMM (Togashi et al., WWW 2024).
+
+Problem (paper §3; official ``include/frecsys/exadmm.hpp``)::
+
+    min_{U,V,s}  L_iALS(U, V) + Λ ‖V s‖²   s.t.  s = ū := Uᵀ1 / n
+
+with the scaled augmented Lagrangian ``L_iALS + Λ‖Vs‖² + ρ‖ū − s + w‖²`` (w: scaled dual).
+``Λ‖Vū‖² = Λ Σ_i (mean_u u_uᵀv_i)²`` penalises the squared mean exposure score of every
+item.  One epoch, in the official order V → U → s → w:
+
+V-step (exact)
+    ``v_i = (α0 G_U + Λ s sᵀ + λ_i I + U_{U_i}ᵀU_{U_i})⁻¹ U_{U_i}ᵀ 1`` (uses ``s``, not ū).
+U-step (one linearised proximal-gradient step)
+    ``Û_u = u_u − η (H_u u_u − b_u) + (ηρ/n)(s − w)`` with ``H_u = α0 G_V + λ_u I +
+    V_{I_u}ᵀV_{I_u}``, ``b_u = V_{I_u}ᵀ1`` (half the iALS gradient; computed as
+    ``α0 U G_V + λ⊙U + P V − B`` with the sparse residual matrix ``P``, O(|R|d + nd²)),
+    then the global prox ``U = (I + (ηρ/n²) 11ᵀ)⁻¹ Û`` via Sherman–Morrison:
+    ``U = Û − (ηρ/n)/(1 + ηρ/n) · 1 mean(Û)ᵀ`` — O(nd), no per-user d×d solve.
+s-step (exact)
+    ``s = ρ (Λ G_V + ρ I)⁻¹ (ū + w)``.
+w-step
+    ``w ← w + ū − s``.
+
+Strength scaling (switch ``strength_scaling``, docs/deviations.md#exadmm-strength-scaling):
+the official code uses ``Λ = exposure_reg · n²`` and ``ρ = admm_penalty · n²`` with n the
+number of users of the phase (training users while training, held-out users at fold-in);
+``"n2"`` reproduces that (the units of every published hyperparameter), ``"none"`` uses
+the values as given.
+
+Fold-in (:meth:`ExADMM.fold_in`): held-out users start at U = 0, s = 0, w = 0 and run
+``pred_iterations`` rounds of U-, s- and w-steps with V fixed, so the fairness term also
+acts on the held-out population.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from recrepro.models.ials import (
+    _init_factors,
+    build_row_groups,
+    frequency_l2,
+    observed_predictions,
+    solve_rows,
+)
+from recrepro.models.base import Recommender
+from recrepro.records import check_finite
+
+__all__ = ["ExADMM", "prox_sherman_morrison", "u_step", "s_step"]
+
+
+def prox_sherman_morrison(u_hat: torch.Tensor, eta: float, rho: float) -> torch.Tensor:
+    """``(I + (ηρ/n²) 11ᵀ)⁻¹ Û`` in O(nd) (Sherman–Morrison; official ``Prox``)."""
+    n = u_hat.shape[0]
+    c = (rho / n) / (rho / n + 1.0 / eta) if rho > 0 else 0.0
+    return u_hat - c * u_hat.mean(dim=0, keepdim=True)
+
+
+#: Observed entries processed per chunk in the U-step (bounds the [chunk, d] scratch).
+CHUNK_ENTRIES = 1 << 22
+
+
+def observed_hessian_product(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix,
+                             hessian: str = "full") -> torch.Tensor:
+    """``Σ_{i∈I_u} (M_ui u_u − v_i)`` for every row u: the observed part of ``H_u u_u − b_u``.
+
+    ``hessian="full"``: ``M_ui = v_i v_iᵀ`` (the paper's gradient).  ``hessian="lower"``:
+    ``M_ui = tril(v_i v_iᵀ)``, what the official ``ProjectU`` multiplies with (its
+    ``rankUpdate`` fills only the lower triangle of H_u, but the product uses the whole
+    matrix; docs/deviations.md#exadmm-u-step-hessian).  O(|R| d), chunked over entries.
+    """
+    n, d = U.shape
+    out = torch.zeros(n, d, dtype=U.dtype, device=U.device)
+    rows = np.repeat(np.arange(by_user.shape[0], dtype=np.int64), np.diff(by_user.indptr))
+    cols = by_user.indices.astype(np.int64)
+    step = max(1, CHUNK_ENTRIES // max(d, 1))
+    for start in range(0, rows.size, step):
+        r = torch.as_tensor(rows[start:start + step], device=U.device)
+        c = torch.as_tensor(cols[start:start + step], device=U.device)
+        vc, ur = V[c], U[r]
+        if hessian == "full":
+            contrib = vc * ((ur * vc).sum(dim=1, keepdim=True) - 1.0)
+        else:  # (tril(v vᵀ) u)_a = v_a Σ_{b<=a} v_b u_b
+            contrib = vc * torch.cumsum(ur * vc, dim=1) - vc
+        out.index_add_(0, r, contrib)
+    return out
+
+
+def u_step(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix, lam_u: torch.Tensor, gram_v: torch.Tensor,
+           alpha0: float, eta: float, rho: float, s: torch.Tensor, w: torch.Tensor,
+           hessian: str = "full") -> torch.Tensor:
+    """One linearised proximal-gradient U-step (gradient part, then the global prox).
+
+    ``U`` holds only the phase's users (rows of ``by_user``, each with >= 1 entry);
+    ``n = U.shape[0]``.  With ``rho = 0`` and ``hessian="full"`` this is ``U − η·∇(L_iALS/2)``.
+    """
+    n = U.shape[0]
+    grad = alpha0 * (U @ gram_v) + lam_u.view(-1, 1) * U + observed_hessian_product(U, V, by_user, hessian)
+    u_hat = U - eta * grad
+    if rho > 0:
+        u_hat = u_hat + (eta * rho / n) * (s - w).view(1, -1)
+    return prox_sherman_morrison(u_hat, eta, rho)
+
+
+def s_step(ubar: torch.Tensor, w: torch.Tensor, gram_v: torch.Tensor, lam_expo: float, rho: float) -> torch.Tensor:
+    """``s = ρ (Λ G_V + ρ I)⁻¹ (ū + w)`` (official ``StepAvgU``)."""
+    d = gram_v.shape[0]
+    a = lam_expo * gram_v + rho * torch.eye(d, dtype=gram_v.dtype, device=gram_v.device)
+    return rho * torch.linalg.solve(a, (ubar + w).unsqueeze(-1)).squeeze(-1)
+
+
+class ExADMM(Recommender):
+    """exADMM (iALS + exposure regulariser Λ‖Vs‖², ADMM with a linearised U-step).
+
+    Parameters
+    ----------
+    dim, alpha0, l2, l2_exp, stdev, epochs, seed, device, dtype:
+        As :class:`recrepro.models.ials.IALS`.
+    exposure_reg:
+        ``exposure_reg`` (Λ before scaling).
+    admm_penalty:
+        ``admm_penalty`` (ρ before scaling).
+    learning_rate:
+        Step size η of the U-step.
+    pred_iterations:
+        U/s/w rounds when folding in held-out users.
+    strength_scaling:
+        ``"n2"`` (official: Λ, ρ multiplied by n²) or ``"none"``.
+    u_step_hessian:
+        ``"full"`` (the paper's gradient) or ``"lower"`` (the official code's product with
+        a lower-triangle-only ``Σ v vᵀ``); see :func:`observed_hessian_product`.
+    """
+
+    def __init__(self, dim: int = 8, alpha0: float = 0.1, l2: float = 0.002, l2_exp: float = 1.0,
+                 exposure_reg: float = 1e-3, admm_penalty: float = 0.01, learning_rate: float = 0.01,
+                 pred_iterations: int = 50, stdev: float = 0.1, epochs: int = 10, seed: int = 0,
+                 strength_scaling: str = "n2", u_step_hessian: str = "full", device: str = "cpu", dtype: torch.dtype = torch.float32,
+                 log_losses: bool = True) -> None:
+        if strength_scaling not in ("n2", "none"):
+            raise ValueError(f"strength_scaling must be 'n2' or 'none', got {strength_scaling!r}")
+        if u_step_hessian not in ("full", "lower"):
+            raise ValueError(f"u_step_hessian must be 'full' or 'lower', got {u_step_hessian!r}")
+        self.u_step_hessian = u_step_hessian
+        self.dim, self.alpha0, self.l2, self.l2_exp = int(dim), float(alpha0), float(l2), float(l2_exp)
+        self.exposure_reg, self.admm_penalty = float(exposure_reg), float(admm_penalty)
+        self.learning_rate, self.pred_iterations = float(learning_rate), int(pred_iterations)
+        self.stdev, self.epochs, self.seed = float(stdev), int(epochs), int(seed)
+        self.strength_scaling, self.device, self.dtype, self.log_losses = strength_scaling, device, dtype, log_losses
+        self.U: torch.Tensor | None = None
+        self.V: torch.Tensor | None = None
+        self.history: list[dict[str, float]] = []
+        self.fold_in_history: list[dict[str, float]] = []
+
+    def strengths(self, n: int) -> tuple[float, float]:
+        """``(Λ, ρ)`` for a phase with ``n`` users."""
+        scale = float(n) ** 2 if self.strength_scaling == "n2" else 1.0
+        return self.exposure_reg * scale, self.admm_penalty * scale
+
+    def _t(self, a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=self.dtype, device=self.device)
+
+    def fit(self, train: sp.csr_matrix, **kwargs: Any) -> ExADMM:
+        """Fit on a binary ``[n_users, n_items]`` CSR; rows without entries are not training users."""
+        full = self._as_train_matrix(train)
+        full.data[:] = 1.0
+        self.n_users, self.n_items = full.shape
+        active = np.flatnonzero(np.diff(full.indptr) > 0)
+        by_user = full[active]  # the phase's users only
+        n = active.size
+        lam_expo, rho = self.strengths(n)
+        deg_u = np.diff(by_user.indptr)
+        deg_i = np.bincount(by_user.indices, minlength=self.n_items)
+        lam_u = self._t(frequency_l2(deg_u, self.l2, self.alpha0, self.n_items, self.l2_exp))
+        lam_i = self._t(frequency_l2(deg_i, self.l2, self.alpha0, n, self.l2_exp))
+        item_groups = build_row_groups(by_user.T.tocsr(), self.dim, self.device)
+        gen = torch.Generator().manual_seed(self.seed)
+        U = _init_factors(n, self.dim, self.stdev, gen, self.dtype, self.device)
+        V = _init_factors(self.n_items, self.dim, self.stdev, gen, self.dtype, self.device)
+        s = U.mean(dim=0)
+        w = torch.zeros_like(s)
+        self.history = []
+        for epoch in range(1, self.epochs + 1):
+            started = time.perf_counter()
+            V_prev, U_prev, s_prev, w_prev = V.clone(), U.clone(), s.clone(), w.clone()
+            constant = self.alpha0 * (U.T @ U) + lam_expo * torch.outer(s, s)
+            solve_rows(U, item_groups, constant, lam_i, V)
+            gram_v = V.T @ V
+            U = u_step(U, V, by_user, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
+                       self.u_step_hessian)
+            ubar = U.mean(dim=0)
+            s = s_step(ubar, w, gram_v, lam_expo, rho)
+            w = w + ubar - s
+            seconds = time.perf_counter() - started
+            for name, value in (("user factors", U), ("item factors", V), ("s", s), ("w", w)):
+                check_finite(f"exADMM {name}", value, f"epoch {epoch}")
+            entry = {"epoch": epoch, "seconds": seconds,
+                     "residual_V": float(torch.linalg.norm(V - V_prev)),
+                     "residual_U": float(torch.linalg.norm(U - U_prev)),
+                     "residual_s": float(torch.linalg.norm(s - s_prev)),
+                     "residual_w": float(torch.linalg.norm(w - w_prev)),
+                     "primal_residual": float(torch.linalg.norm(ubar - s))}
+            if self.log_losses:
+                entry.update(self._loss_terms(by_user, U, V, lam_u, lam_i, deg_i, lam_expo, rho, s, w))
+            self.history.append(entry)
+        self.U = torch.zeros(self.n_users, self.dim, dtype=self.dtype, device=self.device)
+        self.U[torch.as_tensor(active, device=self.device)] = U
+        self.V, self.s, self.w = V, s, w
+        return self
+
+    def _loss_terms(self, by_user, U, V, lam_u, lam_i, deg_i, lam_expo, rho, s, w) -> dict[str, float]:
+        pred = observed_predictions(by_user, U, V)
+        observed = float(((pred - 1.0) ** 2).sum())
+        unobserved = self.alpha0 * float(((U.T @ U) * (V.T @ V)).sum())
+        has = self._t((deg_i > 0).astype(np.float32))
+        reg = float((lam_u * (U ** 2).sum(1)).sum() + (lam_i * has * (V ** 2).sum(1)).sum())
+        ubar = U.mean(dim=0)
+        expo = lam_expo * float(((V @ ubar) ** 2).sum())
+        augmented = rho * float(((ubar - s + w) ** 2).sum())
+        return {"loss_observed": observed, "loss_unobserved": unobserved, "loss_reg": reg, "loss_expo": expo,
+                "loss": observed + unobserved + reg + expo, "augmented_penalty": augmented}
+
+    def fold_in(self, history: sp.csr_matrix) -> torch.Tensor:
+        """Fold in the users with entries in ``history`` (``[n_rows, n_items]``), V fixed.
+
+        Runs ``pred_iterations`` rounds of U-, s- and w-steps over those users (n = their
+        number, which sets Λ and ρ).  Returns ``[n_rows, d]`` (zeros for rows without entries).
+        """
+        self._check_fitted()
+        hist = self._as_train_matrix(history)
+        hist.data[:] = 1.0
+        active = np.flatnonzero(np.diff(hist.indptr) > 0)
+        sub = hist[active]
+        n = active.size
+        lam_expo, rho = self.strengths(n)
+        lam_u = self._t(frequency_l2(np.diff(sub.indptr), self.l2, self.alpha0, self.n_items, self.l2_exp))
+        gram_v = self.V.T @ self.V
+        U = torch.zeros(n, self.dim, dtype=self.dtype, device=self.device)
+        s = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
+        w = torch.zeros_like(s)
+        self.fold_in_history = []
+        for it in range(1, self.pred_iterations + 1):
+            U_prev = U
+            U = u_step(U, self.V, sub, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
+                       self.u_step_hessian)
+            ubar = U.mean(dim=0)
+            s = s_step(ubar, w, gram_v, lam_expo, rho)
+            w = w + ubar - s
+            check_finite("exADMM fold-in user factors", U, f"fold-in iteration {it}")
+            self.fold_in_history.append({"iteration": it, "residual_U": float(torch.linalg.norm(U - U_prev)),
+                                         "primal_residual": float(torch.linalg.norm(ubar - s))})
+        out = torch.zeros(hist.shape[0], self.dim, dtype=self.dtype, device=self.device)
+        out[torch.as_tensor(active, device=self.device)] = U
+        return out
+
+    def fold_in_users(self, history: sp.csr_matrix) -> None:
+        """Replace the factors of the users with entries in ``history`` by their fold-in solution."""
+        rows = torch.as_tensor(np.flatnonzero(np.diff(sp.csr_matrix(history).indptr) > 0), device=self.device)
+        folded = self.fold_in(history)
+        self.U[rows] = folded[rows]
+
+    def score(self, user_ids: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        users = torch.as_tensor(np.asarray(user_ids, dtype=np.int64), device=self.device)
+        return (self.U[users] @ self.V.T).float().cpu().numpy()
+
+    @property
+    def user_factors(self) -> np.ndarray | None:
+        return None if self.U is None else self.U.cpu().numpy()
+
+    @property
+    def item_factors(self) -> np.ndarray | None:
+        return None if self.V is None else self.V.cpu().numpy()
+

@@ -1,0 +1,131 @@
+"""FedRAP (Li, Long & Zhou, ICLR 2024) and the centralised MF upper bound.
+
+FedRAP's federated training lives in :mod:`recrepro.models.federated` (one vectorised
+simulation for FedRAP, FedMF and PFedRec); this module names the variants and adds the
+centralised matrix factorisation trained on the same BCE-with-negatives objective.
+
+Scores (poster, "FedRAP – Two-Way Personalization")::
+
+    r̂_ij = sigmoid(<u_i, (D^(i) + C)_j>)
+
+objective (poster, "FedRAP – Objective"), with a the round::
+
+    min Σ_i ( Σ_(i,j)∈Ω BCE(r_ij, r̂_ij) − λ_(a,v1) ||D^(i) − C||_F² ) + μ_(a,v2) ||C||_1
+    λ_(a,v1) = tanh(a/10)·v1,   μ_(a,v2) = tanh(a/10)·v2
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from recrepro.models.base import NotFittedError, Recommender
+from recrepro.models.federated import FederatedConfig, FederatedRecommender, sample_negatives
+from recrepro.records import check_finite
+
+__all__ = ["FedRAP", "CentralMF", "make_variant"]
+
+
+class FedRAP(FederatedRecommender):
+    """FedRAP with the paper's defaults (``method='fedrap'``, ``mode='paper'``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("method", "fedrap")
+        super().__init__(FederatedConfig(**kwargs))
+
+
+class CentralMF(Recommender):
+    """Centralised MF (GMF without the output layer): ``r̂ = sigmoid(<p_u, q_i>)``.
+
+    Trained on all users' data at once with the same BCE objective and ``num_negatives``
+    fresh negatives per positive every epoch (He et al. 2017), Adam, mini-batches.
+    The upper bound the federated methods are compared with.
+    """
+
+    def __init__(self, dim: int = 32, epochs: int = 20, lr: float = 1e-3, batch_size: int = 2048,
+                 num_negatives: int = 4, l2: float = 0.0, init_std: float = 0.1, seed: int = 0,
+                 device: str = "cpu") -> None:
+        self.dim, self.epochs, self.lr, self.batch_size = dim, epochs, lr, batch_size
+        self.num_negatives, self.l2, self.init_std, self.seed = num_negatives, l2, init_std, seed
+        self.device = torch.device(device)
+        self.P: torch.Tensor | None = None
+        self.history: list[dict[str, Any]] = []
+
+    def fit(self, train: sp.csr_matrix, touched: sp.csr_matrix | None = None, eval_fn=None,
+            **_: Any) -> CentralMF:
+        train = sp.csr_matrix(train)
+        touched = sp.csr_matrix(touched) if touched is not None else train
+        self.n_users, self.n_items = train.shape
+        rng = np.random.default_rng([self.seed, 0xC3F])
+        gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
+        P = (torch.randn(self.n_users, self.dim, generator=gen) * self.init_std).to(self.device).requires_grad_()
+        Q = (torch.randn(self.n_items, self.dim, generator=gen) * self.init_std).to(self.device).requires_grad_()
+        opt = torch.optim.Adam([P, Q], lr=self.lr, weight_decay=self.l2)
+        coo = train.tocoo()
+        users_pos, items_pos = coo.row.astype(np.int64), coo.col.astype(np.int64)
+        k = self.num_negatives
+        self.P, self.Q = P, Q
+        for epoch in range(self.epochs):
+            neg = sample_negatives(users_pos, touched, k, rng)
+            u = np.concatenate([users_pos, np.repeat(users_pos, k)])
+            i = np.concatenate([items_pos, neg.ravel()])
+            r = np.concatenate([np.ones(users_pos.size, np.float32), np.zeros(users_pos.size * k, np.float32)])
+            order = rng.permutation(u.size)
+            total = 0.0
+            for lo in range(0, u.size, self.batch_size):
+                sel = order[lo:lo + self.batch_size]
+                ut = torch.as_tensor(u[sel], device=self.device)
+                it = torch.as_tensor(i[sel], device=self.device)
+                rt = torch.as_tensor(r[sel], device=self.device)
+                logit = (P[ut] * Q[it]).sum(-1)
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, rt)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += float(loss) * sel.size
+            check_finite("MF embeddings", Q, f"epoch {epoch}")
+            info = {"round": epoch + 1, "train_loss": total / max(u.size, 1)}
+            if eval_fn is not None:
+                info.update(eval_fn(self, epoch + 1))
+            self.history.append(info)
+        return self
+
+    @property
+    def user_factors(self) -> np.ndarray | None:
+        return None if self.P is None else self.P.detach().cpu().numpy()
+
+    @property
+    def item_factors(self) -> np.ndarray | None:
+        return None if self.P is None else self.Q.detach().cpu().numpy()
+
+    def score(self, user_ids: np.ndarray) -> np.ndarray:
+        if self.P is None:
+            raise NotFittedError("fit the model first")
+        u = torch.as_tensor(np.asarray(user_ids, dtype=np.int64), device=self.device)
+        with torch.no_grad():
+            return torch.sigmoid(self.P[u] @ self.Q.T).cpu().numpy().astype(np.float32)
+
+
+_MF_KEYS = ("dim", "epochs", "lr", "batch_size", "num_negatives", "l2", "init_std")
+
+
+def make_variant(settings: dict[str, Any], *, seed: int, device: str = "cpu",
+                 memory_budget_mb: float | None = None) -> Recommender:
+    """A model from a variant's settings (``method`` plus FederatedConfig / CentralMF keys)."""
+    settings = dict(settings)
+    method = settings.pop("method")
+    if method == "mf":
+        kw = {k: settings[k] for k in _MF_KEYS if k in settings}
+        if "rounds" in settings and "epochs" not in kw:
+            kw["epochs"] = settings["rounds"]
+        if "lr_mf" in settings:
+            kw["lr"] = settings["lr_mf"]
+        return CentralMF(seed=seed, device=device, **kw)
+    settings.pop("lr_mf", None)
+    settings.pop("epochs", None)
+    if memory_budget_mb is not None:
+        settings.setdefault("memory_budget_mb", memory_budget_mb)
+    return FederatedRecommender(FederatedConfig(method=method, seed=seed, device=device, **settings))

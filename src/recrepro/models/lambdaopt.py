@@ -1,0 +1,295 @@
+"""MF-λOpt: MF-BPR whose fine-grained L2 weights Λ are learned on validation data.
+
+Chen et al., "λOpt: Learn to Regularize Recommender Models in Finer Levels", KDD 2019
+(slides 14–17; official code ``yihong-chen/lambda-opt@fdaa44d``).
+
+Granularities (shapes of the user / item Λ, as the official ``lambda_network_mf``):
+
+=====  ====================  ====================
+name   Λ^U                   Λ^I
+=====  ====================  ====================
+d      ``[d]`` shared with Λ^I (one vector)
+du     ``[n_users, d]``      ``[d]``
+di     ``[d]``               ``[n_items, d]``
+dui    ``[n_users, d]``      ``[n_items, d]``
+=====  ====================  ====================
+
+Alternating optimisation (slide 15: ``min_Λ Σ_{S_V} l(Θ̄(Λ))``, ``Θ̄ = argmin_Θ Σ_{S_T} l(Θ, Λ)``
+approximated greedily by one step).  At every step ``t > 0``:
+
+1. **λ step** (Θ fixed).  On a training batch ``S`` take the unregularised gradient
+   ``g = ∂l̃_S/∂Θ_t`` (norm-clipped like the real step) and form, with Λ as the variable,
+   ``g̃(Λ) = g + ∂Ω_S(Λ)/∂Θ_t`` (slide 16, eq. "∂l_ST/∂Θ_t = ∂l̃/∂Θ_t + ∂Ω/∂Θ_t").
+   Simulate the next Adam update ``Θ̄_{t+1} = f(Θ_t, g̃)`` with the real optimiser's
+   moments ``(m, v)`` and step count::
+
+       m' = β1 m + (1 − β1) g̃ ;   v' = β2 v + (1 − β2) g̃²
+       Θ̄  = Θ_t − lr / (1 − β1^t) · m' / (√v' / √(1 − β2^t) + eps)
+
+   (exactly ``torch.optim.Adam``'s arithmetic, so with Λ = 0 it reproduces the real step
+   bit for bit).  Evaluate the BPR loss of a validation batch ``(u', i', j')`` with Θ̄,
+   back-propagate to Λ (Θ_t, g, m, v are constants), clip the norm of ∂L_val/∂Λ, take an
+   Adam (amsgrad) step on Λ and project onto ``Λ ≥ 0``.
+2. **Θ step**: one real Adam step of the MF on ``l̃_S + Ω_S(Λ)`` (Λ fixed).
+
+Only the rows of Θ̄ that the validation batch reads are simulated (each row of Adam's
+update depends only on its own row), which makes the λ step cost ``O(B_val · d)``.
+
+Switches (docs/deviations.md), defaults follow the paper:
+
+``assumed_grad``  ``unregularised`` (paper: g without penalty) | ``current_lambda``
+                  (official ``init_lambda()``: g already holds the batch penalty Ω_S(Λ_t)).
+``sim_penalty``   ``batch`` (paper: ∂Ω_S/∂Θ, i.e. ``2·c_r/B·Λ_r ⊙ Θ_r`` with ``c_r`` the row's
+                  count in the batch) | ``full_table`` (official: ``2·Λ ⊙ Θ`` on every row,
+                  no 1/B).
+``assumed_batch`` ``shared`` (paper: the λ step simulates the batch the real step then
+                  takes) | ``separate`` (official: the simulation consumes its own batch, so
+                  the real MF sees every other batch of the sampler).
+
+Notes
+-----
+* ``√v'`` at ``v' = 0`` (rows never touched, with g̃ = 0) has an infinite derivative; we
+  use the subgradient 0 there (the official code instead puts eps inside the root).
+* The clip of ``g`` is computed on the unregularised gradient and treated as a constant
+  (as in the official code); with Λ = 0 it equals the real step's clip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from recrepro.models.mf_bpr import BPRConfig, MFBPR, TripleSampler, bpr_loss
+from recrepro.records import check_finite
+
+__all__ = ["LambdaOptConfig", "MFLambdaOpt", "GRANULARITIES", "simulate_adam_rows"]
+
+GRANULARITIES = ("d", "du", "di", "dui")
+
+
+@dataclass
+class LambdaOptConfig(BPRConfig):
+    """MF-BPR settings plus the λ network's (defaults: official Amazon alter script)."""
+
+    granularity: str = "dui"
+    lambda_init: float = 0.0
+    lambda_lr: float = 1.0e-2
+    lambda_clip: float = 1.0e-3
+    lambda_amsgrad: bool = True
+    val_batch_size: int = 1024
+    assumed_grad: str = "unregularised"
+    sim_penalty: str = "batch"
+    assumed_batch: str = "shared"
+
+    def __post_init__(self) -> None:
+        checks = {"granularity": GRANULARITIES, "assumed_grad": ("unregularised", "current_lambda"),
+                  "sim_penalty": ("batch", "full_table"), "assumed_batch": ("shared", "separate")}
+        for key, allowed in checks.items():
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"lambdaopt: {key}={getattr(self, key)!r}; allowed: {allowed}")
+
+
+def simulate_adam_rows(theta: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
+                       step: int, lr: float, betas: tuple[float, float], eps: float) -> torch.Tensor:
+    """One Adam update of ``theta`` with gradient ``grad``, differentiable in ``grad``.
+
+    Same operations, in the same order, as ``torch.optim.adam._single_tensor_adam``
+    (no amsgrad, no weight decay); ``step`` is the count *after* the increment.
+    """
+    beta1, beta2 = betas
+    m = torch.lerp(exp_avg, grad, 1 - beta1)
+    v = exp_avg_sq.mul(beta2).addcmul(grad, grad, value=1 - beta2)
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2 = 1 - beta2 ** step
+    step_size = lr / bias_correction1
+    bias_correction2_sqrt = bias_correction2 ** 0.5
+    positive = v > 0
+    root = torch.where(positive, torch.where(positive, v, torch.ones_like(v)).sqrt(), torch.zeros_like(v))
+    denom = (root / bias_correction2_sqrt).add(eps)
+    return theta.addcdiv(m, denom, value=-step_size)
+
+
+class MFLambdaOpt(MFBPR):
+    """MF-BPR with Λ learned by λOpt (see the module docstring for the algorithm).
+
+    ``fit(train, validation=...)`` needs the validation positives (CSR).  After fitting,
+    ``lambda_trajectory`` holds, per epoch, the mean over dimensions of each user's and
+    each item's λ (``{"epoch", "user", "item"}``), and ``history`` the mean λ per epoch.
+    """
+
+    name = "mf_lambdaopt"
+
+    def __init__(self, config: LambdaOptConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:
+        if config is None:
+            config = LambdaOptConfig()
+        elif not isinstance(config, LambdaOptConfig):
+            config = LambdaOptConfig.from_mapping(config)
+        super().__init__(config, seed)
+        self.lambda_trajectory: list[dict[str, Any]] = []
+        self._cache = None
+
+    # ------------------------------------------------------------------ Λ
+    def init_lambda(self, n_users: int, n_items: int) -> None:
+        c, d, dev = self.config, self.config.dim, self.device
+        rows_u = n_users if c.granularity in ("du", "dui") else 1
+        rows_i = n_items if c.granularity in ("di", "dui") else 1
+        self.lam_user = torch.full((rows_u, d), float(c.lambda_init), device=dev, requires_grad=True)
+        if c.granularity == "d":
+            self.lam_item = self.lam_user
+            self.lambda_params = [self.lam_user]
+        else:
+            self.lam_item = torch.full((rows_i, d), float(c.lambda_init), device=dev, requires_grad=True)
+            self.lambda_params = [self.lam_user, self.lam_item]
+        self.lambda_optimizer = torch.optim.Adam(self.lambda_params, lr=c.lambda_lr, amsgrad=c.lambda_amsgrad)
+
+    @staticmethod
+    def _rows(lam: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        return lam[idx] if lam.shape[0] > 1 else lam.expand(idx.numel(), -1)
+
+    def penalty(self, P, Q, u, i, j, lam_user=None, lam_item=None):
+        """Ω_S = Σ [Λ^U_u·P_u² + Λ^I_i·Q_i² + Λ^I_j·Q_j²] / B with Λ detached (the Θ step)."""
+        lu = (self.lam_user if lam_user is None else lam_user).detach()
+        li = (self.lam_item if lam_item is None else lam_item).detach()
+        B = u.numel()
+        return ((self._rows(lu, u) * P[u] ** 2).sum() + (self._rows(li, i) * Q[i] ** 2).sum()
+                + (self._rows(li, j) * Q[j] ** 2).sum()) / B
+
+    # ------------------------------------------------------------------ λ step
+    def assumed_gradient(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """``g`` of step 1: ∂l̃_S/∂Θ_t (plus Ω_S(Λ_t) under ``assumed_grad=current_lambda``), clipped."""
+        u, i, j = batch
+        P0 = self.P.detach().clone().requires_grad_()
+        Q0 = self.Q.detach().clone().requires_grad_()
+        loss = bpr_loss(P0, Q0, u, i, j)
+        if self.config.assumed_grad == "current_lambda":
+            loss = loss + self.penalty(P0, Q0, u, i, j)
+        loss.backward()
+        self._cache = (batch, float(loss.detach()), P0.grad.clone(), Q0.grad.clone())
+        if self.config.clip and self.config.clip > 0:
+            torch.nn.utils.clip_grad_norm_([P0, Q0], self.config.clip)
+        return P0.grad, Q0.grad
+
+    def real_step_reusing(self, batch) -> float:
+        """The Θ step on the batch the λ step just simulated, reusing its unregularised gradient.
+
+        ``∇(l̃_S + Ω_S(Λ)) = g + ∂Ω_S(Λ)/∂Θ`` with ``g`` from :meth:`assumed_gradient` (same Θ_t, same
+        batch), then the same clip and Adam step as :meth:`real_step`: one forward/backward per
+        step fewer.  Only valid under ``assumed_batch=shared`` and ``assumed_grad=unregularised``.
+        """
+        cached_batch, loss, gP, gQ = self._cache
+        self._cache = None
+        assert cached_batch is batch
+        u, i, j = batch
+        self.optimizer.zero_grad(set_to_none=True)
+        self.P.grad, self.Q.grad = gP, gQ
+        self.penalty(self.P, self.Q, u, i, j).backward()
+        if self.config.clip and self.config.clip > 0:
+            torch.nn.utils.clip_grad_norm_([self.P, self.Q], self.config.clip)
+        self.optimizer.step()
+        return loss
+
+    def simulate(self, batch, grads, user_rows: torch.Tensor | None = None,
+                 item_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Θ̄_{t+1}(Λ) on ``user_rows`` / ``item_rows`` (all rows when ``None``), differentiable in Λ."""
+        c = self.config
+        u, i, j = batch
+        gP, gQ = grads
+        if user_rows is None:
+            user_rows = torch.arange(self.n_users, device=self.device)
+        if item_rows is None:
+            item_rows = torch.arange(self.n_items, device=self.device)
+        out = []
+        for theta, g, lam, rows, idx in ((self.P, gP, self.lam_user, user_rows, (u,)),
+                                         (self.Q, gQ, self.lam_item, item_rows, (i, j))):
+            state = self.optimizer.state[theta]
+            th = theta.detach()[rows]
+            if c.sim_penalty == "full_table":
+                scale = torch.full((rows.numel(), 1), 2.0, device=self.device)
+            else:
+                n = theta.shape[0]
+                counts = sum(torch.bincount(x, minlength=n) for x in idx).to(th.dtype)
+                scale = (2.0 * counts[rows] / u.numel()).unsqueeze(1)
+            g_tilde = g[rows] + scale * self._rows(lam, rows) * th
+            step = int(state["step"]) + 1
+            out.append(simulate_adam_rows(th, g_tilde, state["exp_avg"][rows], state["exp_avg_sq"][rows], step,
+                                          c.lr, c.betas, c.eps))
+        return out[0], out[1]
+
+    def validation_loss(self, batch, val_batch) -> torch.Tensor:
+        """L_val(Θ̄(Λ)) on one validation batch (simulating only the rows it reads)."""
+        vu, vi, vj = val_batch
+        urows, uinv = torch.unique(vu, return_inverse=True)
+        irows, iinv = torch.unique(torch.cat([vi, vj]), return_inverse=True)
+        grads = self.assumed_gradient(batch)
+        P_bar, Q_bar = self.simulate(batch, grads, urows, irows)
+        n = vi.numel()
+        return bpr_loss(P_bar, Q_bar, uinv, iinv[:n], iinv[n:])
+
+    def lambda_step(self, batch, val_batch) -> float:
+        """Step 1: hypergradient of L_val w.r.t. Λ, clip, Adam(amsgrad), project Λ ≥ 0."""
+        if not self.optimizer.state.get(self.P):      # t = 0: no moments yet (official: skip)
+            return float("nan")
+        loss = self.validation_loss(batch, val_batch)
+        grads = torch.autograd.grad(loss, self.lambda_params, allow_unused=True)
+        for p, g in zip(self.lambda_params, grads):
+            p.grad = torch.zeros_like(p) if g is None else g
+        if self.config.lambda_clip and self.config.lambda_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.lambda_params, self.config.lambda_clip)
+        self.lambda_optimizer.step()
+        with torch.no_grad():
+            for p in self.lambda_params:
+                p.clamp_(min=0)
+        return float(loss.detach())
+
+    # ------------------------------------------------------------------ training
+    def before_fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None, rng: np.random.Generator) -> None:
+        if validation is None or validation.nnz == 0:
+            raise ValueError("MF-λOpt needs validation positives (fit(train, validation=...))")
+        self.init_lambda(*train.shape)
+        seen = (sp.csr_matrix(train) + sp.csr_matrix(validation)).tocsr()
+        self.val_sampler = TripleSampler(sp.csr_matrix(validation), seen, self.config.val_batch_size, rng,
+                                         self.device)
+        self.lambda_trajectory = []
+
+    def train_epoch(self, sampler: TripleSampler, epoch: int) -> float:
+        batches = sampler.epoch()
+        losses, val_losses = [], []
+        if self.config.assumed_batch == "shared":
+            pairs = [(b, b) for b in batches]
+        else:   # official: the simulation consumes a batch of its own
+            pairs = [(batches[k], batches[k + 1]) for k in range(0, len(batches) - 1, 2)]
+            if len(batches) % 2:
+                pairs.append((None, batches[-1]))
+        reuse = self.config.assumed_batch == "shared" and self.config.assumed_grad == "unregularised"
+        for sim_batch, real_batch in pairs:
+            self._cache = None
+            if sim_batch is not None:
+                val_losses.append(self.lambda_step(sim_batch, self.val_sampler.next_batch()))
+            if reuse and self._cache is not None:
+                losses.append(self.real_step_reusing(real_batch))
+            else:
+                losses.append(self.real_step(real_batch))
+        for p in self.lambda_params:
+            check_finite("lambda", p.detach(), f"epoch {epoch}")
+        self.lambda_trajectory.append({
+            "epoch": epoch,
+            "user": self._rows(self.lam_user.detach(), torch.arange(self.n_users, device=self.device))
+            .mean(1).cpu().numpy(),
+            "item": self._rows(self.lam_item.detach(), torch.arange(self.n_items, device=self.device))
+            .mean(1).cpu().numpy(),
+        })
+        self._last_val_loss = float(np.nanmean(val_losses)) if val_losses and not np.all(np.isnan(val_losses)) \
+            else float("nan")
+        return float(np.mean(losses))
+
+    def fit(self, train, validation=None, on_epoch=None, **kwargs):
+        super().fit(train, validation=validation, on_epoch=on_epoch, **kwargs)
+        for row, traj in zip(self.history, self.lambda_trajectory):
+            row["lambda_user_mean"] = float(traj["user"].mean())
+            row["lambda_item_mean"] = float(traj["item"].mean())
+        return self

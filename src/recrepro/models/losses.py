@@ -1,0 +1,149 @@
+"""Training losses of the PRISM paper (Loveland et al., KDD 2025, Appendix B.4).
+
+All functions take already-looked-up embeddings (rows of the batch) and return a scalar
+tensor, the **mean** over the batch (the paper writes sums; the official code and every
+optimiser setting in the paper use batch means).
+
+- :func:`bpr_loss` — Eq. (6), dot-product similarity, one negative per positive.
+- :func:`ssm_loss` — Eq. (7), sampled softmax with cosine similarity over temperature τ.
+- :func:`alignment` / :func:`uniformity` / :func:`directau_loss` — Eqs. (8)-(9),
+  DirectAU (Wang et al., KDD 2022) on L2-normalised embeddings.
+- :func:`mawu_loss` — Eq. (10), margin-aware alignment plus separately weighted user and
+  item uniformity.
+
+Uniformity is computed from the Gram matrix of the normalised rows
+(‖x − y‖² = 2 − 2 x·y), i.e. one ``B × d`` by ``d × B`` matmul instead of ``torch.pdist``:
+the same value, a dense BLAS kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["alignment", "bpr_loss", "directau_loss", "mawu_loss", "ssm_loss", "uniformity"]
+
+
+def bpr_loss(user: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
+    r"""BPR, Eq. (6): :math:`-\operatorname{mean}\ln\sigma(u\cdot i - u\cdot i')`.
+
+    Parameters
+    ----------
+    user, pos, neg:
+        ``[B, d]`` user, positive-item and negative-item embeddings.
+    """
+    diff = (user * pos).sum(-1) - (user * neg).sum(-1)
+    return -F.logsigmoid(diff).mean()
+
+
+def ssm_loss(user: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, tau: float = 0.2) -> torch.Tensor:
+    r"""Sampled softmax, Eq. (7), with cosine similarity over temperature ``tau``.
+
+    .. math:: -\operatorname{mean}_{(u,i)} \log
+              \frac{e^{\cos(u,i)/\tau}}{e^{\cos(u,i)/\tau} + \sum_{i'\in S} e^{\cos(u,i')/\tau}}
+
+    Parameters
+    ----------
+    user, pos:
+        ``[B, d]``.
+    neg:
+        ``[B, N, d]`` negatives per positive (N = 10 in the paper, 20 in the code).
+    tau:
+        Temperature (0.2 in the paper).
+    """
+    u = F.normalize(user, dim=-1)
+    p = F.normalize(pos, dim=-1)
+    n = F.normalize(neg, dim=-1)
+    pos_logit = (u * p).sum(-1, keepdim=True) / tau  # [B, 1]
+    neg_logit = torch.einsum("bd,bnd->bn", u, n) / tau  # [B, N]
+    logits = torch.cat([pos_logit, neg_logit], dim=1)
+    return (torch.logsumexp(logits, dim=1) - pos_logit.squeeze(1)).mean()
+
+
+def alignment(user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
+    r"""DirectAU alignment, Eq. (8): :math:`\operatorname{mean}\|\tilde u - \tilde i\|^2` of normalised rows."""
+    u = F.normalize(user, dim=-1)
+    i = F.normalize(item, dim=-1)
+    return (u - i).pow(2).sum(-1).mean()
+
+
+def uniformity(x: torch.Tensor, t: float = 2.0) -> torch.Tensor:
+    r"""Uniformity, Eq. (9): :math:`\log \operatorname{mean}_{a<b} e^{-t\|\tilde x_a-\tilde x_b\|^2}`.
+
+    Over all unordered pairs of distinct rows of ``x`` (as ``torch.pdist``), rows
+    L2-normalised first; uses ‖x̃_a − x̃_b‖² = 2 − 2 x̃_a·x̃_b.  Fewer than two rows
+    give 0.
+    """
+    n = x.shape[0]
+    if n < 2:
+        return x.sum() * 0.0
+    return _UnitUniformity.apply(F.normalize(x, dim=-1), float(t))
+
+
+class _UnitUniformity(torch.autograd.Function):
+    r"""``log mean_{a≠b} exp(−t‖z_a − z_b‖²)`` of unit rows ``z`` with a hand-written backward.
+
+    With ``E_ab = exp(−t(2 − 2 z_a·z_b))`` (``E_aa = 0``) and ``S = Σ E``, the value is
+    ``log S − log(n(n−1))`` (the ordered-pair mean equals the unordered one) and
+    ``∂/∂z_a = (4t/S)(E z)_a``.  The exponent lies in [−4t, 0], so no max-shift is needed.
+    One B×B matrix and two matmuls: faster than autograd through ``torch.pdist`` or an
+    indexed triangle.
+    """
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor, t: float) -> torch.Tensor:
+        n = z.shape[0]
+        e = torch.full((n, n), -2.0 * t, dtype=z.dtype, device=z.device).addmm_(z, z.T, alpha=2.0 * t).exp_()
+        e.fill_diagonal_(0.0)
+        total = e.sum()
+        ctx.save_for_backward(z, e, total)
+        ctx.t = t
+        return total.log() - math.log(n * (n - 1))
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        z, e, total = ctx.saved_tensors
+        return torch.mm(e, z).mul_(grad_out * 4.0 * ctx.t / total), None
+
+
+def directau_loss(user: torch.Tensor, item: torch.Tensor, gamma: float = 1.0,
+                  user_unique: torch.Tensor | None = None, item_unique: torch.Tensor | None = None) -> torch.Tensor:
+    r"""DirectAU: ``alignment + γ · (unif(U_b) + unif(I_b)) / 2`` (Wang et al. 2022; paper Eqs. 8-9).
+
+    Parameters
+    ----------
+    user, item:
+        ``[B, d]`` embeddings of the batch's positive pairs.
+    gamma:
+        Uniformity weight γ (the paper cross-validates {1, 2, 5}).
+    user_unique, item_unique:
+        Embeddings of the batch's *distinct* users/items for the uniformity terms (the
+        official code's choice); default: ``user`` / ``item`` as given.
+    """
+    uu = user if user_unique is None else user_unique
+    ii = item if item_unique is None else item_unique
+    return alignment(user, item) + gamma * (uniformity(uu) + uniformity(ii)) / 2.0
+
+
+def mawu_loss(user: torch.Tensor, item: torch.Tensor, margin_user: torch.Tensor, margin_item: torch.Tensor,
+              gamma_user: float = 1.0, gamma_item: float = 1.0,
+              user_unique: torch.Tensor | None = None, item_unique: torch.Tensor | None = None) -> torch.Tensor:
+    r"""MAWU, Eq. (10): :math:`-\operatorname{mean}\cos(\theta_{u,i} + M_u + M_i)` + γ_u·unif(U) + γ_i·unif(I).
+
+    Parameters
+    ----------
+    user, item:
+        ``[B, d]`` embeddings of positive pairs.
+    margin_user, margin_item:
+        ``[B]`` learnable margins ``M_u``, ``M_i`` of the rows.
+    gamma_user, gamma_item:
+        Separate uniformity weights.
+    """
+    cos = (F.normalize(user, dim=-1) * F.normalize(item, dim=-1)).sum(-1)
+    theta = torch.acos(cos.clamp(-1.0 + 1e-6, 1.0 - 1e-6))
+    align = -torch.cos(theta + margin_user + margin_item).mean()
+    uu = user if user_unique is None else user_unique
+    ii = item if item_unique is None else item_unique
+    return align + gamma_user * uniformity(uu) + gamma_item * uniformity(ii)

@@ -1,0 +1,243 @@
+"""MF-BPR and MF-λFix: matrix factorisation trained with Bayesian Personalised Ranking.
+
+λOpt (Chen et al., KDD 2019, "λOpt: Learn to Regularize Recommender Models in Finer
+Levels") builds on this model; its fine-grained variant lives in
+:mod:`recrepro.models.lambdaopt`.
+
+Model and loss (the paper's slides 12–16, official code ``yihong-chen/lambda-opt@fdaa44d``)
+-------------------------------------------------------------------------------------
+Score ``x_ui = <P_u, Q_i>`` (no biases).  For a batch ``S`` of ``B`` training triples
+``(u, i, j)`` (a positive ``i`` and one uniform negative ``j`` the user has not interacted
+with in train)::
+
+    l̃(S)  = Σ_(u,i,j)∈S softplus(−(x_ui − x_uj)) / B                    (BPR, mean)
+    Ω(S)  = Σ_(u,i,j)∈S [ Λ^U_u · P_u² + Λ^I_i · Q_i² + Λ^I_j · Q_j² ] / B   (penalty)
+
+where ``Λ · P²`` means ``Σ_k Λ_k P_k²``.  MF-λFix uses one global ``λ`` for every entry.
+Training: Adam (lr 1e-3, betas (0.9, 0.999), eps 1e-8) on ``l̃ + Ω``, gradient-norm clip
+100, ``N(0, 1)`` initialisation (``nn.Embedding``'s default), one fresh uniform negative
+per training positive every epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from recrepro.models.base import Recommender
+from recrepro.records import check_finite
+
+__all__ = ["BPRConfig", "MFBPR", "bpr_loss", "sample_negatives", "TripleSampler"]
+
+
+@dataclass
+class BPRConfig:
+    """Hyper-parameters of MF-BPR (defaults: the official scripts at ``fdaa44d``)."""
+
+    dim: int = 128
+    epochs: int = 10
+    batch_size: int = 1024
+    lr: float = 1.0e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1.0e-8
+    clip: float = 100.0
+    init_std: float = 1.0
+    lam: float = 0.0                      # MF-λFix: the global λ (0 = plain MF-BPR)
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> BPRConfig:
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in settings.items() if k in names}
+        if "betas" in known:
+            known["betas"] = tuple(known["betas"])
+        extra = {k: v for k, v in settings.items() if k not in names}
+        return cls(**known, extra=extra)
+
+
+def bpr_loss(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """Mean BPR loss ``Σ softplus(−(x_ui − x_uj)) / B`` (slide 12; ``BCEWithLogits`` sum / B)."""
+    pu = P[u]
+    logit = (pu * Q[i]).sum(1) - (pu * Q[j]).sum(1)
+    return torch.nn.functional.softplus(-logit).mean()
+
+
+def sample_negatives(users: np.ndarray, seen: sp.csr_matrix, rng: np.random.Generator) -> np.ndarray:
+    """One uniform item per entry of ``users`` that the user has not interacted with in ``seen``.
+
+    Vectorised rejection sampling: draw for everyone, redraw only the collisions (rounds,
+    not a loop over users).  Users who have interacted with every item get an arbitrary item.
+    """
+    n_items = seen.shape[1]
+    seen = seen.tocsr()
+    seen.sort_indices()
+    keys = (np.repeat(np.arange(seen.shape[0], dtype=np.int64), np.diff(seen.indptr)) * n_items
+            + seen.indices.astype(np.int64))
+    full = np.diff(seen.indptr)[users] >= n_items
+    neg = rng.integers(0, n_items, size=users.size)
+    todo = np.flatnonzero(~full)
+    for _ in range(1000):
+        if todo.size == 0:
+            break
+        cand = users[todo].astype(np.int64) * n_items + neg[todo]
+        pos = np.searchsorted(keys, cand)
+        hit = (pos < keys.size) & (keys[np.minimum(pos, keys.size - 1)] == cand)
+        todo = todo[hit]
+        neg[todo] = rng.integers(0, n_items, size=todo.size)
+    return neg
+
+
+class TripleSampler:
+    """Shuffled ``(u, i, j)`` batches over the positives of ``pos``; negatives avoid ``seen``.
+
+    Each pass (epoch) permutes the positives and draws one fresh uniform negative per
+    positive.  :meth:`next_batch` cycles forever (a new pass starts when one is exhausted),
+    which is what the λ step's validation stream needs.
+    """
+
+    def __init__(self, pos: sp.csr_matrix, seen: sp.csr_matrix, batch_size: int, rng: np.random.Generator,
+                 device: str | torch.device = "cpu") -> None:
+        coo = pos.tocoo()
+        self.users = coo.row.astype(np.int64)
+        self.items = coo.col.astype(np.int64)
+        self.seen = seen
+        self.batch_size = int(batch_size)
+        self.rng = rng
+        self.device = device
+        self._queue: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def __len__(self) -> int:
+        return max(1, math.ceil(self.users.size / self.batch_size))
+
+    def epoch(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """The batches of one pass."""
+        order = self.rng.permutation(self.users.size)
+        u, i = self.users[order], self.items[order]
+        j = sample_negatives(u, self.seen, self.rng)
+        tu, ti, tj = (torch.from_numpy(a).to(self.device) for a in (u, i, j))
+        return [(tu[s:s + self.batch_size], ti[s:s + self.batch_size], tj[s:s + self.batch_size])
+                for s in range(0, u.size, self.batch_size)]
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not self._queue:
+            self._queue = self.epoch()[::-1]
+        return self._queue.pop()
+
+
+class MFBPR(Recommender):
+    """MF-BPR with a global L2 weight λ (MF-λFix; ``lam=0`` is plain MF-BPR).
+
+    Parameters
+    ----------
+    config:
+        :class:`BPRConfig` (or a mapping of its fields).
+    seed:
+        Seeds the initialisation and the samplers.
+
+    Notes
+    -----
+    ``fit(train, validation=..., on_epoch=...)``: ``validation`` (a CSR of validation
+    positives) is only used by λOpt's λ step; ``on_epoch(model, epoch)`` is called after
+    every epoch (learning curves).  ``history`` lists per-epoch training loss and seconds.
+    """
+
+    name = "mf_bpr"
+
+    def __init__(self, config: BPRConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:
+        if config is None:
+            config = BPRConfig()
+        elif not isinstance(config, BPRConfig):
+            config = BPRConfig.from_mapping(config)
+        self.config = config
+        self.seed = int(seed)
+        self.device = torch.device(config.device)
+        self.history: list[dict[str, float]] = []
+        self.P: torch.Tensor | None = None
+        self.Q: torch.Tensor | None = None
+
+    # ------------------------------------------------------------------ parameters
+    def init_params(self, n_users: int, n_items: int) -> None:
+        gen = torch.Generator().manual_seed(self.seed)
+        d, std = self.config.dim, self.config.init_std
+        self.P = (torch.randn(n_users, d, generator=gen) * std).to(self.device).requires_grad_()
+        self.Q = (torch.randn(n_items, d, generator=gen) * std).to(self.device).requires_grad_()
+        self.optimizer = torch.optim.Adam([self.P, self.Q], lr=self.config.lr, betas=self.config.betas,
+                                          eps=self.config.eps, foreach=False)
+        self.n_users, self.n_items = n_users, n_items
+
+    def penalty(self, P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torch.Tensor,
+                j: torch.Tensor) -> torch.Tensor:
+        """Ω of the batch with the global λ: ``λ Σ (P_u² + Q_i² + Q_j²) / B``."""
+        if self.config.lam == 0:
+            return P.new_zeros(())
+        B = u.numel()
+        return self.config.lam * ((P[u] ** 2).sum() + (Q[i] ** 2).sum() + (Q[j] ** 2).sum()) / B
+
+    def real_step(self, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> float:
+        """One Adam step of the MF on ``l̃ + Ω`` (after gradient-norm clipping)."""
+        u, i, j = batch
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = bpr_loss(self.P, self.Q, u, i, j)
+        total = loss + self.penalty(self.P, self.Q, u, i, j)
+        total.backward()
+        if self.config.clip and self.config.clip > 0:
+            torch.nn.utils.clip_grad_norm_([self.P, self.Q], self.config.clip)
+        self.optimizer.step()
+        return float(loss.detach())
+
+    # ------------------------------------------------------------------ training
+    def before_fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None, rng: np.random.Generator) -> None:
+        """Hook for subclasses (λOpt sets up Λ and the validation stream)."""
+
+    def train_epoch(self, sampler: TripleSampler, epoch: int) -> float:
+        losses = [self.real_step(batch) for batch in sampler.epoch()]
+        return float(np.mean(losses))
+
+    def fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None = None,
+            on_epoch: Callable[[MFBPR, int], None] | None = None, **kwargs: Any) -> MFBPR:
+        torch.manual_seed(self.seed)
+        rng = np.random.default_rng(self.seed)
+        train = sp.csr_matrix(train)
+        self.init_params(*train.shape)
+        self.before_fit(train, validation, rng)
+        sampler = TripleSampler(train, train, self.config.batch_size, rng, self.device)
+        self.history = []
+        for epoch in range(self.config.epochs):
+            started = time.perf_counter()
+            loss = self.train_epoch(sampler, epoch)
+            check_finite("training loss", loss, f"epoch {epoch}")
+            check_finite("user factors", self.P.detach(), f"epoch {epoch}")
+            check_finite("item factors", self.Q.detach(), f"epoch {epoch}")
+            self.history.append({"epoch": epoch, "loss": loss, "seconds": time.perf_counter() - started})
+            if on_epoch is not None:
+                on_epoch(self, epoch)
+        return self
+
+    # ------------------------------------------------------------------ scoring
+    @property
+    def user_factors(self) -> np.ndarray | None:
+        return None if self.P is None else self.P.detach().cpu().numpy()
+
+    @property
+    def item_factors(self) -> np.ndarray | None:
+        return None if self.Q is None else self.Q.detach().cpu().numpy()
+
+    def score(self, user_ids: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        users = torch.as_tensor(np.asarray(user_ids, dtype=np.int64), device=self.device)
+        with torch.no_grad():
+            return (self.P[users] @ self.Q.T).cpu().numpy().astype(np.float32)
+
+    def _check_fitted(self) -> None:
+        if self.P is None:
+            from recrepro.models.base import NotFittedError
+
+            raise NotFittedError(f"{type(self).__name__} is not fitted")

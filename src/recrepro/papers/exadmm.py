@@ -1,0 +1,446 @@
+"""exADMM (Togashi, Abe, Saito, WWW 2024): experiment drivers the Snakemake rules call.
+
+Commands (``python -m recrepro.papers.exadmm <command> ...``)
+
+``train``
+    Fit one operating point (iALS, exADMM or FairRec on top of iALS) on a
+    strong-generalisation split's ``train`` part, fold in the held-out users of
+    ``validation_tr`` and ``test_tr`` (V fixed), evaluate both (exclude = fold-in part,
+    targets = ``*_te``) and write the run record (test metrics) plus ``validation.json``
+    (validation metrics, for model selection) and ``history.json`` (per-epoch seconds,
+    residuals, objective terms).
+``tradeoff``
+    Figure 1: accuracy (NDCG@K, Recall@K) vs exposure concentration (Gini@K, Coverage@K).
+``convergence``
+    Figure 3: ADMM residuals and objective per epoch.
+``table``
+    Table 4: per family the validation-selected operating point with its test metrics.
+``scalability``
+    Figure 2: seconds per training epoch vs d and vs number of users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recrepro.io import read_json, write_json, write_text
+
+# torch, the evaluation core and the models are imported where they are used, so the
+# Snakefile can import operating_points cheaply.
+
+FAMILIES = ("ials", "exadmm", "fairrec")
+DEFAULT_METRICS = ("recall_liang", "ndcg", "coverage", "gini", "gini_pos")
+MODEL_KEYS = {
+    "ials": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "log_losses"),
+    "exadmm": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "exposure_reg", "admm_penalty",
+               "learning_rate", "pred_iterations", "strength_scaling", "u_step_hessian", "log_losses"),
+}
+
+
+# ------------------------------------------------------------------ operating points
+def operating_points(entry: Mapping[str, Any], switches: Mapping[str, Any] | None = None) -> dict[str, dict]:
+    """Method name -> ``{"family", "params"}`` for one dataset entry of the config.
+
+    The base settings are methods ``ials`` and ``exadmm``; each ``sweep.<family>`` item
+    overrides them and is named ``<family>_sw<i>`` (i from 1) unless it gives a ``name``.
+    ``record_part`` (``test`` by default) is the held-out part whose metrics the run record
+    holds (the ML-1M fixture's published numbers are on ``validation``).  FairRec points post-process
+    the base iALS model: ``fairrec_sw<i>`` with ``min_assignment_prop`` from the sweep.
+    """
+    switches = dict(switches or {})
+    points: dict[str, dict] = {}
+    for family in ("ials", "exadmm"):
+        if family not in entry:
+            continue
+        base = dict(entry[family])
+        if family == "exadmm":
+            base = {**{k: v for k, v in switches.items() if k in MODEL_KEYS["exadmm"]}, **base}
+        points[family] = {"family": family, "params": base}
+        for i, override in enumerate(entry.get("sweep", {}).get(family, []), start=1):
+            override = dict(override)
+            name = override.pop("name", f"{family}_sw{i}")
+            points[name] = {"family": family, "params": {**base, **override}}
+    if "ials" in entry:
+        for i, override in enumerate(entry.get("sweep", {}).get("fairrec", []), start=1):
+            override = dict(override)
+            name = override.pop("name", f"fairrec_sw{i}")
+            points[name] = {"family": "fairrec", "params": {"base": dict(entry["ials"]), **override}}
+    record = entry.get("record_part", "test")
+    for point in points.values():
+        point["record_part"] = record
+    return points
+
+
+# ------------------------------------------------------------------ workflow helpers
+# (used by workflow/rules/exadmm.smk; they only read the config)
+def smk_entries(config: Mapping[str, Any], tier: str) -> list[dict]:
+    """The tier's dataset entries of the ``exadmm`` config block."""
+    return list(config.get("exadmm", {}).get("tiers", {}).get(tier, {}).get("datasets", []))
+
+
+def smk_switches(config: Mapping[str, Any]) -> dict[str, str]:
+    block = config.get("exadmm", {})
+    return {"strength_scaling": block.get("strength_scaling", "n2"),
+            "u_step_hessian": block.get("u_step_hessian", "full")}
+
+
+def smk_entry(config: Mapping[str, Any], tier: str, dataset: str) -> dict:
+    for entry in smk_entries(config, tier):
+        if entry["dataset"] == dataset:
+            return entry
+    raise ValueError(f"exadmm: no {tier} entry for dataset {dataset!r}")
+
+
+def smk_point(config: Mapping[str, Any], tier: str, dataset: str, method: str) -> dict:
+    return operating_points(smk_entry(config, tier, dataset), smk_switches(config))[method]
+
+
+def smk_manifest(config: Mapping[str, Any], data_root: str, tier: str, dataset: str) -> str:
+    """The split manifest an entry trains on (``<data>/splits/<dataset>/<protocol>/<split>/seed<k>``)."""
+    e = smk_entry(config, tier, dataset)
+    return f"{data_root}/splits/{dataset}/{e['protocol']}/{e['split']}/seed{e['split_seed']}/manifest.json"
+
+
+def smk_runs(config: Mapping[str, Any], tier: str) -> list[str]:
+    """metrics.json of every operating point and seed of the tier."""
+    out = []
+    for e in smk_entries(config, tier):
+        for method in operating_points(e, smk_switches(config)):
+            out += [f"results/{tier}/exadmm/runs/{e['dataset']}/{e['split']}/{method}/seed{s}/metrics.json"
+                    for s in e["seeds"]]
+    return out
+
+
+def smk_histories(config: Mapping[str, Any], tier: str) -> list[str]:
+    """history.json of the base exADMM runs (figure 3)."""
+    return [f"results/{tier}/exadmm/runs/{e['dataset']}/{e['split']}/exadmm/seed{s}/history.json"
+            for e in smk_entries(config, tier) if "exadmm" in e for s in e["seeds"]]
+
+
+def smk_targets(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Default targets of the tier (empty when the tier has no exadmm entries)."""
+    if not smk_entries(config, tier):
+        return []
+    base = f"results/{tier}/exadmm"
+    targets = [f"{base}/figures/fig1_tradeoff.pdf", f"{base}/figures/fig3_convergence.pdf",
+               f"{base}/table4_best_points.md", f"{base}/scorecard.md"]
+    scal = config["exadmm"]["tiers"][tier].get("scalability")
+    if scal:
+        targets.append(f"{base}/figures/fig2_scalability_{scal['dataset']}.pdf")
+    return targets
+
+
+def make_model(family: str, params: Mapping[str, Any], seed: int, device: str = "cpu"):
+    from recrepro.models.exadmm import ExADMM
+    from recrepro.models.ials import IALS
+
+    kwargs = {k: v for k, v in params.items() if k in MODEL_KEYS[family]}
+    cls = IALS if family == "ials" else ExADMM
+    return cls(seed=seed, device=device, **kwargs)
+
+
+# ------------------------------------------------------------------ train + evaluate
+def _evaluate_part(model, split: SplitData, fold: str, target: str, ks, metrics, item_degree, device, batch_size,
+                   post=None):
+    from recrepro.evaluation import evaluate_full_ranking
+
+    history = split.csr([fold])
+    users_factors = model.fold_in(history)
+    target_frame = split.part(target)
+    users = np.unique(target_frame["user"].to_numpy())
+    source = (users_factors, model.V)
+    if post is not None:
+        source = post(users_factors, model.V, history, users)
+    return evaluate_full_ranking(source, history, split.csr([target]), ks, users=users, batch_size=batch_size,
+                                 device=device, item_degree=item_degree, metrics=list(metrics))
+
+
+def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str, Any], seed: int, out_dir: Path,
+              ks: Sequence[int], metrics: Sequence[str], meta: Mapping[str, Any], device: str = "cpu",
+              batch_size: int = 2048, benchmark_file: str | None = None,
+              record_part: str = "test", parts: Sequence[str] = ("validation", "test")) -> dict[str, Path]:
+    """Fit one operating point, fold in the held-out users of ``parts``, evaluate, write the record.
+
+    ``<part>.json`` holds each evaluated part's metrics; the run record holds ``record_part``'s.
+    """
+    import torch
+
+    from recrepro.records import write_run_record
+    from recrepro.runs import SplitData
+
+    started = time.time()
+    torch.manual_seed(seed)
+    split = SplitData(split_dir)
+    train = split.csr(["train"])
+    item_degree = np.asarray(train.sum(axis=0)).ravel()
+    post = None
+    if family == "fairrec":
+        from recrepro.models.fairrec import fairrec_scores
+
+        model = make_model("ials", params["base"], seed, device).fit(train)
+
+        def post(U, V, history, users):  # noqa: E306
+            return fairrec_scores(U, V, history, users, k=int(params.get("topk_fair", max(ks))),
+                                  prop=float(params["min_assignment_prop"]), seed=seed)
+    else:
+        model = make_model(family, params, seed, device).fit(train)
+    results = {}
+    for name in dict.fromkeys([*parts, record_part]):
+        results[name] = _evaluate_part(model, split, f"{name}_tr", f"{name}_te", ks, metrics, item_degree, device,
+                                       batch_size, post)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, result in results.items():  # validation.json selects operating points
+        write_json(out_dir / f"{name}.json", {"overall": result.overall, "counts": result.counts})
+    write_json(out_dir / "history.json", {"train": getattr(model, "history", []),
+                                         "fold_in": getattr(model, "fold_in_history", [])})
+    test = results[record_part]
+    return write_run_record(
+        out_dir,
+        overall=test.overall,
+        strata=getattr(test, "strata", {}) or {},
+        per_user=test.per_user[["user", *[c for c in test.overall if c in test.per_user.columns]]],
+        counts=test.counts,
+        meta={**split.describe(), "method": method, "family": family, **meta},
+        config_slice={"family": family, "params": dict(params), "ks": list(ks), "metrics": list(metrics),
+                      "fit": ["train"], "fold_in": f"{record_part}_tr", "target": f"{record_part}_te"},
+        split_manifest=split.dir / "manifest.json",
+        seed=seed,
+        device=device,
+        started_at=started,
+        wall_seconds=time.time() - started,
+        benchmark_file=benchmark_file,
+    )
+
+
+# ------------------------------------------------------------------ reading runs
+def load_runs(run_files: Sequence[str | Path]) -> pd.DataFrame:
+    """One row per run: identity, family, test metrics (``test:<key>``), validation metrics (``val:<key>``)."""
+    rows = []
+    for f in run_files:
+        d = Path(f).parent if str(f).endswith(".json") else Path(f)
+        m = read_json(d / "metrics.json")
+        row = {"dir": str(d), "dataset": m["dataset"], "method": m["method"], "seed": m["seed"],
+               "family": m.get("family", m["method"].split("_")[0])}
+        row.update({f"test:{k}": v for k, v in m["overall"].items()})
+        if (d / "validation.json").exists():
+            row.update({f"val:{k}": v for k, v in read_json(d / "validation.json")["overall"].items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _mean_over_seeds(frame: pd.DataFrame) -> pd.DataFrame:
+    numeric = [c for c in frame.columns if c.startswith(("test:", "val:"))]
+    return frame.groupby(["dataset", "family", "method"], as_index=False)[numeric].mean()
+
+
+# ------------------------------------------------------------------ figures and table
+def figure_tradeoff(run_files, out_pdf, out_png, *, tier: str, ks: Sequence[int]) -> None:
+    """Figure 1: per dataset and K, NDCG@K and Recall@K against Gini@K and Coverage@K (test, seed mean)."""
+    from recrepro.plotting import method_colors, new_figure, save_figure
+
+    frame = _mean_over_seeds(load_runs(run_files))
+    datasets = sorted(frame["dataset"].unique())
+    panels = [(y, x) for y in ("ndcg", "recall_liang") for x in ("gini", "coverage")]
+    fig, axes = new_figure(ncols=len(panels), nrows=len(datasets) * len(ks), width=3.0 * len(panels))
+    axes = np.atleast_2d(axes)
+    colors = method_colors(list(FAMILIES))
+    row = 0
+    for dataset in datasets:
+        sub = frame[frame["dataset"] == dataset]
+        for k in ks:
+            for col, (y, x) in enumerate(panels):
+                ax = axes[row, col]
+                for family in FAMILIES:
+                    pts = sub[sub["family"] == family].sort_values(f"test:{x}@{k}")
+                    if pts.empty or f"test:{y}@{k}" not in pts:
+                        continue
+                    ax.plot(pts[f"test:{x}@{k}"], pts[f"test:{y}@{k}"], marker="o", linestyle="-", markersize=3,
+                            color=colors[family], label=family)
+                ax.set_xlabel(f"{x}@{k}")
+                ax.set_ylabel(f"{y}@{k}")
+                ax.set_title(f"{dataset}", fontsize=8)
+            row += 1
+    axes[0, 0].legend(fontsize=7)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=",".join(datasets),
+                caption="accuracy vs exposure concentration, one point per operating point (test, seed mean)")
+
+
+def figure_convergence(history_files, out_pdf, out_png, *, tier: str) -> None:
+    """Figure 3: exADMM residuals (log scale) and objective terms per epoch, seed 0 of each file given."""
+    from recrepro.plotting import new_figure, save_figure
+
+    fig, axes = new_figure(ncols=2, width=7.0)
+    datasets = []
+    for f in history_files:
+        hist = pd.DataFrame(read_json(f)["train"])
+        d = read_json(Path(f).parent / "metrics.json")["dataset"]
+        datasets.append(d)
+        for key in ("residual_V", "residual_U", "residual_s", "residual_w"):
+            axes[0].semilogy(hist["epoch"], hist[key].clip(lower=1e-12), label=f"{d} ‖Δ{key[-1]}‖")
+        for key in ("loss", "loss_observed", "loss_unobserved", "loss_reg", "loss_expo"):
+            axes[1].semilogy(hist["epoch"], hist[key].clip(lower=1e-12), label=f"{d} {key}")
+    axes[0].set_xlabel("epoch")
+    axes[0].set_ylabel("residual (Frobenius / 2-norm)")
+    axes[1].set_xlabel("epoch")
+    axes[1].set_ylabel("objective term")
+    axes[0].legend(fontsize=6)
+    axes[1].legend(fontsize=6)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=",".join(sorted(set(datasets))),
+                caption="exADMM convergence: ‖ΔV‖, ‖ΔU‖, ‖Δs‖, ‖Δw‖ = ‖ū−s‖ and objective terms per epoch")
+
+
+def table_best(run_files, out_md, out_csv, *, tier: str, select: str,
+               ks: Sequence[int] = (20, 100)) -> pd.DataFrame:
+    """Table 4: per dataset and family, the operating point with the best validation ``select`` metric.
+
+    Columns: the test metrics of :data:`DEFAULT_METRICS` at the cut-offs ``ks``.
+    """
+    frame = _mean_over_seeds(load_runs(run_files))
+    rows = []
+    for (dataset, family), grp in frame.groupby(["dataset", "family"]):
+        key = f"val:{select}"
+        best = grp.loc[grp[key].idxmax()] if key in grp else grp.iloc[0]
+        rows.append({"dataset": dataset, "family": family, "method": best["method"],
+                     f"val {select}": best.get(key, np.nan),
+                     **{c[5:]: best[c] for c in grp.columns if c.startswith("test:")}})
+    table = pd.DataFrame(rows)
+    wanted = [f"{m}@{k}" for k in ks for m in DEFAULT_METRICS]
+    cols = ["dataset", "family", "method", f"val {select}"] + [c for c in wanted if c in table.columns]
+    table = table[cols]
+    table.to_csv(out_csv, index=False)
+    md = [f"# exADMM table 4 ({tier} tier): validation-selected operating points (by {select}), test metrics",
+          "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in table.iterrows():
+        md.append("| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.tolist()) + " |")
+    write_text(out_md, "\n".join(md) + "\n")
+    return table
+
+
+def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapping[str, Any], dims: Sequence[int],
+                user_fractions: Sequence[float], epochs: int, device: str = "cpu", seed: int = 0) -> dict:
+    """Figure 2: mean seconds per training epoch of iALS and exADMM vs d and vs number of users.
+
+    FairRec's cost is iALS's epoch plus its post-processing (reported separately, once).
+    Users are subsampled (without replacement, seed ``seed``) from the training users.
+    """
+    import torch
+
+    from recrepro.plotting import method_colors, new_figure, save_figure
+    from recrepro.runs import SplitData
+
+    split = SplitData(split_dir)
+    train = split.csr(["train"])
+    active = np.flatnonzero(np.diff(train.indptr) > 0)
+    rng = np.random.default_rng(seed)
+    records = []
+
+    def timed(family, params, matrix):
+        model = make_model(family, {**params, "epochs": epochs}, seed, device)
+        model.log_losses = False
+        model.fit(matrix)
+        return float(np.mean([h["seconds"] for h in model.history]))
+
+    base_d = int(entry["ials"]["dim"])
+    for family in ("ials", "exadmm"):
+        for d in dims:
+            records.append({"family": family, "axis": "dim", "dim": d, "n_users": active.size,
+                            "seconds": timed(family, {**entry[family], "dim": d}, train)})
+        for frac in user_fractions:
+            keep = np.sort(rng.choice(active, size=max(2, int(frac * active.size)), replace=False))
+            sub = train[keep]
+            records.append({"family": family, "axis": "users", "dim": base_d, "n_users": int(keep.size),
+                            "seconds": timed(family, {**entry[family], "dim": base_d}, sub)})
+    frame = pd.DataFrame(records)
+    write_json(out_json, {"records": records, "epochs": epochs, "device": device,
+                          "threads": torch.get_num_threads()})
+    fig, axes = new_figure(ncols=2, width=7.0)
+    colors = method_colors(list(FAMILIES))
+    for family in ("ials", "exadmm"):
+        a = frame[(frame.family == family) & (frame.axis == "dim")]
+        axes[0].plot(a["dim"], a["seconds"], marker="o", color=colors[family], label=family)
+        b = frame[(frame.family == family) & (frame.axis == "users")]
+        axes[1].plot(b["n_users"], b["seconds"], marker="o", color=colors[family], label=family)
+    axes[0].set_xlabel("embedding size d")
+    axes[1].set_xlabel("training users")
+    for ax in axes:
+        ax.set_ylabel("seconds / epoch")
+        ax.legend(fontsize=7)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=split.describe().get("dataset", "?"),
+                caption=f"seconds per training epoch (mean of {epochs}), {torch.get_num_threads()} threads, {device}")
+    return {"records": records}
+
+
+# ------------------------------------------------------------------ CLI
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="recrepro.papers.exadmm", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train")
+    p.add_argument("--split-dir", required=True)
+    p.add_argument("--method", required=True)
+    p.add_argument("--point", required=True, help="JSON {family, params}")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--ks", required=True, help="JSON list")
+    p.add_argument("--metrics", default=json.dumps(list(DEFAULT_METRICS)))
+    p.add_argument("--meta", default="{}")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-size", type=int, default=2048)
+    p.add_argument("--benchmark-file", default=None)
+    for name in ("tradeoff", "convergence"):
+        q = sub.add_parser(name)
+        q.add_argument("--tier", required=True)
+        q.add_argument("--out-pdf", required=True)
+        q.add_argument("--out-png", required=True)
+        q.add_argument("--ks", default="[20, 100]")
+        q.add_argument("files", nargs="+")
+    q = sub.add_parser("table")
+    q.add_argument("--tier", required=True)
+    q.add_argument("--out-md", required=True)
+    q.add_argument("--out-csv", required=True)
+    q.add_argument("--select", default="ndcg@20")
+    q.add_argument("--ks", default="[20, 100]")
+    q.add_argument("files", nargs="+")
+    q = sub.add_parser("scalability")
+    q.add_argument("--tier", required=True)
+    q.add_argument("--split-dir", required=True)
+    q.add_argument("--entry", required=True, help="JSON dataset entry (ials/exadmm settings)")
+    q.add_argument("--settings", required=True, help="JSON {dims, user_fractions, epochs}")
+    q.add_argument("--out-json", required=True)
+    q.add_argument("--out-pdf", required=True)
+    q.add_argument("--out-png", required=True)
+    q.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        point = json.loads(args.point)
+        run_point(split_dir=Path(args.split_dir), method=args.method, family=point["family"], params=point["params"],
+                  record_part=point.get("record_part", "test"),
+                  seed=args.seed, out_dir=Path(args.out_dir), ks=json.loads(args.ks), metrics=json.loads(args.metrics),
+                  meta=json.loads(args.meta), device=args.device, batch_size=args.batch_size,
+                  benchmark_file=args.benchmark_file)
+    elif args.command == "tradeoff":
+        figure_tradeoff(args.files, args.out_pdf, args.out_png, tier=args.tier, ks=json.loads(args.ks))
+    elif args.command == "convergence":
+        figure_convergence(args.files, args.out_pdf, args.out_png, tier=args.tier)
+    elif args.command == "table":
+        table_best(args.files, args.out_md, args.out_csv, tier=args.tier, select=args.select,
+                   ks=json.loads(args.ks))
+    elif args.command == "scalability":
+        s = json.loads(args.settings)
+        scalability(args.split_dir, args.out_json, args.out_pdf, args.out_png, tier=args.tier,
+                    entry=json.loads(args.entry), dims=s["dims"], user_fractions=s["user_fractions"],
+                    epochs=int(s["epochs"]), device=args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

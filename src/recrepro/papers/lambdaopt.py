@@ -1,0 +1,426 @@
+"""λOpt experiment drivers (Chen et al., KDD 2019; issue 6): runs, table, figures.
+
+Entry points (``python -m recrepro.papers.lambdaopt <command> ...``, called by
+``workflow/rules/lambdaopt.smk``):
+
+``run``
+    Train one variant on a ``temporal_user_ratio`` split and evaluate it on ``test``
+    (full ranking, λOpt's per-positive HR/NDCG and AUC, optimistic ties).
+    ``lambdafix`` trains one MF per λ of ``lambdafix_grid`` and keeps the λ with the best
+    **validation** AUC (the paper: "best of {10, …, 1e-5, 0}" chosen on validation);
+    ``lambdaopt`` variants learn Λ on the validation part.  No early stopping: the test
+    metrics are those of the last epoch (the official code has no model selection).
+    Beside the run record: ``history.parquet`` (per-epoch loss, seconds, mean λ; for
+    λFix the validation AUC of every grid value) and ``trajectory.parquet`` (λOpt: mean λ
+    over the users/items of equal training frequency, per epoch).
+``sensitivity``
+    Validation AUC after every epoch of MF-λFix for each fixed λ (the "tuning headache").
+``table``  results table (method × metric, mean ± sd over seeds) as Markdown and CSV.
+``figure-trajectory``  heat maps of mean λ by training frequency (x) and epoch (y) + lines.
+``figure-sensitivity`` validation AUC over epochs per fixed λ.
+``figure-groups``      HR@100 / NDCG@100 of two methods by user-frequency quartile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recrepro.io import write_parquet, write_text
+
+__all__ = ["main", "run_variant", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed",
+           "rule_run_dir", "rule_split_dir", "TABLE_METRICS"]
+
+TABLE_METRICS = ["auc", "pp_hr@50", "pp_hr@100", "pp_ndcg@50", "pp_ndcg@100"]
+METHOD_ORDER = ["lambdafix", "lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui", "lambdaopt_dui_code"]
+
+
+# ----------------------------------------------------------------------------- rule helpers
+def rule_splits(config: Mapping[str, Any], tier: str) -> list[tuple[str, str, int]]:
+    """(dataset, split, split_seed) of the tier's ``lambdaopt``-protocol data entries."""
+    return [(e["dataset"], e["split"], e.get("seeds", [0])[0])
+            for e in config["tiers"][tier]["data"] if e["protocol"] == "lambdaopt"]
+
+
+def rule_split_dir(config: Mapping[str, Any], tier: str, dataset: str, split: str) -> str:
+    for d, s, seed in rule_splits(config, tier):
+        if (d, s) == (dataset, split):
+            return f"{config['data']['root']}/splits/{d}/lambdaopt/{s}/seed{seed}"
+    raise ValueError(f"lambdaopt: no {tier} lambdaopt split for {dataset}/{split}")
+
+
+def rule_settings(config: Mapping[str, Any], tier: str, dataset: str, variant: str) -> dict[str, Any]:
+    """switches < tier settings < per-dataset settings < the variant's own keys."""
+    block = config.get("lambdaopt", {})
+    if variant not in block.get("variants", {}):
+        raise ValueError(f"lambdaopt: unknown variant {variant!r}; known: {sorted(block.get('variants', {}))}")
+    conf = block.get("tiers", {}).get(tier, {})
+    settings = dict(block.get("switches", {}))
+    settings.update(conf.get("settings", {}))
+    settings.update(conf.get("datasets", {}).get(dataset, {}))
+    settings.update(block["variants"][variant])
+    return settings
+
+
+def rule_runs(config: Mapping[str, Any], tier: str, dataset: str | None = None) -> list[str]:
+    """metrics.json of every (dataset, variant, seed) run of the tier."""
+    conf = config.get("lambdaopt", {}).get("tiers", {}).get(tier, {})
+    return [f"results/{tier}/lambdaopt/runs/{d}/{s}/{v}/seed{seed}/metrics.json"
+            for d, s, _ in rule_splits(config, tier) if dataset in (None, d)
+            for v in conf.get("variants", []) for seed in conf.get("seeds", [0])]
+
+
+def rule_tier(config: Mapping[str, Any], tier: str) -> dict[str, Any]:
+    """The ``lambdaopt.tiers.<tier>`` block."""
+    return config.get("lambdaopt", {}).get("tiers", {}).get(tier, {})
+
+
+def rule_first_seed(config: Mapping[str, Any], tier: str) -> int:
+    return rule_tier(config, tier).get("seeds", [0])[0]
+
+
+def rule_run_dir(config: Mapping[str, Any], tier: str, dataset: str, method: str) -> str:
+    """Run directory of ``method`` on ``dataset`` for the tier's first seed (figures)."""
+    split = [s for d, s, _ in rule_splits(config, tier) if d == dataset][0]
+    return f"results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{rule_first_seed(config, tier)}"
+
+
+# ----------------------------------------------------------------------------- training
+def _validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    return {"mode": "full", "fit": list(evaluation.get("fit", ["train"])), "exclude": ["train"],
+            "target": "validation", "ks": list(evaluation["ks"]), "metrics": ["auc"],
+            "rank_ties": evaluation.get("rank_ties", "optimistic")}
+
+
+def _model_settings(settings: Mapping[str, Any], device: str) -> dict[str, Any]:
+    out = {k: v for k, v in settings.items() if k not in ("method", "lambdafix_grid")}
+    out["device"] = device
+    return out
+
+
+def make_model(settings: Mapping[str, Any], seed: int, device: str = "cpu", lam: float | None = None):
+    from recrepro.models.lambdaopt import LambdaOptConfig, MFLambdaOpt
+    from recrepro.models.mf_bpr import BPRConfig, MFBPR
+
+    ms = _model_settings(settings, device)
+    if settings["method"] == "lambdafix":
+        cfg = BPRConfig.from_mapping(ms)
+        if lam is not None:
+            cfg.lam = float(lam)
+        return MFBPR(cfg, seed=seed)
+    if settings["method"] == "lambdaopt":
+        return MFLambdaOpt(LambdaOptConfig.from_mapping(ms), seed=seed)
+    raise ValueError(f"lambdaopt: unknown method {settings['method']!r}")
+
+
+def trajectory_frame(model, train) -> pd.DataFrame:
+    """Mean λ (over dimensions, then over the users/items of equal training frequency) per epoch."""
+    rows = []
+    freq = {"user": np.asarray(train.sum(axis=1)).ravel().astype(np.int64),
+            "item": np.asarray(train.sum(axis=0)).ravel().astype(np.int64)}
+    for traj in getattr(model, "lambda_trajectory", []):
+        for kind in ("user", "item"):
+            f = freq[kind]
+            n = np.bincount(f)
+            s = np.bincount(f, weights=traj[kind].astype(np.float64))
+            keep = np.flatnonzero(n)
+            rows.append(pd.DataFrame({"kind": kind, "epoch": traj["epoch"], "freq": keep,
+                                      "mean_lambda": s[keep] / n[keep], "n": n[keep]}))
+    if not rows:
+        return pd.DataFrame({"kind": pd.Series(dtype=str), "epoch": pd.Series(dtype=np.int64),
+                             "freq": pd.Series(dtype=np.int64), "mean_lambda": pd.Series(dtype=float),
+                             "n": pd.Series(dtype=np.int64)})
+    return pd.concat(rows, ignore_index=True)
+
+
+def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, Any], seed: int,
+                out_dir: str | Path, evaluation: Mapping[str, Any], meta: Mapping[str, Any],
+                device: str = "cpu", batch_size: int = 2048, benchmark_file: str | None = None) -> dict[str, Any]:
+    """Train ``variant`` (see module docstring), evaluate on test, write the run record."""
+    from recrepro.records import write_run_record
+    from recrepro.runs import SplitData, evaluate_on_split
+
+    started = time.time()
+    split = SplitData(split_dir)
+    train = split.csr(list(evaluation.get("fit", ["train"])))
+    validation = split.csr(["validation"])
+    val_section = _validation_section(evaluation)
+    selection: dict[str, Any] = {}
+    grid_rows = []
+    if settings["method"] == "lambdafix":
+        best = None
+        for lam in settings.get("lambdafix_grid", [settings.get("lam", 0.0)]):
+            model = make_model(settings, seed, device, lam=lam).fit(train)
+            val_auc = float(evaluate_on_split(model, split, val_section, device=device,
+                                              batch_size=batch_size).overall["auc"])
+            grid_rows.append({"lam": float(lam), "val_auc": val_auc})
+            print(f"lambdafix: lam={lam:g} validation auc={val_auc:.4f}", flush=True)
+            if best is None or val_auc > best[0]:
+                best = (val_auc, float(lam), model)
+        selection = {"selected_lam": best[1], "selected_val_auc": best[0]}
+        model = best[2]
+    else:
+        model = make_model(settings, seed, device).fit(train, validation=validation)
+    result = evaluate_on_split(model, split, evaluation, device=device, batch_size=batch_size)
+    out = Path(out_dir)
+    hist = pd.DataFrame(model.history)
+    if grid_rows:
+        hist = pd.concat([hist, pd.DataFrame(grid_rows)], ignore_index=True)
+    overall = {k: float(v) for k, v in result.overall.items()}
+    write_run_record(
+        out, overall=overall, strata=getattr(result, "strata", {}) or {},
+        per_user=result.per_user[["user", *[c for c in result.overall if c in result.per_user.columns]]],
+        counts=result.counts, meta={**split.describe(), **meta, "method": variant, **selection},
+        config_slice={"variant": variant, "settings": dict(settings), "evaluation": dict(evaluation)},
+        split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
+        wall_seconds=time.time() - started, benchmark_file=benchmark_file)
+    write_parquet(out / "history.parquet", hist)
+    write_parquet(out / "trajectory.parquet", trajectory_frame(model, train))
+    return {"overall": {k: overall[k] for k in TABLE_METRICS if k in overall}, **selection}
+
+
+def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: Sequence[float], epochs: int,
+                seed: int, evaluation: Mapping[str, Any], device: str = "cpu") -> pd.DataFrame:
+    """Validation AUC after each epoch of MF-λFix for every fixed λ."""
+    from recrepro.runs import SplitData, evaluate_on_split
+
+    split = SplitData(split_dir)
+    train = split.csr(list(evaluation.get("fit", ["train"])))
+    val_section = _validation_section(evaluation)
+    rows = []
+    for lam in lambdas:
+        s = {**settings, "method": "lambdafix", "epochs": int(epochs)}
+
+        def on_epoch(m, epoch, lam=lam):
+            auc = float(evaluate_on_split(m, split, val_section, device=device).overall["auc"])
+            rows.append({"lam": float(lam), "epoch": epoch + 1, "val_auc": auc})
+
+        make_model(s, seed, device, lam=lam).fit(train, on_epoch=on_epoch)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- tables
+def _load(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    from recrepro.scorecard import load_runs
+
+    return load_runs(run_dirs)
+
+
+def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    tidy = _load(run_dirs)
+    tidy = tidy[tidy["metric"].isin(TABLE_METRICS)]
+    agg = tidy.groupby(["dataset", "method", "metric"])["value"].agg(["mean", "std", "count"]).reset_index()
+    return agg
+
+
+def table_markdown(agg: pd.DataFrame, tier: str) -> str:
+    lines = [f"# λOpt results table ({tier} tier)", "",
+             "Test AUC, HR@K, NDCG@K (λOpt's per-positive metrics, optimistic ties), mean ± sd over seeds.", ""]
+    for dataset, part in agg.groupby("dataset"):
+        lines += [f"## {dataset}", "", "| method | " + " | ".join(TABLE_METRICS) + " |",
+                  "|---|" + "---|" * len(TABLE_METRICS)]
+        methods = sorted(part["method"].unique(), key=lambda m: (METHOD_ORDER.index(m)
+                                                                 if m in METHOD_ORDER else 99, m))
+        for m in methods:
+            cells = []
+            for metric in TABLE_METRICS:
+                row = part[(part["method"] == m) & (part["metric"] == metric)]
+                if row.empty:
+                    cells.append("–")
+                    continue
+                mean, sd = row["mean"].iloc[0], row["std"].iloc[0]
+                cells.append(f"{mean:.4f}" + ("" if pd.isna(sd) else f" ± {sd:.4f}"))
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- figures
+def figure_trajectory(run_dir: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
+    from recrepro.plotting import new_figure, save_figure
+
+    traj = pd.read_parquet(Path(run_dir) / "trajectory.parquet")
+    fig, axes = new_figure(ncols=2, nrows=2, height=6.0)
+    for col, kind in enumerate(("user", "item")):
+        part = traj[traj["kind"] == kind]
+        ax = axes[0, col]
+        if part.empty:
+            ax.set_title(f"{kind}s: no trajectory")
+            continue
+        grid = part.pivot_table(index="epoch", columns="freq", values="mean_lambda")
+        grid = grid.reindex(columns=np.arange(grid.columns.min(), grid.columns.max() + 1))  # gaps: blank
+        im = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis",
+                       extent=[grid.columns.min() - 0.5, grid.columns.max() + 0.5,
+                               grid.index.min() + 0.5, grid.index.max() + 1.5])
+        fig.colorbar(im, ax=ax, label="mean λ")
+        ax.set_xlabel(f"{kind} training frequency")
+        ax.set_ylabel("epoch")
+        ax.set_title(f"DUI: mean λ by {kind} frequency", fontsize=9)
+        # lines: frequency quartile buckets
+        ax2 = axes[1, col]
+        freq = part[["freq", "n"]].drop_duplicates("freq")
+        edges = np.unique(np.quantile(np.repeat(freq["freq"], freq["n"]), [0, 0.25, 0.5, 0.75, 1.0]))
+        bucket = np.clip(np.searchsorted(edges, part["freq"], side="right") - 1, 0, max(len(edges) - 2, 0))
+        part = part.assign(bucket=bucket, w=part["mean_lambda"] * part["n"])
+        lines = part.groupby(["bucket", "epoch"])[["w", "n"]].sum().reset_index()
+        for b, sub in lines.groupby("bucket"):
+            lo, hi = edges[b], edges[min(b + 1, len(edges) - 1)]
+            ax2.plot(sub["epoch"] + 1, sub["w"] / sub["n"], marker="o", ms=3, label=f"freq {lo:g}–{hi:g}")
+        ax2.set_xlabel("epoch")
+        ax2.set_ylabel("mean λ")
+        ax2.legend(fontsize=7)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="λ-trajectories of MF-λOpt-DUI (Chen et al. 2019, slide 22)")
+
+
+def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
+    from recrepro.plotting import new_figure, save_figure
+
+    fig, ax = new_figure()
+    for lam, part in table.groupby("lam"):
+        ax.plot(part["epoch"], part["val_auc"], marker="o", ms=3, label=f"λ = {lam:g}")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation AUC")
+    ax.legend(fontsize=7)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="MF-λFix: sensitivity to λ (poster Fig. 2)")
+
+
+def figure_groups(run_a: str | Path, run_b: str | Path, split_dir: str | Path, out_pdf: str, out_png: str,
+                  tier: str, dataset: str) -> pd.DataFrame:
+    """HR@100 / NDCG@100 of two runs by user-frequency quartile (training counts); returns the data."""
+    from recrepro.io import read_json
+    from recrepro.plotting import method_colors, new_figure, save_figure
+    from recrepro.runs import SplitData
+
+    split = SplitData(split_dir)
+    freq = np.asarray(split.csr(["train"]).sum(axis=1)).ravel()
+    rows = []
+    for run in (run_a, run_b):
+        method = read_json(Path(run) / "metrics.json")["method"]
+        pu = pd.read_parquet(Path(run) / "per_user.parquet")
+        f = freq[pu["user"].to_numpy()]
+        edges = np.unique(np.quantile(freq[freq > 0], [0, 0.25, 0.5, 0.75, 1.0]))
+        b = np.clip(np.searchsorted(edges, f, side="right") - 1, 0, len(edges) - 2)
+        for k in range(len(edges) - 1):
+            sel = b == k
+            for metric in ("pp_hr@100", "pp_ndcg@100"):
+                vals = pu.loc[sel, metric].to_numpy(dtype=float)
+                rows.append({"method": method, "group": f"[{edges[k]:g}, {edges[k + 1]:g}"
+                             + ("]" if k == len(edges) - 2 else ")"), "k": k, "metric": metric,
+                             "mean": float(np.nanmean(vals)) if vals.size else np.nan,
+                             "sd": float(np.nanstd(vals)) if vals.size else np.nan, "n": int(sel.sum())})
+    data = pd.DataFrame(rows)
+    fig, axes = new_figure(ncols=2)
+    for ax, metric in zip(axes, ("pp_hr@100", "pp_ndcg@100")):
+        part = data[data["metric"] == metric]
+        methods = list(dict.fromkeys(part["method"]))
+        colors = method_colors(methods)
+        width = 0.8 / len(methods)
+        for m_i, m in enumerate(methods):
+            sub = part[part["method"] == m].sort_values("k")
+            ax.bar(sub["k"] + m_i * width, sub["mean"], width, yerr=sub["sd"], capsize=2,
+                   label=m, color=colors[m])
+        labels = part.drop_duplicates("k").sort_values("k")["group"]
+        ax.set_xticks(np.arange(len(labels)) + width * (len(methods) - 1) / 2, labels, fontsize=7)
+        ax.set_xlabel("user training frequency (quartiles)")
+        ax.set_ylabel(metric.replace("pp_", "").upper())
+        ax.legend(fontsize=7)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="Sparse vs active users (slide 21); bars: mean, whiskers: sd over users")
+    return data
+
+
+# ----------------------------------------------------------------------------- CLI
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recrepro.papers.lambdaopt")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run")
+    p.add_argument("--split-dir", required=True)
+    p.add_argument("--variant", required=True)
+    p.add_argument("--settings", type=_json, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--meta", type=_json, default={})
+    p.add_argument("--evaluation", type=_json, required=True)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-size", type=int, default=2048)
+    p.add_argument("--benchmark-file", default=None)
+    p.add_argument("--threads", type=int, default=None)
+    s = sub.add_parser("sensitivity")
+    s.add_argument("--split-dir", required=True)
+    s.add_argument("--settings", type=_json, required=True)
+    s.add_argument("--lambdas", type=_json, required=True)
+    s.add_argument("--epochs", type=int, required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--evaluation", type=_json, required=True)
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--threads", type=int, default=None)
+    s.add_argument("--out", required=True)
+    t = sub.add_parser("table")
+    t.add_argument("--tier", required=True)
+    t.add_argument("--out-md", required=True)
+    t.add_argument("--out-csv", required=True)
+    t.add_argument("runs", nargs="+")
+    ft = sub.add_parser("figure-trajectory")
+    fs = sub.add_parser("figure-sensitivity")
+    fg = sub.add_parser("figure-groups")
+    for f in (ft, fs, fg):
+        f.add_argument("--tier", required=True)
+        f.add_argument("--dataset", required=True)
+        f.add_argument("--out-pdf", required=True)
+        f.add_argument("--out-png", required=True)
+    ft.add_argument("--run", required=True)
+    fs.add_argument("--table", required=True)
+    fg.add_argument("--run-a", required=True)
+    fg.add_argument("--run-b", required=True)
+    fg.add_argument("--split-dir", required=True)
+    fg.add_argument("--out-csv", required=True)
+    args = parser.parse_args(argv)
+
+    if getattr(args, "threads", None):
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.command == "run":
+        result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
+                             seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
+                             device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file)
+        print(json.dumps(result, indent=1))
+    elif args.command == "sensitivity":
+        table = sensitivity(split_dir=args.split_dir, settings=args.settings, lambdas=args.lambdas,
+                            epochs=args.epochs, seed=args.seed, evaluation=args.evaluation, device=args.device)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        write_parquet(args.out, table)
+        print(table.to_string())
+    elif args.command == "table":
+        runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
+        agg = results_table(runs)
+        Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
+        write_text(args.out_md, table_markdown(agg, args.tier))
+        write_text(args.out_csv, agg.to_csv(index=False))
+    elif args.command == "figure-trajectory":
+        figure_trajectory(args.run, args.out_pdf, args.out_png, args.tier, args.dataset)
+    elif args.command == "figure-sensitivity":
+        figure_sensitivity(pd.read_parquet(args.table), args.out_pdf, args.out_png, args.tier, args.dataset)
+    elif args.command == "figure-groups":
+        data = figure_groups(args.run_a, args.run_b, args.split_dir, args.out_pdf, args.out_png, args.tier,
+                             args.dataset)
+        write_text(args.out_csv, data.to_csv(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Command line of the PRISM rules: ``train``, ``figure-wd``, ``figure-magnitudes``, ``table``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _json(text: str):
+    return json.loads(text)
+
+
+def _run_dirs(paths: list[str]) -> list[Path]:
+    return [Path(p).parent if p.endswith(".json") else Path(p) for p in paths]
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from recrepro.papers.prism.experiments import run_method
+
+    run_method(split_dir=Path(args.split_dir), method=args.method, seed=args.seed, out_dir=Path(args.out_dir),
+               tier_conf=args.tier_conf, switches=args.switches, evaluation=args.evaluation, meta=args.meta,
+               device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file)
+
+
+def cmd_figure_wd(args: argparse.Namespace) -> None:
+    from recrepro.papers.prism.experiments import figure_weight_decay
+
+    frame = figure_weight_decay(_run_dirs(args.runs), Path(args.out_pdf), Path(args.out_png), tier=args.tier,
+                                dataset=args.dataset, backbone=args.backbone, losses=args.losses,
+                                weight_decays=args.weight_decays, batched=args.batched)
+    print(frame.to_string())
+
+
+def cmd_figure_magnitudes(args: argparse.Namespace) -> None:
+    from recrepro.papers.prism.experiments import figure_magnitudes
+
+    panels = dict(zip(args.titles, _run_dirs(args.runs), strict=True))
+    print(figure_magnitudes(panels, Path(args.out_pdf), Path(args.out_png), tier=args.tier, dataset=args.dataset))
+
+
+def cmd_table(args: argparse.Namespace) -> None:
+    from recrepro.papers.prism.experiments import table_prism
+
+    frame = table_prism(_run_dirs(args.runs), Path(args.out_md), Path(args.out_csv),
+                        Path(args.tuned_root) if args.tuned_root else None, tier=args.tier, dataset=args.dataset,
+                        backbones=args.backbones, losses=args.losses, weight_decays=args.weight_decays,
+                        alpha=args.alpha)
+    print(frame.to_string())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m recrepro.papers.prism")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train one method on one split seed and write its run record")
+    p.add_argument("--split-dir", required=True)
+    p.add_argument("--method", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--tier-conf", type=_json, required=True)
+    p.add_argument("--switches", type=_json, required=True)
+    p.add_argument("--evaluation", type=_json, required=True)
+    p.add_argument("--meta", type=_json, default={})
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-size", type=int, default=2048)
+    p.add_argument("--benchmark-file", default=None)
+    p.set_defaults(func=cmd_train)
+
+    for name, func in (("figure-wd", cmd_figure_wd), ("figure-magnitudes", cmd_figure_magnitudes),
+                       ("table", cmd_table)):
+        p = sub.add_parser(name)
+        p.add_argument("--tier", required=True)
+        p.add_argument("--dataset", required=True)
+        if name == "table":
+            p.add_argument("--out-md", required=True)
+            p.add_argument("--out-csv", required=True)
+            p.add_argument("--tuned-root", default=None)
+            p.add_argument("--backbones", nargs="+", required=True)
+            p.add_argument("--alpha", type=float, default=1.0)
+        else:
+            p.add_argument("--out-pdf", required=True)
+            p.add_argument("--out-png", required=True)
+        if name == "figure-wd":
+            p.add_argument("--backbone", default="mf")
+            p.add_argument("--batched", action="store_true")
+        if name == "figure-magnitudes":
+            p.add_argument("--titles", nargs="+", required=True)
+        else:
+            p.add_argument("--losses", nargs="+", required=True)
+            p.add_argument("--weight-decays", type=float, nargs="+", required=True)
+        p.add_argument("--runs", nargs="+", required=True)
+        p.set_defaults(func=func)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
+    args.func(args)
+    return 0

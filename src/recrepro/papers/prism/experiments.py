@@ -1,0 +1,297 @@
+"""PRISM experiment drivers: one training run, Fig. 1, Fig. 2, Table 1 (Loveland et al., KDD 2025).
+
+The rules in ``workflow/rules/prism.smk`` call these through ``python -m recrepro.papers.prism``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from recrepro.evaluation import evaluate_full_ranking
+from recrepro.io import read_json, write_json, write_parquet, write_text
+from recrepro.models.mf import EmbeddingRecommender
+from recrepro.papers.prism.methods import method_name, parse_method
+from recrepro.records import write_run_record
+from recrepro.runs import SplitData
+
+__all__ = ["evaluate_prism", "figure_magnitudes", "figure_weight_decay", "run_method", "table_prism"]
+
+SSM_NEGATIVES = {"paper": 10, "code": 20}
+
+
+def settings_for(method: str, tier_conf: Mapping[str, Any], switches: Mapping[str, Any], seed: int,
+                 device: str) -> dict[str, Any]:
+    """Trainer settings of ``method`` under a tier's config block and the paper's switches."""
+    spec = parse_method(method)
+    loss = spec["loss"]
+    settings = {
+        "loss": loss,
+        "alpha": spec["alpha"],
+        "weight_decay": spec["weight_decay"],
+        "wd_mode": spec["wd_mode"],
+        "dim": int(tier_conf["dim"]),
+        "lr": float(tier_conf["lr"]),
+        "epochs": int(tier_conf["epochs"]),
+        "patience": int(tier_conf["patience"]),
+        "batch_size": int(tier_conf["batch_size"][loss]),
+        "n_negatives": SSM_NEGATIVES[switches["ssm_negatives"]] if loss == "ssm" else 1,
+        "negatives": switches["negatives"],
+        "tau": float(tier_conf.get("tau", 0.2)),
+        "gamma": float(tier_conf.get("gamma", 1.0)),
+        "gamma_user": float(tier_conf.get("gamma_user", 1.0)),
+        "gamma_item": float(tier_conf.get("gamma_item", 1.0)),
+        "nlmf_relu": bool(switches["nlmf_relu"]),
+        "layers": int(tier_conf.get("layers", 3)),
+        "seed": int(seed),
+        "device": device,
+    }
+    return spec["backbone"], settings
+
+
+def evaluate_prism(model: Any, split: SplitData, evaluation: Mapping[str, Any], strata_degrees: str,
+                   *, device: str = "cpu", batch_size: int = 2048):
+    """Test evaluation: full ranking, ``exclude`` masked, strata from ``train`` or ``all`` degrees."""
+    fit = split.csr(evaluation["fit"])
+    if strata_degrees == "all":
+        parts = [p for p in ("train", "validation", "test") if f"{p}.parquet" in split.manifest["files"]]
+        degree_matrix = split.csr(parts)
+    else:
+        degree_matrix = fit
+    item_degree = np.asarray(degree_matrix.sum(axis=0)).ravel()
+    target = split.part(evaluation["target"])
+    return evaluate_full_ranking(model, split.csr(evaluation.get("exclude", [])), split.csr([evaluation["target"]]),
+                                 list(evaluation["ks"]), users=np.unique(target["user"].to_numpy()),
+                                 batch_size=batch_size, device=device, item_degree=item_degree)
+
+
+def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_conf: Mapping[str, Any],
+               switches: Mapping[str, Any], evaluation: Mapping[str, Any], meta: Mapping[str, Any],
+               device: str = "cpu", batch_size: int = 2048, benchmark_file: str | None = None) -> dict[str, Path]:
+    """Train ``method`` on the split, early-stop on validation, evaluate on test, write the record.
+
+    Besides the run record, writes ``history.json`` (per-epoch validation NDCG@20 and
+    seconds, epochs to best) and ``magnitudes.parquet`` (item, train degree, ‖e_i‖ of the
+    raw ID embedding after training, and right after init) for Fig. 2.
+    """
+    started = time.time()
+    split = SplitData(split_dir)
+    backbone, settings = settings_for(method, tier_conf, switches, seed, device)
+    train = split.csr(evaluation["fit"])
+    validation = split.csr(["validation"])
+    model = EmbeddingRecommender(backbone, **settings).fit(train, validation)
+    result = evaluate_prism(model, split, evaluation, switches["strata_degrees"], device=device, batch_size=batch_size)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    history = dict(model.history)
+    write_json(out_dir / "history.json", history)
+    item_degree = np.bincount(train.indices, minlength=split.n_items)
+    write_parquet(out_dir / "magnitudes.parquet", pd.DataFrame({
+        "item": np.arange(split.n_items, dtype=np.int64),
+        "train_degree": item_degree.astype(np.int64),
+        "norm": model.item_magnitudes().astype(np.float64),
+    }))
+    overall = dict(result.overall)
+    metrics_cols = [c for c in overall if c in result.per_user.columns]
+    return write_run_record(
+        out_dir,
+        overall=overall,
+        strata=getattr(result, "strata", {}) or {},
+        per_user=result.per_user[["user", *metrics_cols]],
+        counts={**result.counts, "epochs_to_best": int(history["best_epoch"]), "epochs_run": int(history["epochs_run"])},
+        meta={**split.describe(), **meta, "method": method, "backbone": backbone,
+              "best_val_ndcg": history["best_val_ndcg"], "seconds_per_epoch": history["seconds_per_epoch"],
+              "epochs_to_best": int(history["best_epoch"])},
+        config_slice={"method": method, "settings": settings, "switches": dict(switches),
+                      "evaluation": dict(evaluation)},
+        split_manifest=split.dir / "manifest.json",
+        seed=seed,
+        device=device,
+        started_at=started,
+        wall_seconds=time.time() - started,
+        benchmark_file=benchmark_file,
+    )
+
+
+# ------------------------------------------------------------------------- reading runs
+
+
+def load_prism_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
+    """One row per run: identity, test NDCG@20 (overall and strata), validation and timing."""
+    rows = []
+    for run_dir in map(Path, run_dirs):
+        metrics = read_json(run_dir / "metrics.json")
+        history = read_json(run_dir / "history.json") if (run_dir / "history.json").exists() else {}
+        row = {"run_dir": str(run_dir), "dataset": metrics["dataset"], "method": metrics["method"],
+               "seed": int(metrics["seed"]), "ndcg": metrics["overall"].get("ndcg@20"),
+               "best_val_ndcg": history.get("best_val_ndcg", metrics.get("best_val_ndcg")),
+               "epochs_to_best": history.get("best_epoch", metrics.get("epochs_to_best")),
+               "seconds_per_epoch": history.get("seconds_per_epoch")}
+        for stratum, values in (metrics.get("strata") or {}).items():
+            row[f"ndcg_{stratum}"] = values.get("ndcg@20")
+        try:
+            row.update(parse_method(metrics["method"]))
+        except ValueError:
+            pass
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _wd_positions(values: Sequence[float]) -> tuple[np.ndarray, list[str]]:
+    labels = ["0" if v == 0 else f"1e{int(round(math.log10(v)))}" if math.log10(v).is_integer() else f"{v:g}"
+              for v in values]
+    return np.arange(len(values), dtype=float), labels
+
+
+def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
+                        backbone: str, losses: Sequence[str], weight_decays: Sequence[float],
+                        batched: bool = False) -> pd.DataFrame:
+    """Fig. 1 (coupled) / Fig. 3 (batched): NDCG@20 overall and per stratum vs weight decay, mean ± sd."""
+    from recrepro.plotting import errorbar_lines, new_figure, save_figure
+
+    runs = load_prism_runs(run_dirs)
+    x, labels = _wd_positions(weight_decays)
+    fig, axes = new_figure(1, len(losses), height=2.6 * len(losses))
+    axes = np.atleast_1d(axes)
+    table = []
+    for ax, loss in zip(axes, losses, strict=True):
+        series = {}
+        for col, label in (("ndcg", "overall"), ("ndcg_popular", "popular"), ("ndcg_neutral", "neutral"),
+                           ("ndcg_unpopular", "unpopular")):
+            means, sds = [], []
+            for wd in weight_decays:
+                name = method_name(backbone, loss, weight_decay=wd, batched=batched)
+                vals = runs.loc[runs["method"] == name, col].astype(float) if col in runs else pd.Series(dtype=float)
+                means.append(vals.mean() if len(vals) else np.nan)
+                sds.append(vals.std(ddof=1) if len(vals) > 1 else np.nan)
+                table.append({"loss": loss, "weight_decay": wd, "series": label, "mean": means[-1], "sd": sds[-1],
+                              "n_seeds": len(vals)})
+            series[label] = (means, sds)
+        errorbar_lines(ax, x, series)
+        ax.set_xticks(x, labels)
+        ax.set_xlabel(("batched " if batched else "") + "weight decay λ")
+        ax.set_ylabel("NDCG@20")
+        ax.set_title(f"{backbone.upper()} + {loss}")
+    caption = ("NDCG@20 (overall and popular/neutral/unpopular shares) vs "
+               + ("batched" if batched else "coupled") + " weight decay, mean ± sd over seeds")
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
+    return pd.DataFrame(table)
+
+
+def figure_magnitudes(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *, tier: str,
+                      dataset: str) -> dict[str, float]:
+    """Fig. 2: item ‖e_i‖ vs training degree (log x) per run, Spearman ρ in each panel.
+
+    ``run_dirs`` maps a panel title (e.g. "BPR, λ = 1e-6") to a run directory.
+    """
+    from recrepro.plotting import new_figure, save_figure
+
+    n = len(run_dirs)
+    ncols = 2 if n > 1 else 1
+    nrows = math.ceil(n / ncols)
+    fig, axes = new_figure(ncols, nrows, height=2.6 * nrows)
+    axes = np.atleast_1d(axes).ravel()
+    rhos = {}
+    for ax, (title, run_dir) in zip(axes, run_dirs.items()):
+        mags = pd.read_parquet(Path(run_dir) / "magnitudes.parquet")
+        rho = float(stats.spearmanr(mags["train_degree"], mags["norm"]).statistic)
+        rhos[title] = rho
+        ax.scatter(mags["train_degree"] + 1, mags["norm"], s=3, alpha=0.5, linewidths=0)
+        ax.set_xscale("log")
+        ax.set_xlabel("training degree + 1")
+        ax.set_ylabel("item magnitude ‖e_i‖")
+        ax.set_title(title)
+        ax.text(0.03, 0.95, f"Spearman ρ = {rho:.3f}", transform=ax.transAxes, va="top", fontsize=7)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="item embedding magnitude vs training degree, with and without weight decay (first seed)")
+    return rhos
+
+
+# ------------------------------------------------------------------------------- table
+
+
+def _fmt(mean: float, sd: float) -> str:
+    if not np.isfinite(mean):
+        return "–"
+    return f"{mean:.4f} ± {sd:.4f}" if np.isfinite(sd) else f"{mean:.4f}"
+
+
+def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_root: Path | None, *, tier: str,
+                dataset: str, backbones: Sequence[str], losses: Sequence[str], weight_decays: Sequence[float],
+                alpha: float = 1.0) -> pd.DataFrame:
+    """Table 1: tuned coupled weight decay vs PRISM (α, no weight decay), test NDCG@20 and epochs to best.
+
+    The tuned λ is the one with the highest mean *validation* NDCG@20 over seeds (never the
+    test score).  When ``tuned_root`` is given, the chosen runs are copied to
+    ``<tuned_root>/<backbone>_<loss>_tunedwd/seed<k>/`` with the method renamed, so the
+    scorecard can compare them with the published "Tuned Weight Decay" cells.
+    """
+    runs = load_prism_runs(run_dirs)
+    rows = []
+    for backbone in backbones:
+        for loss in losses:
+            candidates = {method_name(backbone, loss, weight_decay=wd): wd for wd in weight_decays}
+            sub = runs[runs["method"].isin(list(candidates))]
+            prism = runs[runs["method"] == method_name(backbone, loss, alpha=alpha)]
+            if sub.empty:
+                continue
+            val = sub.groupby("method")["best_val_ndcg"].mean()
+            chosen = str(val.idxmax())
+            tuned = sub[sub["method"] == chosen]
+            t_mean, t_sd = tuned["ndcg"].mean(), tuned["ndcg"].std(ddof=1)
+            p_mean, p_sd = prism["ndcg"].mean(), prism["ndcg"].std(ddof=1)
+            rows.append({
+                "backbone": backbone, "loss": loss, "tuned_weight_decay": candidates[chosen],
+                "tuned_ndcg_mean": t_mean, "tuned_ndcg_sd": t_sd,
+                "prism_ndcg_mean": p_mean, "prism_ndcg_sd": p_sd,
+                "pct_diff": 100.0 * (p_mean - t_mean) / t_mean if t_mean else np.nan,
+                "tuned_epochs_to_best": tuned["epochs_to_best"].mean(),
+                "prism_epochs_to_best": prism["epochs_to_best"].mean(),
+                "tuned_seconds_per_epoch": tuned["seconds_per_epoch"].mean(),
+                "prism_seconds_per_epoch": prism["seconds_per_epoch"].mean(),
+                "n_seeds_tuned": len(tuned), "n_seeds_prism": len(prism),
+            })
+            if tuned_root is not None:
+                for _, run in tuned.iterrows():
+                    _copy_as(Path(run["run_dir"]), Path(tuned_root) / f"{backbone}_{loss}_tunedwd" / f"seed{run['seed']}",
+                             f"{backbone}_{loss}_tunedwd", chosen)
+    frame = pd.DataFrame(rows)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out_csv, index=False)
+    lines = [f"# PRISM vs tuned weight decay ({tier} tier, {dataset})", "",
+             f"Test NDCG@20, mean ± sd over seeds; tuned λ chosen by mean validation NDCG@20 from "
+             f"{list(weight_decays)}; PRISM α = {alpha}, no weight decay. Epochs = epochs to the best validation epoch.",
+             "", "| backbone | loss | tuned λ | tuned wd | PRISM | % diff | epochs (wd) | epochs (PRISM) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['backbone']} | {r['loss']} | {r['tuned_weight_decay']:g} | "
+                     f"{_fmt(r['tuned_ndcg_mean'], r['tuned_ndcg_sd'])} | {_fmt(r['prism_ndcg_mean'], r['prism_ndcg_sd'])} | "
+                     f"{r['pct_diff']:+.2f}% | {r['tuned_epochs_to_best']:.1f} | {r['prism_epochs_to_best']:.1f} |")
+    write_text(out_md, "\n".join(lines) + "\n")
+    return frame
+
+
+def _copy_as(src: Path, dst: Path, method: str, selected: str) -> None:
+    """Copy a run record under a new method name (the tuned-weight-decay alias)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("per_user.parquet", "provenance.json", "history.json"):
+        if (src / name).exists():
+            shutil.copyfile(src / name, dst / name)
+    metrics = json.loads((src / "metrics.json").read_text())
+    metrics["method"] = method
+    metrics["selected_method"] = selected
+    write_json(dst / "metrics.json", metrics)

@@ -1,0 +1,70 @@
+"""Method names of the PRISM runs and the settings they stand for.
+
+A run directory's ``<method>`` encodes backbone, loss and regularisation, e.g.
+
+=========================  ==========================================================
+``mf_bpr_wd0``             MF + BPR, no weight decay, Xavier init
+``mf_directau_wd1em6``     coupled (full-table, Adam) weight decay λ = 1e-6
+``mf_directau_bwd1em6``    batched weight decay λ = 1e-6 (in-batch rows only)
+``mf_ssm_prism``           PRISM α = 1, no weight decay (Table 1's "PRISM")
+``mf_directau_prism_a025`` PRISM α = 0.25, no weight decay (Figs. 4-5)
+``mf_directau_tunedwd``    the coupled-wd run with the best validation NDCG@20
+=========================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["method_name", "parse_method", "wd_tag"]
+
+_BACKBONES = ("mf", "nlmf", "lightgcn")
+_LOSSES = ("bpr", "ssm", "directau", "mawu")
+_PATTERN = re.compile(
+    r"^(?P<backbone>mf|nlmf|lightgcn)_(?P<loss>bpr|ssm|directau|mawu)_"
+    r"(?:(?P<mode>wd|bwd)(?P<wd>0|\d+em\d+)|(?P<prism>prism)(?:_a(?P<alpha>\d{3}))?|(?P<tuned>tunedwd))$"
+)
+
+
+def wd_tag(weight_decay: float) -> str:
+    """``0 -> "0"``, ``1e-6 -> "1em6"``, ``5e-4 -> "5em4"`` (mantissa must be an integer)."""
+    if weight_decay == 0:
+        return "0"
+    mantissa, exponent = f"{weight_decay:.0e}".split("e")
+    if float(f"{mantissa}e{exponent}") != weight_decay or int(exponent) >= 0:
+        raise ValueError(f"weight decay {weight_decay} is not of the form k·10^-n")
+    return f"{int(mantissa)}em{-int(exponent)}"
+
+
+def _wd_value(tag: str) -> float:
+    if tag == "0":
+        return 0.0
+    mantissa, exponent = tag.split("em")
+    return float(f"{mantissa}e-{exponent}")
+
+
+def method_name(backbone: str, loss: str, *, weight_decay: float = 0.0, batched: bool = False,
+                alpha: float | None = None) -> str:
+    """The run name of a configuration (see the module docstring)."""
+    if backbone not in _BACKBONES or loss not in _LOSSES:
+        raise ValueError(f"unknown backbone/loss {backbone!r}/{loss!r}")
+    if alpha is not None:
+        return f"{backbone}_{loss}_prism" if alpha == 1.0 else f"{backbone}_{loss}_prism_a{round(alpha * 100):03d}"
+    return f"{backbone}_{loss}_{'bwd' if batched else 'wd'}{wd_tag(weight_decay)}"
+
+
+def parse_method(name: str) -> dict[str, Any]:
+    """Inverse of :func:`method_name`: ``backbone, loss, weight_decay, wd_mode, alpha``."""
+    match = _PATTERN.match(name)
+    if not match or match["tuned"]:
+        raise ValueError(f"{name!r} is not a trainable PRISM method name")
+    spec: dict[str, Any] = {"backbone": match["backbone"], "loss": match["loss"]}
+    if match["prism"]:
+        spec.update(alpha=1.0 if match["alpha"] is None else int(match["alpha"]) / 100.0,
+                    weight_decay=0.0, wd_mode="none")
+    else:
+        wd = _wd_value(match["wd"])
+        spec.update(alpha=None, weight_decay=wd,
+                    wd_mode=("batched" if match["mode"] == "bwd" else "coupled") if wd > 0 else "none")
+    return spec

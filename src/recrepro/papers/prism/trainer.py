@@ -1,0 +1,266 @@
+"""The shared PRISM trainer: Adam, weight decay modes, PRISM init, early stopping.
+
+Loveland et al. (KDD 2025), §3.1 and Appendix B.1: embeddings Xavier-uniform (or PRISM,
+Eq. 4), Adam, up to ``epochs`` epochs, early stopping on validation NDCG@20 with patience
+``patience``, best epoch restored.  Weight decay:
+
+``coupled``
+    Adam's ``weight_decay`` on **every** parameter (L2 added to the gradient, not AdamW):
+    the full-table update the paper's Theorem 3.1 analyses.  Kept dense on purpose.
+``batched``
+    ``(λ/2)(Σ‖u‖² + Σ‖i‖²)`` over the *distinct* users and items of the batch (positives
+    and negatives), on their final embeddings (paper §3.3 / official ``--batched_wd``).
+``none``
+    No weight decay.
+
+Each epoch records its training seconds and the validation NDCG@20 (dot-product scores,
+training items masked), computed by the batched evaluation core.  ``check_finite``
+guards the loss every step and the embedding tables every epoch.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from recrepro.evaluation import evaluate_full_ranking
+from recrepro.models import losses as L
+from recrepro.models.mf import build_net
+from recrepro.records import check_finite
+
+__all__ = ["TrainSettings", "train"]
+
+log = logging.getLogger(__name__)
+
+LOSSES = ("bpr", "ssm", "directau", "mawu")
+WD_MODES = ("coupled", "batched", "none")
+NEGATIVES = ("uniform", "in_batch")
+
+
+@dataclass
+class TrainSettings:
+    """Everything that determines a training run (one cell of a sweep).
+
+    Attributes
+    ----------
+    backbone: ``mf`` | ``nlmf`` | ``lightgcn``.
+    loss: ``bpr`` | ``ssm`` | ``directau`` | ``mawu``.
+    alpha: PRISM strength α (Eq. 4); ``None`` = plain Xavier-uniform init (the baseline).
+    weight_decay, wd_mode: λ and how it is applied (``coupled`` | ``batched`` | ``none``).
+    n_negatives: negatives per positive (BPR 1; SSM 10 per the paper, 20 in the code).
+    negatives: ``uniform`` over all items (the paper's approximate sampling) or
+        ``in_batch`` (the official code: uniform over the items of the batch's positives).
+    gamma: DirectAU uniformity weight; gamma_user / gamma_item: MAWU's two weights.
+    nlmf_relu: ReLU between the non-linear MF tower layers (paper) or not (code).
+    """
+
+    backbone: str = "mf"
+    loss: str = "bpr"
+    dim: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    wd_mode: str = "coupled"
+    alpha: float | None = None
+    batch_size: int = 16384
+    epochs: int = 1000
+    patience: int = 10
+    n_negatives: int = 1
+    negatives: str = "uniform"
+    tau: float = 0.2
+    gamma: float = 1.0
+    gamma_user: float = 1.0
+    gamma_item: float = 1.0
+    nlmf_relu: bool = True
+    layers: int = 3
+    seed: int = 0
+    device: str = "cpu"
+    eval_k: int = 20
+    eval_batch_size: int = 2048
+    fused_adam: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; known: {LOSSES}")
+        if self.wd_mode not in WD_MODES:
+            raise ValueError(f"unknown wd_mode {self.wd_mode!r}; known: {WD_MODES}")
+        if self.negatives not in NEGATIVES:
+            raise ValueError(f"unknown negatives {self.negatives!r}; known: {NEGATIVES}")
+        if self.weight_decay < 0:
+            raise ValueError("weight_decay must be >= 0")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _edges(train: sp.csr_matrix) -> tuple[torch.Tensor, torch.Tensor]:
+    users = np.repeat(np.arange(train.shape[0], dtype=np.int64), np.diff(train.indptr))
+    return torch.from_numpy(users), torch.from_numpy(train.indices.astype(np.int64))
+
+
+def _make_optimizer(params: list[torch.nn.Parameter], settings: TrainSettings) -> torch.optim.Optimizer:
+    coupled = settings.weight_decay if settings.wd_mode == "coupled" else 0.0
+    if settings.fused_adam:
+        try:
+            return torch.optim.Adam(params, lr=settings.lr, weight_decay=coupled, fused=True)
+        except (RuntimeError, TypeError, ValueError):  # fused kernel unavailable for this device/dtype
+            pass
+    return torch.optim.Adam(params, lr=settings.lr, weight_decay=coupled)
+
+
+def batch_loss(net: torch.nn.Module, users: torch.Tensor, items: torch.Tensor, negs: torch.Tensor | None,
+               settings: TrainSettings, margins: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """The loss of one batch of positive pairs (plus batched weight decay when configured).
+
+    Parameters
+    ----------
+    users, items:
+        ``[B]`` indices of the positive pairs.
+    negs:
+        ``[B, N]`` negative item indices (BPR/SSM), else ``None``.
+    margins:
+        MAWU's ``(user_margins [n_users], item_margins [n_items])``.
+    """
+    enc_u, enc_i = net.encoders()
+    u = enc_u(users)
+    p = enc_i(items)
+    need_unique = settings.loss in ("directau", "mawu") or (settings.wd_mode == "batched" and settings.weight_decay > 0)
+    if need_unique:
+        uniq_u = torch.unique(users)
+        all_items = items if negs is None else torch.cat([items, negs.reshape(-1)])
+        uniq_i_pos = torch.unique(items)
+        uu = enc_u(uniq_u)
+        ii_pos = enc_i(uniq_i_pos)
+    if settings.loss == "bpr":
+        loss = L.bpr_loss(u, p, enc_i(negs[:, 0]))
+    elif settings.loss == "ssm":
+        n = enc_i(negs.reshape(-1)).reshape(negs.shape[0], negs.shape[1], -1)
+        loss = L.ssm_loss(u, p, n, tau=settings.tau)
+    elif settings.loss == "directau":
+        loss = L.directau_loss(u, p, gamma=settings.gamma, user_unique=uu, item_unique=ii_pos)
+    else:
+        mu, mi = margins
+        loss = L.mawu_loss(u, p, mu[users], mi[items], settings.gamma_user, settings.gamma_item,
+                           user_unique=uu, item_unique=ii_pos)
+    if settings.wd_mode == "batched" and settings.weight_decay > 0:
+        ii_all = enc_i(torch.unique(all_items))
+        loss = loss + (settings.weight_decay / 2.0) * (uu.pow(2).sum() + ii_all.pow(2).sum())
+    return loss
+
+
+def validation_ndcg(net: torch.nn.Module, exclude: sp.csr_matrix, target: sp.csr_matrix, k: int,
+                    batch_size: int, device: str) -> float:
+    """NDCG@k of dot-product scores on ``target`` with ``exclude`` masked (evaluation core)."""
+    with torch.no_grad():
+        users, items = net.final_tables()
+        result = evaluate_full_ranking((users.detach(), items.detach()), exclude, target, [k],
+                                       batch_size=batch_size, device=device, metrics=["ndcg"])
+    return float(result.overall[f"ndcg@{k}"])
+
+
+def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings,
+          *, on_epoch: Any = None) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Train a backbone on ``train_matrix``; early-stop on ``validation`` (if given).
+
+    Returns
+    -------
+    (net, history)
+        ``net`` with the best epoch's parameters restored; ``history`` holds
+        ``val_ndcg`` (per epoch), ``epoch_seconds`` (training time per epoch, evaluation
+        excluded), ``loss``, ``best_epoch`` (1-based: epochs to the best validation
+        score), ``epochs_run``, ``seconds_per_epoch`` and ``init_item_norms`` summary.
+    """
+    torch.manual_seed(settings.seed)
+    gen = torch.Generator().manual_seed(settings.seed)
+    n_users, n_items = train_matrix.shape
+    net = build_net(settings.backbone, n_users, n_items, settings.dim, settings.seed, train=train_matrix,
+                    nlmf_relu=settings.nlmf_relu, layers=settings.layers)
+    user_deg = np.diff(train_matrix.indptr).astype(np.float64)
+    item_deg = np.bincount(train_matrix.indices, minlength=n_items).astype(np.float64)
+    if settings.alpha is not None:
+        net.apply_prism(user_deg, item_deg, settings.alpha)
+    device = torch.device(settings.device)
+    net = net.to(device)
+    params = list(net.parameters())
+    margins = None
+    if settings.loss == "mawu":
+        margins = (torch.nn.Parameter(torch.zeros(n_users, device=device)),
+                   torch.nn.Parameter(torch.zeros(n_items, device=device)))
+        params += list(margins)
+    optimizer = _make_optimizer(params, settings)
+    e_users, e_items = _edges(train_matrix)
+    n_edges = e_users.numel()
+    n_neg = 0 if settings.loss in ("directau", "mawu") else max(1, settings.n_negatives if settings.loss == "ssm" else 1)
+
+    history: dict[str, Any] = {"val_ndcg": [], "epoch_seconds": [], "loss": [], "settings": settings.as_dict()}
+    best, best_epoch, bad = -np.inf, 0, 0
+    best_state = copy.deepcopy(net.state_dict())
+    best_margins = None
+    for epoch in range(1, settings.epochs + 1):
+        started = time.perf_counter()
+        net.train()
+        order = torch.randperm(n_edges, generator=gen)
+        total, batches = 0.0, 0
+        for start in range(0, n_edges, settings.batch_size):
+            idx = order[start:start + settings.batch_size]
+            bu, bi = e_users[idx], e_items[idx]
+            negs = None
+            if n_neg:
+                if settings.negatives == "uniform":
+                    negs = torch.randint(n_items, (idx.numel(), n_neg), generator=gen)
+                else:
+                    negs = bi[torch.randint(idx.numel(), (idx.numel(), n_neg), generator=gen)]
+                negs = negs.to(device)
+            loss = batch_loss(net, bu.to(device), bi.to(device), negs, settings, margins)
+            check_finite("training loss", loss, f"epoch {epoch}, batch starting at edge {start}")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if margins is not None:
+                with torch.no_grad():
+                    margins[0].clamp_(0.0, 1.0)
+                    margins[1].clamp_(0.0, 1.0)
+            total += float(loss.detach())
+            batches += 1
+        history["epoch_seconds"].append(time.perf_counter() - started)
+        history["loss"].append(total / max(batches, 1))
+        check_finite("user embeddings", net.user_emb, f"epoch {epoch}")
+        check_finite("item embeddings", net.item_emb, f"epoch {epoch}")
+        if validation is None:
+            best_epoch = epoch
+            continue
+        score = validation_ndcg(net, train_matrix, validation, settings.eval_k, settings.eval_batch_size,
+                                settings.device)
+        history["val_ndcg"].append(score)
+        if on_epoch is not None:
+            on_epoch(epoch, score)
+        log.info("epoch %d loss %.5f val ndcg@%d %.5f (%.2fs)", epoch, history["loss"][-1], settings.eval_k, score,
+                 history["epoch_seconds"][-1])
+        if score > best:
+            best, best_epoch, bad = score, epoch, 0
+            best_state = copy.deepcopy(net.state_dict())
+            if margins is not None:
+                best_margins = (margins[0].detach().clone(), margins[1].detach().clone())
+        else:
+            bad += 1
+            if bad >= settings.patience:
+                break
+    if validation is not None:
+        net.load_state_dict(best_state)
+    net.eval()
+    history.update({
+        "best_epoch": int(best_epoch),
+        "epochs_run": len(history["epoch_seconds"]),
+        "best_val_ndcg": float(best) if np.isfinite(best) else None,
+        "seconds_per_epoch": float(np.mean(history["epoch_seconds"])) if history["epoch_seconds"] else None,
+        "seconds_to_best": float(np.sum(history["epoch_seconds"][:best_epoch])),
+        "margins_restored": best_margins is not None,
+    })
+    return net, history

@@ -1,0 +1,225 @@
+"""FedRAP's vectorised federated simulation: hand-checked steps, per-client reference, rounds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from recrepro.models.federated import (
+    FederatedConfig,
+    FederatedRecommender,
+    curriculum_weight,
+    sample_negatives,
+)
+
+
+def _model(n_users, n_items, **kw):
+    cfg = FederatedConfig(**{"dim": 2, "rounds": 1, "local_epochs": 1, "l2": 0.0, "tol": 0.0, **kw})
+    m = FederatedRecommender(cfg)
+    m.init_state(n_users, n_items)
+    return m
+
+
+def test_one_step_code_mode_by_hand():
+    # one client, one positive item, d = 2, λ = μ = 0.1, lr 1, no weight decay.
+    m = _model(1, 1, mode="code", lam=0.1, mu=0.1, lr_network=1.0, lr_args=1.0, num_negatives=0)
+    m.w[:] = torch.tensor([[1.0, 0.0]])
+    m.b[:] = 0.0
+    m.D[:] = torch.tensor([[[0.5, 0.0]]])
+    m.C = torch.tensor([[0.5, 1.0]])
+    out = m.local_train(np.array([0]), np.array([0]), np.array([0]), np.array([1.0], np.float32),
+                        0.1, 0.1, np.random.default_rng(0))
+    # s = <w, D+C> + b = 1, p = sigmoid(1), dBCE/ds = p - 1 = -0.2689414
+    g = 1 / (1 + math.exp(-1)) - 1
+    # dL/dD = g w - 2λ(D-C)/(n d) = (g, 0) - 0.1 (0, -1)
+    np.testing.assert_allclose(m.D[0, 0].numpy(), [0.5 - g, 0.0 - 0.1], atol=1e-6)
+    # dL/dC = g w + 2λ(D-C)/(n d) + μ sign(C)/(n d) = (g + 0.05, -0.1 + 0.05)
+    np.testing.assert_allclose(out["C"][0, 0].numpy(), [0.5 - (g + 0.05), 1.0 - (-0.05)], atol=1e-6)
+    np.testing.assert_allclose(m.w[0].numpy(), [1.0 - g, -g], atol=1e-6)  # dL/dw = g (D+C) = g (1, 1)
+    np.testing.assert_allclose(m.b[0].item(), -g, atol=1e-6)
+    expected_loss = -math.log(1 / (1 + math.exp(-1))) - 0.1 * 0.5 + 0.1 * 0.75
+    np.testing.assert_allclose(out["loss"][0].item(), expected_loss, atol=1e-6)
+
+
+def test_curriculum_values():
+    assert curriculum_weight("tanh", 0, 0.1) == 0.0
+    assert curriculum_weight("tanh", 10, 0.1) == pytest.approx(0.1 * 0.7615941559557649)
+    assert curriculum_weight("tanh", 5, 2.0) == pytest.approx(2.0 * 0.46211715726000974)
+    assert curriculum_weight("sin", 10, 1.0) == pytest.approx((math.sin(1.0) + 1) / 2)
+    assert curriculum_weight("frac", 3, 1.0) == pytest.approx(0.25)
+    assert curriculum_weight("fixed", 7, 0.3) == 0.3
+    seq, prev = [], None
+    for a in range(11):
+        prev = curriculum_weight("square", a, 1.0, prev)
+        seq.append(prev)
+    assert seq == [1.0] * 5 + [0.0] * 5 + [1.0]
+    cfg = FederatedConfig(mode="code", lam=0.2, mu=0.3)
+    assert cfg.weights(0) == (0.2, 0.3)  # code mode: constants from round 0
+    assert FederatedConfig(mode="paper", lam=0.2, mu=0.3).weights(0) == (0.0, 0.0)
+    assert FederatedConfig(method="fedrap_no", mode="code", mu=0.3).weights(4)[1] == 0.0
+
+
+def test_l1_prox_and_subgradient_on_c():
+    # w = 0: the BCE gives C no gradient; λ = 0, μ = 1; n_items d = 2, lr_args = 1 -> step μ lr/(n d) = 0.5
+    for update, expected in (("prox", [0.0, -0.2]), ("subgradient", [0.3 - 0.5, -0.7 + 0.5])):
+        m = _model(1, 1, mode="paper", lam=0.0, mu=1.0, lr_args=1.0, num_negatives=0, l1_update=update)
+        m.w[:] = 0.0
+        m.C = torch.tensor([[0.3, -0.7]])
+        out = m.local_train(np.array([0]), np.array([0]), np.array([0]), np.array([1.0], np.float32),
+                            0.0, 1.0, np.random.default_rng(0))
+        np.testing.assert_allclose(out["C"][0, 0].numpy(), expected, atol=1e-6)
+
+
+def _reference_loop(model0, users, owner, item, label, lam, mu, seed):
+    """Per-client torch.optim.SGD + ExponentialLR + autograd on the code's/paper's loss."""
+    cfg = model0.config
+    rng = np.random.default_rng(seed)
+    counts = np.bincount(owner, minlength=users.size)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    orders = [np.lexsort((rng.random(owner.size), owner)) for _ in range(cfg.local_epochs)]
+    results = []
+    for i, u in enumerate(users):
+        w = torch.nn.Parameter(model0.w[u].clone())
+        b = torch.nn.Parameter(model0.b[u].clone())
+        D = torch.nn.Parameter(model0.D[u].clone())
+        C = torch.nn.Parameter(model0.C.clone())
+        groups = [{"params": [w] + ([b] if cfg.use_bias else []), "lr": model0.lr_network},
+                  {"params": [D], "lr": model0.lr_args}, {"params": [C], "lr": model0.lr_args}]
+        opt = torch.optim.SGD(groups, weight_decay=cfg.l2)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.batch_decay)
+        for order in orders:
+            mine = order[starts[i]:starts[i] + counts[i]]
+            for lo in range(0, mine.size, cfg.batch_size):
+                idx = mine[lo:lo + cfg.batch_size]
+                it = torch.as_tensor(item[idx])
+                r = torch.as_tensor(label[idx])
+                s = ((D[it] + C[it]) * w).sum(-1) + (b if cfg.use_bias else 0.0)
+                loss = torch.nn.functional.binary_cross_entropy(torch.sigmoid(s), r)
+                if cfg.mode == "code":
+                    loss = loss - lam * torch.nn.functional.mse_loss(D[it], C[it]) + mu * C[it].abs().mean()
+                else:
+                    nd = C.numel()
+                    loss = loss - lam * ((D - C) ** 2).sum() / nd + mu * C.abs().sum() / nd
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sched.step()
+        results.append((w.detach(), b.detach(), D.detach(), C.detach()))
+    return results
+
+
+@pytest.mark.parametrize("mode", ["code", "paper"])
+def test_vectorised_equals_per_client_loop(mode):
+    rng = np.random.default_rng(3)
+    n_users, n_items = 4, 9
+    dense = (rng.random((n_users, n_items)) < 0.5).astype(np.float32)
+    dense[:, 0] = 1.0
+    train = sp.csr_matrix(dense)
+    model = FederatedRecommender(FederatedConfig(
+        dim=3, mode=mode, local_epochs=3, batch_size=3, lr_network=0.3, lr_args=0.7, l2=0.01,
+        lam=0.2, mu=0.05, tol=0.0, init_std=0.5, num_negatives=0))
+    model.init_state(n_users, n_items)
+    # distinct starting states per client
+    model.w += torch.as_tensor(rng.normal(0, 0.3, (n_users, 3)), dtype=torch.float32)
+    model.D += torch.as_tensor(rng.normal(0, 0.3, (n_users, n_items, 3)), dtype=torch.float32)
+    users = np.arange(n_users)
+    coo = train.tocoo()
+    owner, item = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    label = (rng.random(owner.size) < 0.6).astype(np.float32)  # mixed labels, several batches per client
+    ref = _reference_loop(model, users, owner, item, label, 0.2, 0.05, seed=11)
+    out = model.local_train(users, owner, item, label, 0.2, 0.05, np.random.default_rng(11))
+    for i in range(n_users):
+        w, b, D, C = ref[i]
+        np.testing.assert_allclose(model.w[i].numpy(), w.numpy(), atol=1e-6)
+        np.testing.assert_allclose(model.b[i].numpy(), b.numpy(), atol=1e-6)
+        np.testing.assert_allclose(model.D[i].numpy(), D.numpy(), atol=1e-6)
+        np.testing.assert_allclose(out["C"][i].numpy(), C.numpy(), atol=1e-6)
+
+
+def test_aggregation_and_client_sampling(monkeypatch):
+    train = sp.csr_matrix(np.eye(6, 5, dtype=np.float32))
+    model = FederatedRecommender(FederatedConfig(dim=2, client_ratio=0.5, rounds=1, num_negatives=1))
+    model.init_state(6, 5)
+    model.train_csr, model.touched = train, train
+    seen = {}
+
+    def fake_local(users, owner, item, label, lam, mu, rng):
+        seen["users"] = users.copy()
+        stack = torch.stack([torch.full((5, 2), float(u)) for u in users])
+        return {"C": stack, "loss": torch.zeros(users.size)}
+
+    monkeypatch.setattr(model, "local_train", fake_local)
+    info = model.train_round()
+    assert info["n_participants"] == 3 and seen["users"].size == 3
+    np.testing.assert_allclose(model.C.numpy(), np.full((5, 2), seen["users"].mean()), atol=1e-6)
+    assert model.lr_args == pytest.approx(200 * 0.97) and model.lr_network == pytest.approx(0.5 * 0.97)
+    assert info["upload_bytes_dense"] == 3 * 5 * 2 * 4
+
+
+def test_negatives_avoid_touched_items_and_seed_determinism():
+    rng = np.random.default_rng(0)
+    touched = sp.csr_matrix((rng.random((50, 30)) < 0.3).astype(np.float32))
+    users = np.repeat(np.arange(50), 20)
+    neg = sample_negatives(users, touched, 4, np.random.default_rng(5))
+    assert neg.shape == (1000, 4)
+    assert not touched.toarray()[users[:, None], neg].any()
+    np.testing.assert_array_equal(neg, sample_negatives(users, touched, 4, np.random.default_rng(5)))
+
+
+def test_fit_is_deterministic_for_a_seed():
+    rng = np.random.default_rng(1)
+    train = sp.csr_matrix((rng.random((20, 15)) < 0.3).astype(np.float32))
+
+    def run(seed):
+        m = FederatedRecommender(FederatedConfig(dim=4, rounds=2, local_epochs=2, seed=seed, client_ratio=0.5,
+                                                 lr_args=5.0))
+        m.fit(train)
+        return m.score(np.arange(20))
+
+    a, b = run(0), run(0)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, run(1))
+
+
+def test_memory_budget_chunks_clients_and_falls_back_to_memmap(tmp_path):
+    rng = np.random.default_rng(2)
+    train = sp.csr_matrix((rng.random((12, 40)) < 0.3).astype(np.float32))
+
+    def run():
+        # 12 x 40 x 4 floats = 7.5 KiB of D > 4 KiB budget: memmap; chunks of 1 client (6 tables of 640 B)
+        m = FederatedRecommender(FederatedConfig(dim=4, rounds=2, local_epochs=2, memory_budget_mb=4 / 1024,
+                                                 scratch_dir=str(tmp_path), lr_args=5.0))
+        m.fit(train)
+        return m
+
+    a, b = run(), run()
+    assert a.private_storage == "memmap"
+    np.testing.assert_array_equal(a.score(np.arange(12)), b.score(np.arange(12)))
+    assert np.isfinite(a.score(np.arange(12))).all()
+    assert not np.allclose(np.asarray(a.D[0]), np.asarray(a.D[1]))  # private tables diverged per client
+
+
+def test_dp_accountant_and_clipping():
+    from recrepro.models.federated import gaussian_epsilon
+
+    # one Gaussian release, σ = 1, δ = 1e-5: min_α α/2 + ln(1e5)/(α−1) at α = 1 + sqrt(2 ln 1e5) = 5.7987
+    a = 1 + math.sqrt(2 * math.log(1e5))
+    assert gaussian_epsilon(1.0, 1, 1e-5) == pytest.approx(a / 2 + math.log(1e5) / (a - 1), abs=1e-4)
+    assert gaussian_epsilon(1.0, 1, 1e-5) == pytest.approx(5.2985, abs=1e-3)
+    assert gaussian_epsilon(2.0, 10, 1e-5) < gaussian_epsilon(1.0, 10, 1e-5)  # more noise, less ε
+    assert gaussian_epsilon(0.0, 3, 1e-5) == float("inf")
+    m = _model(1, 2, dp_clip=0.5, dp_noise=0.0)
+    m.C = torch.zeros(2, 2)
+    up = torch.tensor([[[3.0, 0.0], [0.0, 4.0]]])  # update norm 5 -> clipped to 0.5
+    out = m.privatise(up.clone(), np.random.default_rng(0))
+    np.testing.assert_allclose(out[0].numpy(), up[0].numpy() * 0.1, atol=1e-6)
+    small = torch.tensor([[[0.3, 0.0], [0.0, 0.0]]])  # inside the ball: unchanged
+    np.testing.assert_allclose(m.privatise(small.clone(), np.random.default_rng(0)).numpy(), small.numpy())
+    noisy = _model(1, 2000, dp_clip=1.0, dp_noise=2.0)
+    noisy.C = torch.zeros(2000, 2)
+    z = noisy.privatise(torch.zeros(1, 2000, 2), np.random.default_rng(0))
+    assert float(z.std()) == pytest.approx(2.0, rel=0.05)  # noise sd = σ · clip

@@ -1,0 +1,186 @@
+"""λOpt (issue 6, acceptance 1): simulated Adam step, hypergradient, BPR loss, sampling."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from recrepro.models.lambdaopt import LambdaOptConfig, MFLambdaOpt, simulate_adam_rows
+from recrepro.models.mf_bpr import MFBPR, bpr_loss, sample_negatives
+
+
+def _tiny(granularity="dui", **kw):
+    rng = np.random.default_rng(0)
+    train = sp.random(12, 9, density=0.4, random_state=1, format="csr")
+    train.data[:] = 1
+    val = sp.random(12, 9, density=0.15, random_state=2, format="csr")
+    val.data[:] = 1
+    val = val - val.multiply(train)
+    val.eliminate_zeros()
+    cfg = dict(dim=4, epochs=0, batch_size=16, val_batch_size=8, granularity=granularity, **kw)
+    model = MFLambdaOpt(cfg, seed=3)
+    model.fit(train, validation=sp.csr_matrix(val))
+    return model, rng
+
+
+def _warm(model, steps=3):
+    """A few real Adam steps so the optimiser has moments (t > 0)."""
+    g = torch.Generator().manual_seed(7)
+    for _ in range(steps):
+        u = torch.randint(0, model.n_users, (16,), generator=g)
+        i = torch.randint(0, model.n_items, (16,), generator=g)
+        j = torch.randint(0, model.n_items, (16,), generator=g)
+        model.real_step((u, i, j))
+
+
+def test_bpr_loss_hand_checked():
+    P = torch.tensor([[1.0, 0.0], [0.5, 2.0]])
+    Q = torch.tensor([[1.0, 1.0], [0.0, -1.0], [2.0, 0.0]])
+    u, i, j = torch.tensor([0, 1]), torch.tensor([0, 2]), torch.tensor([1, 1])
+    # x_00 - x_01 = 1 - 0 = 1 ; x_12 - x_11 = 1 - (-2) = 3
+    expected = (math.log1p(math.exp(-1.0)) + math.log1p(math.exp(-3.0))) / 2
+    assert bpr_loss(P, Q, u, i, j).item() == pytest.approx(expected, rel=1e-6)
+    assert expected == pytest.approx((0.313262 + 0.048587) / 2, abs=1e-5)
+
+
+def test_lambdafix_penalty_hand_checked():
+    model = MFBPR({"dim": 2, "lam": 0.5})
+    P = torch.tensor([[1.0, 2.0], [0.0, 1.0]])
+    Q = torch.tensor([[1.0, 0.0], [3.0, 0.0]])
+    u, i, j = torch.tensor([0, 1]), torch.tensor([0, 0]), torch.tensor([1, 1])
+    # 0.5 * ((1+4) + (0+1) + 2*1 + 2*9) / 2 = 0.5 * 26 / 2 = 6.5
+    assert model.penalty(P, Q, u, i, j).item() == pytest.approx(6.5)
+
+
+def test_negatives_avoid_seen_items():
+    seen = sp.csr_matrix(np.array([[1, 1, 1, 0, 0], [0, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=np.float32))
+    users = np.repeat(np.arange(3), 200)
+    neg = sample_negatives(users, seen, np.random.default_rng(0))
+    assert not seen[users, neg].A1.any()
+    assert set(neg[users == 1]) == {0}
+    assert set(neg[users == 0]) == {3, 4}
+
+
+def test_simulated_adam_equals_torch_adam_bit_for_bit():
+    model, _ = _tiny("dui")
+    _warm(model)
+    u, i, j = torch.tensor([0, 1, 1, 5]), torch.tensor([2, 3, 3, 8]), torch.tensor([4, 0, 7, 1])
+    batch = (u, i, j)
+    grads = model.assumed_gradient(batch)            # Λ = 0 (init)
+    P_bar, Q_bar = model.simulate(batch, grads)     # all rows
+    model.real_step(batch)
+    assert torch.equal(P_bar.detach(), model.P.detach())
+    assert torch.equal(Q_bar.detach(), model.Q.detach())
+
+
+def test_simulate_adam_rows_matches_optimizer_on_random_tensor():
+    torch.manual_seed(0)
+    p = torch.randn(5, 3, requires_grad=True)
+    opt = torch.optim.Adam([p], lr=1e-3, foreach=False)
+    for k in range(4):
+        p.grad = torch.randn(5, 3)
+        if k < 3:
+            opt.step()
+    st = opt.state[p]
+    g = p.grad.clone()
+    sim = simulate_adam_rows(p.detach().clone(), g, st["exp_avg"].clone(), st["exp_avg_sq"].clone(),
+                             int(st["step"]) + 1, 1e-3, (0.9, 0.999), 1e-8)
+    opt.step()
+    assert torch.equal(sim, p.detach())
+
+
+@pytest.mark.parametrize("granularity,sim_penalty", [("dui", "batch"), ("dui", "full_table"), ("d", "batch"),
+                                                     ("du", "full_table"), ("di", "batch")])
+def test_hypergradient_matches_finite_differences(granularity, sim_penalty):
+    torch.set_default_dtype(torch.float64)
+    try:
+        model, _ = _tiny(granularity, sim_penalty=sim_penalty, init_std=0.5)
+        _warm(model, 4)
+        with torch.no_grad():
+            for p in model.lambda_params:
+                p.copy_(torch.rand(p.shape, generator=torch.Generator().manual_seed(1)) * 0.5)
+        batch = (torch.tensor([0, 1, 2, 5, 5]), torch.tensor([2, 3, 3, 8, 1]), torch.tensor([4, 0, 7, 1, 2]))
+        val = (torch.tensor([0, 5, 2, 7]), torch.tensor([1, 3, 8, 2]), torch.tensor([6, 2, 0, 5]))
+        loss = model.validation_loss(batch, val)
+        analytic = torch.autograd.grad(loss, model.lambda_params)
+        h = 1e-6
+        for p, a in zip(model.lambda_params, analytic):
+            flat = p.data.view(-1)
+            # the entries with the largest analytic gradient (others are ~0 or exactly 0)
+            picks = torch.argsort(a.view(-1).abs(), descending=True)[:5]
+            assert a.abs().max() > 0
+            for k in picks.tolist():
+                old = flat[k].item()
+                flat[k] = old + h
+                up = model.validation_loss(batch, val).item()
+                flat[k] = old - h
+                down = model.validation_loss(batch, val).item()
+                flat[k] = old
+                fd = (up - down) / (2 * h)
+                assert fd == pytest.approx(a.view(-1)[k].item(), rel=1e-3, abs=1e-10)
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_lambda_step_projects_nonnegative_and_moves():
+    model, _ = _tiny("dui", lambda_lr=0.1, lambda_clip=0.0)
+    _warm(model)
+    batch = (torch.tensor([0, 1, 2]), torch.tensor([2, 3, 3]), torch.tensor([4, 0, 7]))
+    val = (torch.tensor([0, 1]), torch.tensor([1, 3]), torch.tensor([6, 2]))
+    before = [p.detach().clone() for p in model.lambda_params]
+    model.lambda_step(batch, val)
+    after = [p.detach() for p in model.lambda_params]
+    assert all((a >= 0).all() for a in after)
+    assert any(not torch.equal(a, b) for a, b in zip(after, before))
+
+
+def test_granularity_shapes():
+    for gran, shapes in {"d": [(1, 4)], "du": [(12, 4), (1, 4)], "di": [(1, 4), (9, 4)],
+                         "dui": [(12, 4), (9, 4)]}.items():
+        model, _ = _tiny(gran)
+        assert [tuple(p.shape) for p in model.lambda_params] == shapes
+
+
+def test_fit_trains_and_records_trajectory():
+    train = sp.random(40, 30, density=0.3, random_state=1, format="csr")
+    train.data[:] = 1
+    val = sp.random(40, 30, density=0.1, random_state=2, format="csr")
+    val.data[:] = 1
+    val = sp.csr_matrix(val - val.multiply(train))
+    val.eliminate_zeros()
+    model = MFLambdaOpt(dict(dim=8, epochs=3, batch_size=32, val_batch_size=32, lambda_lr=1e-2), seed=0)
+    model.fit(train, validation=val)
+    assert len(model.lambda_trajectory) == 3
+    assert model.lambda_trajectory[0]["user"].shape == (40,)
+    assert model.history[-1]["lambda_user_mean"] > 0
+    assert model.history[-1]["loss"] < model.history[0]["loss"]
+    code = MFLambdaOpt(dict(dim=8, epochs=1, batch_size=32, assumed_batch="separate", sim_penalty="full_table",
+                            assumed_grad="current_lambda"), seed=0).fit(train, validation=val)
+    assert code.score(np.array([0, 1])).shape == (2, 30)
+
+
+def test_reused_gradient_step_equals_real_step():
+    """The training loop's Θ step (reusing g of the λ step) is the real Adam step on l̃ + Ω(Λ)."""
+    model, _ = _tiny("dui")
+    _warm(model)
+    with torch.no_grad():
+        for p in model.lambda_params:
+            p.copy_(torch.rand(p.shape, generator=torch.Generator().manual_seed(2)))
+    batch = (torch.tensor([0, 1, 1, 5]), torch.tensor([2, 3, 3, 8]), torch.tensor([4, 0, 7, 1]))
+    twin, _ = _tiny("dui")
+    twin.P.data.copy_(model.P.data)
+    twin.Q.data.copy_(model.Q.data)
+    twin.optimizer.load_state_dict(copy.deepcopy(model.optimizer.state_dict()))
+    with torch.no_grad():
+        for a, b in zip(twin.lambda_params, model.lambda_params):
+            a.copy_(b)
+    model.assumed_gradient(batch)
+    model.real_step_reusing(batch)
+    twin.real_step(batch)
+    torch.testing.assert_close(model.P.detach(), twin.P.detach(), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(model.Q.detach(), twin.Q.detach(), rtol=1e-6, atol=1e-7)

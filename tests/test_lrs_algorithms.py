@@ -1,0 +1,162 @@
+"""AMHT-LRS building blocks, recovery and baselines (hand-checked values)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from recrepro.lrs import AMHTConfig, LRSSpec, amht_lrs, generate, hard_threshold_topk, parameter_error, subspace_distance
+from recrepro.lrs.amht_lrs import (
+    batched_lstsq, hard_threshold_value, local_step, moment_matrix, orthonormalise, top_eigenvectors, u_step_gradient,
+    u_step_lstsq,
+)
+from recrepro.lrs.baselines import altmin, lowrank_ridge, per_user_ls, sparse_iht
+from recrepro.lrs.generator import support_scores
+from recrepro.records import NonFiniteError
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small batched ops run fastest on one thread (and do not fight the other jobs); restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_hard_threshold_topk_by_hand():
+    V = torch.tensor([[3.0, -5.0, 1.0, 0.5], [0.1, 0.2, -0.3, 4.0]])
+    assert torch.equal(hard_threshold_topk(V, 2), torch.tensor([[3.0, -5.0, 0.0, 0.0], [0.0, 0.0, -0.3, 4.0]]))
+    assert torch.equal(hard_threshold_topk(V, 0), torch.zeros_like(V))
+    assert torch.equal(hard_threshold_topk(V, 4), V)
+    assert torch.equal(hard_threshold_value(V, 0.4), torch.tensor([[3.0, -5.0, 1.0, 0.5], [0.0, 0.0, 0.0, 4.0]]))
+
+
+def test_qr_orthonormalises_and_keeps_the_span():
+    U = torch.tensor([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
+    Q = orthonormalise(U)
+    assert torch.allclose(Q.T @ Q, torch.eye(2, dtype=torch.float64), atol=1e-12)
+    assert subspace_distance(Q, torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], dtype=torch.float64)) < 1e-12
+    # span{e1, e2} vs span{e1, e3}: e2 is orthogonal to the second -> distance 1
+    assert subspace_distance(Q, torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]], dtype=torch.float64)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("m,n", [(7, 4), (3, 5)])
+def test_batched_lstsq_equals_numpy_lstsq(m, n):
+    rng = np.random.default_rng(1)
+    A, b = rng.standard_normal((6, m, n)), rng.standard_normal((6, m))
+    ours = batched_lstsq(torch.from_numpy(A), torch.from_numpy(b)).numpy()
+    ref = np.stack([np.linalg.lstsq(A[i], b[i], rcond=None)[0] for i in range(6)])
+    np.testing.assert_allclose(ours, ref, atol=1e-10)
+
+
+def test_u_lstsq_step_matches_dense_kronecker_reference():
+    rng = np.random.default_rng(2)
+    t, m, d, r = 7, 5, 4, 2
+    X, R, W = rng.standard_normal((t, m, d)), rng.standard_normal((t, m)), rng.standard_normal((t, r))
+    # dense reference: rows kron(w_i, x_ij) act on vec(U) (columns stacked): x^T U w = kron(w, x) . vec(U)
+    Z = np.concatenate([np.stack([np.kron(W[i], X[i, j]) for j in range(m)]) for i in range(t)])
+    vec = np.linalg.lstsq(Z, R.reshape(-1), rcond=None)[0]
+    U_ref = vec.reshape(r, d).T
+    U = u_step_lstsq(*(torch.from_numpy(a) for a in (X, R, W)), chunk_users=3).numpy()
+    np.testing.assert_allclose(U, U_ref, atol=1e-10)
+
+
+def test_u_steps_are_exact_at_the_truth():
+    data = generate(LRSSpec(d=12, r=2, k=2, t=80, m=10, seed=3))
+    R = data.y - (data.X @ data.B.unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(u_step_lstsq(data.X, R, data.W), data.U, atol=1e-10)
+    assert torch.allclose(u_step_gradient(data.X, R, data.U, data.W), data.U, atol=1e-12)
+
+
+def test_generator_is_seeded_and_has_the_stated_structure():
+    spec = LRSSpec(d=20, r=3, k=4, t=50, m=6, sigma=0.0, seed=5)
+    a, b = generate(spec), generate(spec)
+    assert torch.equal(a.X, b.X) and torch.equal(a.y, b.y)
+    assert torch.allclose(a.U.T @ a.U, torch.eye(3, dtype=torch.float64), atol=1e-12)
+    assert torch.equal((a.B != 0).sum(1), torch.full((50,), 4))
+    nz = a.B[a.B != 0].abs()
+    assert nz.min() >= 0.5 and nz.max() <= 1.0
+    assert torch.allclose(a.y, torch.einsum("imd,id->im", a.X, a.theta), atol=1e-12)  # sigma = 0
+    assert not torch.equal(generate(LRSSpec(**{**spec.as_dict(), "seed": 6})).U, a.U)
+
+
+def test_moment_matrix_by_hand():
+    X = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]], dtype=torch.float64)  # one user, two samples
+    y = torch.tensor([[2.0, 1.0]], dtype=torch.float64)
+    # (4 * e1 e1^T + 1 * (0,2)(0,2)^T) / 2 = diag(2, 2)
+    assert torch.allclose(moment_matrix(X, y), torch.diag(torch.tensor([2.0, 2.0], dtype=torch.float64)))
+    assert torch.allclose(top_eigenvectors(torch.diag(torch.tensor([1.0, 3.0, 2.0])), 1).abs(), torch.tensor([[0.0], [1.0], [0.0]]))
+
+
+@pytest.mark.parametrize("sparse_step,inner", [("cosamp", 3), ("htp", 5), ("iht", 60)])
+def test_local_step_recovers_w_and_b_given_the_true_subspace(sparse_step, inner):
+    data = generate(LRSSpec(d=30, r=2, k=2, t=200, m=60, seed=4))
+    cfg = AMHTConfig(r=2, k=2, inner_steps=inner, sparse_step=sparse_step)
+    W, B = local_step(data.X, data.y, data.U, torch.zeros_like(data.B), cfg)
+    assert torch.allclose(B, data.B, atol=1e-8) and torch.allclose(W, data.W, atol=1e-8)
+
+
+def test_noiseless_recovery_amht_lrs():
+    """d 50, r 3, k 3, t 500, m 40, sigma 0 (default CoSaMP local step): exact subspace, parameters, supports."""
+    data = generate(LRSSpec(d=50, r=3, k=3, t=500, m=40, sigma=0.0, seed=0))
+    res = amht_lrs(data.X, data.y, AMHTConfig(r=3, k=3, iterations=15))
+    assert subspace_distance(res.U, data.U) < 1e-6
+    assert float(parameter_error(res.theta, data.theta).max()) < 1e-3
+    precision, recall = support_scores(res.B, data.B, tol=1e-8)
+    assert bool((precision == 1).all() and (recall == 1).all())
+    assert res.history[-1]["train_mse"] < 1e-12 < res.history[0]["train_mse"]
+
+
+def test_noisy_amht_beats_baselines_in_the_data_scarce_range():
+    data = generate(LRSSpec(d=30, r=3, k=2, t=600, m=20, sigma=0.1, seed=1))
+    cfg = AMHTConfig(r=3, k=2, iterations=10)
+    err = lambda theta: float(parameter_error(theta, data.theta).mean())  # noqa: E731
+    ours = err(amht_lrs(data.X, data.y, cfg).theta)
+    # m = 20 < d = 30: per-user least squares cannot identify Theta_i (min-norm error >= ~sqrt(1 - m/d))
+    assert ours < 0.2  # a few users still miss their support at m = 20 (HTP from 0)
+    assert ours < err(per_user_ls(data.X, data.y))
+    assert ours < err(altmin(data.X, data.y, cfg).theta)
+    assert ours < err(sparse_iht(data.X, data.y, cfg))
+    assert ours < err(lowrank_ridge(data.X, data.y, cfg, ridge=1.0).theta)
+
+
+def test_htp_local_step_recovers_at_larger_m():
+    data = generate(LRSSpec(d=50, r=3, k=2, t=500, m=60, sigma=0.0, seed=0))
+    res = amht_lrs(data.X, data.y, AMHTConfig(r=3, k=2, iterations=15, sparse_step="htp"))
+    assert subspace_distance(res.U, data.U) < 1e-6
+
+
+def test_altmin_is_exact_without_sparse_part():
+    data = generate(LRSSpec(d=20, r=2, k=0, t=300, m=10, seed=2))
+    res = altmin(data.X, data.y, AMHTConfig(r=2, k=0, iterations=20))
+    assert subspace_distance(res.U, data.U) < 1e-8
+
+
+def test_nan_stops_the_fit():
+    data = generate(LRSSpec(d=10, r=2, k=1, t=20, m=10, seed=0))
+    y = data.y.clone()
+    y[3, 2] = float("nan")
+    with pytest.raises(NonFiniteError, match="iteration 1"):
+        amht_lrs(data.X, y, AMHTConfig(r=2, k=1, iterations=2, init="random"))
+
+
+def test_config_rejects_unknown_choices():
+    with pytest.raises(ValueError, match="u_step"):
+        AMHTConfig(r=1, k=1, u_step="newton")
+    assert AMHTConfig(r=5, k=1).resolved_u_step(100) == "lstsq"
+    assert AMHTConfig(r=5, k=1, u_lstsq_max_dr=100).resolved_u_step(100) == "gradient"
+
+
+def test_batched_lstsq_falls_back_to_minimum_norm_on_singular_designs():
+    A = np.zeros((2, 3, 2))
+    A[0] = [[1.0, 1.0], [2.0, 2.0], [0.0, 0.0]]   # rank 1
+    A[1] = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]   # full rank
+    b = np.array([[1.0, 2.0, 0.0], [1.0, 2.0, 3.0]])
+    ours = batched_lstsq(torch.from_numpy(A), torch.from_numpy(b)).numpy()
+    ref = np.stack([np.linalg.lstsq(A[i], b[i], rcond=None)[0] for i in range(2)])
+    np.testing.assert_allclose(ours, ref, atol=1e-10)
+    np.testing.assert_allclose(ours[0], [0.5, 0.5], atol=1e-12)

@@ -1,0 +1,82 @@
+"""The LRS experiment drivers end to end on tiny settings: sweeps, figures, run records, scorecard."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from recrepro.papers import lrs
+from recrepro.scorecard import build_scorecard, load_expected
+
+TINY = {
+    "seeds": [0],
+    "base": {"d": 8, "r": 2, "k": 1, "t": 40, "sigma": 0.05, "b_scale": 1.0},
+    "algorithm": {"iterations": 3, "inner_steps": 2},
+    "ridge": 1.0,
+    "m_grid": [6, 12],
+    "t_grid": [20, 40],
+    "t_fixed_m": 10,
+    "iterations_m": 12,
+    "private": {"m": 12, "epsilons": [1.0, 8.0], "delta": 1e-5, "clip": 1.0, "init_clip": 25.0, "step": 1.0},
+    "acceptance": {
+        "noiseless": {"d": 8, "r": 2, "k": 1, "t": 40, "m": 20},
+        "noisy": {"d": 8, "r": 2, "k": 1, "t": 40, "m": 6, "sigma": 0.05},
+        "floor": {"d": 8, "r": 2, "k": 1, "t": 40, "m": 30, "sigma": 0.05},
+        "private": {"spec": {"d": 8, "r": 2, "k": 1, "t": 40, "m": 12, "sigma": 0.05}, "epsilons": [1.0, 8.0],
+                    "delta": 1e-5, "clip": 1.0, "init_clip": 25.0, "step": 1.0},
+    },
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_sweeps_have_the_expected_rows_and_figures_draw(tmp_path):
+    args = []
+    for figure, experiment in lrs.FIGURES.items():
+        path = tmp_path / f"{experiment}.parquet"
+        assert lrs.main(["sweep", "--experiment", experiment, "--seeds", "0,1", "--settings", json.dumps(TINY),
+                         "--out", str(path)]) == 0
+        args.append(f"{figure}={path}")
+    m = pd.read_parquet(tmp_path / "error_vs_m.parquet")
+    assert len(m) == 2 * 2 * len(lrs.METHODS) and set(m["method"]) == set(lrs.METHODS)
+    assert (m["param_error"] > 0).all()
+    it = pd.read_parquet(tmp_path / "iterations.parquet")
+    assert sorted(it["iteration"].unique()) == [0, 1, 2, 3]
+    priv = pd.read_parquet(tmp_path / "private.parquet")
+    got = priv[priv["method"] == "private_amht_lrs"]["epsilon"]
+    assert sorted(set(got.round(9))) == [1.0, 8.0]  # the accountant's spend equals the target
+    assert math.isinf(priv[priv["method"] == "amht_lrs"]["epsilon"].iloc[0])
+    # two figures here (drawing is the slow part); the workflow test draws all five
+    drawn = [a for a in args if a.startswith(("fig1", "fig3"))]
+    assert lrs.main(["figures", "--tier", "smoke", "--out-dir", str(tmp_path / "fig"), *drawn]) == 0
+    for figure in ("fig1_error_vs_m", "fig3_iterations"):
+        assert (tmp_path / "fig" / f"{figure}.pdf").stat().st_size > 1000
+        assert (tmp_path / "fig" / f"{figure}.png").stat().st_size > 1000
+
+
+def test_acceptance_records_feed_the_scorecard(tmp_path):
+    runs = lrs.run_acceptance(TINY, 0, "smoke", tmp_path / "runs")
+    assert len(runs) == 13
+    metrics = json.loads((tmp_path / "runs/synthetic/noisy/amht_lrs/seed0/metrics.json").read_text())
+    assert metrics["paper"] == "lrs" and metrics["split"] == "noisy"
+    assert metrics["overall"]["beats_baselines"] in (0.0, 1.0)
+    assert metrics["overall"]["error_to_oracle"] >= 1.0 - 1e-9 or metrics["overall"]["error_to_oracle"] > 0
+    oracle = json.loads((tmp_path / "runs/synthetic/floor/oracle/seed0/metrics.json").read_text())
+    assert oracle["overall"]["subspace_distance"] < 1e-12
+    expected = load_expected(lrs_expected := (lrs.Path(lrs.__file__).parents[1] / "expected" / "lrs.yaml"))
+    assert expected.paper == "lrs" and all(e.dataset == "synthetic" for e in expected.entries)
+    card = build_scorecard("lrs", "smoke", lrs_expected, runs, tmp_path / "card.md", tmp_path / "card.csv")
+    table = pd.read_csv(tmp_path / "card.csv")
+    assert "not_run" not in set(table["verdict"].fillna(""))
+    assert card is not None
