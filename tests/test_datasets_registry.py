@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from pathlib import Path
 
 import pytest
+from conftest import mirror_path
 
 from recrepro.datasets import DATASETS, DatasetSpec, fetch_dataset, get_dataset, load_raw
 
@@ -31,13 +31,7 @@ EXPECTED_NAMES = {
 }
 
 
-def _mirror() -> Path | None:
-    env = os.environ.get("RECREPRO_MIRROR")
-    path = Path(env) if env else Path(__file__).parents[1] / ".." / "shared" / "datasets"
-    return path.resolve() if path.is_dir() else None
-
-
-MIRROR = _mirror()
+MIRROR = mirror_path()
 requires_mirror = pytest.mark.skipif(
     MIRROR is None, reason="dataset mirror ../shared/datasets (or $RECREPRO_MIRROR) absent"
 )

@@ -7,7 +7,6 @@ import hashlib
 import http.server
 import io
 import json
-import os
 import shutil
 import tarfile
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from conftest import mirror_path
 
 from recrepro.datasets import (
     ChecksumError,
@@ -29,13 +29,7 @@ from recrepro.datasets import (
 from recrepro.datasets.download import Expected, download_url, fetch_spec
 
 
-def _mirror() -> Path | None:
-    env = os.environ.get("RECREPRO_MIRROR")
-    path = Path(env) if env else Path(__file__).parents[1] / ".." / "shared" / "datasets"
-    return path.resolve() if path.is_dir() else None
-
-
-MIRROR = _mirror()
+MIRROR = mirror_path()
 requires_mirror = pytest.mark.skipif(
     MIRROR is None, reason="dataset mirror ../shared/datasets (or $RECREPRO_MIRROR) absent"
 )

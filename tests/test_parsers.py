@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import gzip
 import io
-import os
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import mirror_path
 
 from recrepro.datasets import DATASETS, DataFormatError, fetch_dataset, load_raw
 from recrepro.datasets import parsers
 from recrepro.io import write_parquet
 
 
-def _mirror() -> Path | None:
-    env = os.environ.get("RECREPRO_MIRROR")
-    path = Path(env) if env else Path(__file__).parents[1] / ".." / "shared" / "datasets"
-    return path.resolve() if path.is_dir() else None
-
-
-MIRROR = _mirror()
+MIRROR = mirror_path()
 requires_mirror = pytest.mark.skipif(
     MIRROR is None, reason="dataset mirror ../shared/datasets (or $RECREPRO_MIRROR) absent"
 )

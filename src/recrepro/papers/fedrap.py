@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import write_parquet, write_text
+from recrepro.papers.rules import protocol_split_dir, protocol_splits
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.
@@ -129,17 +130,13 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
 
 
 # ----------------------------------------------------------------------------- rule helpers
-def rule_splits(config: dict[str, Any], tier: str) -> list[tuple[str, str, int]]:
+def rule_splits(config: Mapping[str, Any], tier: str) -> list[tuple[str, str, int]]:
     """(dataset, split, split_seed) of the tier's ``fedrap``-protocol data entries."""
-    return [(e["dataset"], e["split"], e.get("seeds", [0])[0])
-            for e in config["tiers"][tier]["data"] if e["protocol"] == "fedrap"]
+    return protocol_splits(config, tier, "fedrap")
 
 
-def rule_split_dir(config: dict[str, Any], tier: str, dataset: str, split: str) -> str:
-    for d, s, seed in rule_splits(config, tier):
-        if (d, s) == (dataset, split):
-            return f"{config['data']['root']}/splits/{d}/fedrap/{s}/seed{seed}"
-    raise ValueError(f"fedrap: no {tier} fedrap split for {dataset}/{split}")
+def rule_split_dir(config: Mapping[str, Any], tier: str, dataset: str, split: str) -> str:
+    return protocol_split_dir(config, tier, "fedrap", dataset, split)
 
 
 def rule_settings(config: dict[str, Any], tier: str, dataset: str, variant: str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import write_parquet, write_text
+from recrepro.papers.rules import protocol_split_dir, protocol_splits
 
 __all__ = ["main", "run_variant", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed",
            "rule_run_dir", "rule_split_dir", "TABLE_METRICS"]
@@ -46,15 +47,11 @@ METHOD_ORDER = ["lambdafix", "lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lam
 # ----------------------------------------------------------------------------- rule helpers
 def rule_splits(config: Mapping[str, Any], tier: str) -> list[tuple[str, str, int]]:
     """(dataset, split, split_seed) of the tier's ``lambdaopt``-protocol data entries."""
-    return [(e["dataset"], e["split"], e.get("seeds", [0])[0])
-            for e in config["tiers"][tier]["data"] if e["protocol"] == "lambdaopt"]
+    return protocol_splits(config, tier, "lambdaopt")
 
 
 def rule_split_dir(config: Mapping[str, Any], tier: str, dataset: str, split: str) -> str:
-    for d, s, seed in rule_splits(config, tier):
-        if (d, s) == (dataset, split):
-            return f"{config['data']['root']}/splits/{d}/lambdaopt/{s}/seed{seed}"
-    raise ValueError(f"lambdaopt: no {tier} lambdaopt split for {dataset}/{split}")
+    return protocol_split_dir(config, tier, "lambdaopt", dataset, split)
 
 
 def rule_settings(config: Mapping[str, Any], tier: str, dataset: str, variant: str) -> dict[str, Any]:
