@@ -88,3 +88,42 @@ class Recommender(ABC):
             matrix = matrix.copy()
             matrix.sum_duplicates()
         return matrix
+
+
+class TorchFactorModel(Recommender):
+    """A dot-product model whose factors are torch tensors ``U [n_users, d]`` and ``V [n_items, d]``.
+
+    Subclasses set ``self.U``, ``self.V`` and ``self.device`` in :meth:`fit` and implement
+    :meth:`fold_in` (factors for the rows of a history matrix with ``V`` fixed); scoring,
+    the factor properties and :meth:`fold_in_users` are shared.
+    """
+
+    U: Any = None
+    V: Any = None
+    device: Any = "cpu"
+
+    def fold_in(self, history: sp.csr_matrix) -> Any:  # pragma: no cover - abstract in practice
+        raise NotImplementedError
+
+    def fold_in_users(self, history: sp.csr_matrix) -> None:
+        """Replace the factors of the users with entries in ``history`` by their fold-in solution."""
+        import torch
+
+        rows = torch.as_tensor(np.flatnonzero(np.diff(sp.csr_matrix(history).indptr) > 0), device=self.device)
+        folded = self.fold_in(history)
+        self.U[rows] = folded[rows]
+
+    def score(self, user_ids: np.ndarray) -> np.ndarray:
+        import torch
+
+        self._check_fitted()
+        users = torch.as_tensor(np.asarray(user_ids, dtype=np.int64), device=self.device)
+        return (self.U[users] @ self.V.T).float().cpu().numpy()
+
+    @property
+    def user_factors(self) -> np.ndarray | None:
+        return None if self.U is None else self.U.cpu().numpy()
+
+    @property
+    def item_factors(self) -> np.ndarray | None:
+        return None if self.V is None else self.V.cpu().numpy()

@@ -48,7 +48,7 @@ from recrepro.models.ials import (
     observed_predictions,
     solve_rows,
 )
-from recrepro.models.base import Recommender
+from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
 
 __all__ = ["ExADMM", "prox_sherman_morrison", "u_step", "s_step"]
@@ -114,7 +114,7 @@ def s_step(ubar: torch.Tensor, w: torch.Tensor, gram_v: torch.Tensor, lam_expo: 
     return rho * torch.linalg.solve(a, (ubar + w).unsqueeze(-1)).squeeze(-1)
 
 
-class ExADMM(Recommender):
+class ExADMM(TorchFactorModel):
     """exADMM (iALS + exposure regulariser Λ‖Vs‖², ADMM with a linearised U-step).
 
     Parameters
@@ -256,23 +256,4 @@ class ExADMM(Recommender):
         out = torch.zeros(hist.shape[0], self.dim, dtype=self.dtype, device=self.device)
         out[torch.as_tensor(active, device=self.device)] = U
         return out
-
-    def fold_in_users(self, history: sp.csr_matrix) -> None:
-        """Replace the factors of the users with entries in ``history`` by their fold-in solution."""
-        rows = torch.as_tensor(np.flatnonzero(np.diff(sp.csr_matrix(history).indptr) > 0), device=self.device)
-        folded = self.fold_in(history)
-        self.U[rows] = folded[rows]
-
-    def score(self, user_ids: np.ndarray) -> np.ndarray:
-        self._check_fitted()
-        users = torch.as_tensor(np.asarray(user_ids, dtype=np.int64), device=self.device)
-        return (self.U[users] @ self.V.T).float().cpu().numpy()
-
-    @property
-    def user_factors(self) -> np.ndarray | None:
-        return None if self.U is None else self.U.cpu().numpy()
-
-    @property
-    def item_factors(self) -> np.ndarray | None:
-        return None if self.V is None else self.V.cpu().numpy()
 

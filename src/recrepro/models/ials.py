@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.base import Recommender
+from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
 
 __all__ = ["IALS", "RowGroups", "build_row_groups", "normal_equations", "solve_rows", "frequency_l2"]
@@ -166,7 +166,7 @@ def observed_predictions(matrix: sp.csr_matrix, users: torch.Tensor, items: torc
     return (users[r] * items[c]).sum(dim=1)
 
 
-class IALS(Recommender):
+class IALS(TorchFactorModel):
     """Rendle-style iALS with frequency-scaled L2 and batched exact solves.
 
     Parameters
@@ -271,23 +271,3 @@ class IALS(Recommender):
         out = torch.zeros(hist.shape[0], self.dim, dtype=self.dtype, device=self.device)
         groups = build_row_groups(hist, self.dim, self.device)
         return solve_rows(self.V, groups, self.alpha0 * (self.V.T @ self.V), lam, out)
-
-    def fold_in_users(self, history: sp.csr_matrix) -> None:
-        """Replace the factors of the users with entries in ``history`` by their fold-in solution."""
-        rows = torch.as_tensor(np.flatnonzero(np.diff(sp.csr_matrix(history).indptr) > 0), device=self.device)
-        folded = self.fold_in(history)
-        self.U[rows] = folded[rows]
-
-    # ------------------------------------------------------------------ scoring
-    def score(self, user_ids: np.ndarray) -> np.ndarray:
-        self._check_fitted()
-        users = torch.as_tensor(np.asarray(user_ids, dtype=np.int64), device=self.device)
-        return (self.U[users] @ self.V.T).float().cpu().numpy()
-
-    @property
-    def user_factors(self) -> np.ndarray | None:
-        return None if self.U is None else self.U.cpu().numpy()
-
-    @property
-    def item_factors(self) -> np.ndarray | None:
-        return None if self.V is None else self.V.cpu().numpy()
