@@ -48,23 +48,16 @@ def dataset_root() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"
 
 
-def read_lightgcn_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    users, items = [], []
-    for line in path.read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 1:
-            ids = np.array(fields[1:], dtype=np.int64)
-            users.append(np.full(ids.size, int(fields[0]), dtype=np.int64))
-            items.append(ids)
-    return np.concatenate(users), np.concatenate(items)
-
-
 def load():
     from recrepro.evaluation import interactions_to_csr
 
+    from recrepro.datasets.parsers import read_lightgcn_split
+
     root = dataset_root() / "gowalla"
-    train_u, train_i = read_lightgcn_txt(root / "train.txt")
-    test_u, test_i = read_lightgcn_txt(root / "test.txt")
+    frame = read_lightgcn_split(root / "train.txt", root / "test.txt")
+    is_train = (frame["part"] == "train").to_numpy()
+    users, items = frame["user"].to_numpy(np.int64), frame["item"].to_numpy(np.int64)
+    train_u, train_i, test_u, test_i = users[is_train], items[is_train], users[~is_train], items[~is_train]
     n_users = int(max(train_u.max(), test_u.max())) + 1
     n_items = int(max(train_i.max(), test_i.max())) + 1
     train = interactions_to_csr(train_u, train_i, n_users, n_items)

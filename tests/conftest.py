@@ -21,6 +21,17 @@ def mirror_path() -> Path | None:
     return None
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Small batched torch ops run fastest on one thread (and do not fight other jobs); restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import mirror_path
 import scipy.sparse as sp
 
 from recrepro.evaluation import evaluate_full_ranking, evaluate_sampled, interactions_to_csr
@@ -99,20 +99,17 @@ def test_unfitted_and_interface():
 
 
 def mirror() -> Path:
-    env = os.environ.get("RECREPRO_MIRROR")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"
+    return mirror_path() or Path("/nonexistent-mirror")
 
 
-def read_lightgcn_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Minimal parser of LightGCN's ``user item item ...`` lines (the real parser lives elsewhere)."""
-    users, items = [], []
-    for line in path.read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 1:
-            ids = np.array(fields[1:], dtype=np.int64)
-            users.append(np.full(ids.size, int(fields[0]), dtype=np.int64))
-            items.append(ids)
-    return np.concatenate(users), np.concatenate(items)
+def read_lightgcn_gowalla(root: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train users, train items, test users, test items) through the registry's parser."""
+    from recrepro.datasets.parsers import read_lightgcn_split
+
+    frame = read_lightgcn_split(root / "train.txt", root / "test.txt")
+    is_train = (frame["part"] == "train").to_numpy()
+    users, items = frame["user"].to_numpy(np.int64), frame["item"].to_numpy(np.int64)
+    return users[is_train], items[is_train], users[~is_train], items[~is_train]
 
 
 @pytest.mark.realdata
@@ -120,8 +117,7 @@ def test_gowalla_most_popular_anchor():
     root = mirror() / "gowalla"
     if not (root / "train.txt").exists():
         pytest.skip(f"dataset mirror not found at {root}")
-    train_u, train_i = read_lightgcn_txt(root / "train.txt")
-    test_u, test_i = read_lightgcn_txt(root / "test.txt")
+    train_u, train_i, test_u, test_i = read_lightgcn_gowalla(root)
     n_users = int(max(train_u.max(), test_u.max())) + 1
     n_items = int(max(train_i.max(), test_i.max())) + 1
     assert (n_users, n_items, train_u.size, test_u.size) == (29858, 40981, 810128, 217242)

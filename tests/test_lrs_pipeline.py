@@ -31,14 +31,7 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_sweeps_have_the_expected_rows_and_figures_draw(tmp_path):

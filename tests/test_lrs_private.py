@@ -13,15 +13,7 @@ from recrepro.lrs.private import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Small batched ops run fastest on one thread (and do not fight the other jobs); restored after."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_accountant_hand_computed():
