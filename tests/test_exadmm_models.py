@@ -44,15 +44,16 @@ def test_row_groups_cover_every_entry_once():
         assert seen[r] == sorted(R[r].indices.tolist())
 
 
+@pytest.mark.parametrize("method", ["auto", "primal", "dual"])
 @pytest.mark.parametrize("budget", [1 << 24, 30])
-def test_ials_user_solve_equals_explicit_normal_equations(budget):
+def test_ials_user_solve_equals_explicit_normal_equations(budget, method):
     torch.manual_seed(0)
     R = _random_csr(15, 11, 0.3, 1)
     d, alpha0 = 5, 0.3
     V = torch.randn(11, d, dtype=torch.float64)
     lam = torch.as_tensor(frequency_l2(np.diff(R.indptr), 0.01, alpha0, 11, 1.0))
     out = torch.zeros(15, d, dtype=torch.float64)
-    solve_rows(V, build_row_groups(R, d, budget=budget), alpha0 * (V.T @ V), lam, out)
+    solve_rows(V, build_row_groups(R, d, budget=budget), alpha0 * (V.T @ V), lam, out, method=method)
     for u in range(15):
         Vi = V[R[u].indices]
         A = alpha0 * V.T @ V + lam[u] * torch.eye(d, dtype=torch.float64) + Vi.T @ Vi
@@ -181,3 +182,26 @@ def test_exadmm_converges_and_lowers_exposure_concentration():
     folded = fair.fold_in(_random_csr(10, 30, 0.2, 9))
     assert folded.shape == (10, 4) and torch.isfinite(folded).all()
     assert len(fair.fold_in_history) == 20
+
+
+def test_row_solves_in_parallel_threads_equal_serial_and_dual_equals_primal():
+    # many small groups (tiny budget) dealt to 2 worker threads give the serial result;
+    # the dual (push-through) form equals the primal normal equations
+    R = _random_csr(60, 30, 0.3, 7)
+    d = 6
+    V = torch.randn(30, d, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    s = torch.randn(d, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    constant = 0.2 * (V.T @ V) + 5.0 * torch.outer(s, s)  # exADMM's V-step constant is not α0·G alone
+    lam = torch.as_tensor(frequency_l2(np.diff(R.indptr), 0.01, 0.2, 30, 1.0))
+    groups = build_row_groups(R, d, budget=40)
+    assert len(groups.rows) > 4
+    results = {}
+    for method in ("primal", "dual"):
+        for workers in (1, 2):
+            out = torch.zeros(60, d, dtype=torch.float64)
+            results[method, workers] = solve_rows(V, groups, constant, lam, out, method=method, workers=workers)
+    torch.testing.assert_close(results["primal", 2], results["primal", 1], rtol=0, atol=0)
+    torch.testing.assert_close(results["dual", 1], results["primal", 1], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(results["dual", 2], results["dual", 1], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="method"):
+        solve_rows(V, groups, constant, lam, torch.zeros(60, d, dtype=torch.float64), method="cg")

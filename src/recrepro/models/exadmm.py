@@ -42,8 +42,10 @@ import scipy.sparse as sp
 import torch
 
 from recrepro.models.ials import (
+    RowGroups,
     _init_factors,
     build_row_groups,
+    map_groups,
     frequency_l2,
     observed_predictions,
     solve_rows,
@@ -51,7 +53,7 @@ from recrepro.models.ials import (
 from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
 
-__all__ = ["ExADMM", "prox_sherman_morrison", "u_step", "s_step"]
+__all__ = ["ExADMM", "observed_hessian_product", "prox_sherman_morrison", "u_step", "s_step"]
 
 
 def prox_sherman_morrison(u_hat: torch.Tensor, eta: float, rho: float) -> torch.Tensor:
@@ -61,37 +63,41 @@ def prox_sherman_morrison(u_hat: torch.Tensor, eta: float, rho: float) -> torch.
     return u_hat - c * u_hat.mean(dim=0, keepdim=True)
 
 
-#: Observed entries processed per chunk in the U-step (bounds the [chunk, d] scratch).
-CHUNK_ENTRIES = 1 << 22
-
-
-def observed_hessian_product(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix,
-                             hessian: str = "full") -> torch.Tensor:
+def observed_hessian_product(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix | RowGroups,
+                             hessian: str = "full", workers: int | None = None) -> torch.Tensor:
     """``Σ_{i∈I_u} (M_ui u_u − v_i)`` for every row u: the observed part of ``H_u u_u − b_u``.
 
-    ``hessian="full"``: ``M_ui = v_i v_iᵀ`` (the paper's gradient).  ``hessian="lower"``:
-    ``M_ui = tril(v_i v_iᵀ)``, what the official ``ProjectU`` multiplies with (its
-    ``rankUpdate`` fills only the lower triangle of H_u, but the product uses the whole
-    matrix; docs/deviations.md#exadmm-u-step-hessian).  O(|R| d), chunked over entries.
+    ``hessian="full"``: ``M_ui = v_i v_iᵀ`` (the paper's gradient): per row group, one
+    gather ``V_h`` ``[b, L, d]`` and two batched matrix-vector products
+    ``V_hᵀ(V_h u_u − 1)``.  ``hessian="lower"``: ``M_ui = tril(v_i v_iᵀ)``, what the
+    official ``ProjectU`` multiplies with (its ``rankUpdate`` fills only the lower triangle
+    of H_u, but the product uses the whole matrix; docs/deviations.md#exadmm-u-step-hessian):
+    ``(tril(v vᵀ) u)_a = v_a Σ_{b≤a} v_b u_b``.  ``by_user`` is the CSR matrix or its
+    :func:`~recrepro.models.ials.build_row_groups` (built once per fit); padding points at a
+    zero row and contributes nothing.  O(|R| d); groups run in parallel as in
+    :func:`~recrepro.models.ials.solve_rows`.
     """
+    groups = by_user if isinstance(by_user, RowGroups) else build_row_groups(by_user, U.shape[1], str(U.device))
     n, d = U.shape
     out = torch.zeros(n, d, dtype=U.dtype, device=U.device)
-    rows = np.repeat(np.arange(by_user.shape[0], dtype=np.int64), np.diff(by_user.indptr))
-    cols = by_user.indices.astype(np.int64)
-    step = max(1, CHUNK_ENTRIES // max(d, 1))
-    for start in range(0, rows.size, step):
-        r = torch.as_tensor(rows[start:start + step], device=U.device)
-        c = torch.as_tensor(cols[start:start + step], device=U.device)
-        vc, ur = V[c], U[r]
+    if not groups.rows:
+        return out
+    ext = torch.cat([V, V.new_zeros(1, d)], dim=0)
+
+    def group_product(rows: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        hist = ext[idx]  # [b, L, d]
+        u = U[rows].unsqueeze(-1)  # [b, d, 1]
         if hessian == "full":
-            contrib = vc * ((ur * vc).sum(dim=1, keepdim=True) - 1.0)
-        else:  # (tril(v vᵀ) u)_a = v_a Σ_{b<=a} v_b u_b
-            contrib = vc * torch.cumsum(ur * vc, dim=1) - vc
-        out.index_add_(0, r, contrib)
+            residual = torch.bmm(hist, u) - 1.0  # [b, L, 1]; padding rows of hist are zero
+            return torch.bmm(hist.mT, residual).squeeze(-1)
+        return (hist * torch.cumsum(hist * u.mT, dim=2)).sum(dim=1) - hist.sum(dim=1)
+
+    parts = map_groups(group_product, groups, workers)
+    out[torch.cat(list(groups.rows))] = torch.cat(parts)
     return out
 
 
-def u_step(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix, lam_u: torch.Tensor, gram_v: torch.Tensor,
+def u_step(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix | RowGroups, lam_u: torch.Tensor, gram_v: torch.Tensor,
            alpha0: float, eta: float, rho: float, s: torch.Tensor, w: torch.Tensor,
            hessian: str = "full") -> torch.Tensor:
     """One linearised proximal-gradient U-step (gradient part, then the global prox).
@@ -178,6 +184,7 @@ class ExADMM(TorchFactorModel):
         lam_u = self._t(frequency_l2(deg_u, self.l2, self.alpha0, self.n_items, self.l2_exp))
         lam_i = self._t(frequency_l2(deg_i, self.l2, self.alpha0, n, self.l2_exp))
         item_groups = build_row_groups(by_user.T.tocsr(), self.dim, self.device)
+        user_groups = build_row_groups(by_user, self.dim, self.device)
         gen = torch.Generator().manual_seed(self.seed)
         U = _init_factors(n, self.dim, self.stdev, gen, self.dtype, self.device)
         V = _init_factors(self.n_items, self.dim, self.stdev, gen, self.dtype, self.device)
@@ -190,7 +197,7 @@ class ExADMM(TorchFactorModel):
             constant = self.alpha0 * (U.T @ U) + lam_expo * torch.outer(s, s)
             solve_rows(U, item_groups, constant, lam_i, V)
             gram_v = V.T @ V
-            U = u_step(U, V, by_user, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
+            U = u_step(U, V, user_groups, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
                        self.u_step_hessian)
             ubar = U.mean(dim=0)
             s = s_step(ubar, w, gram_v, lam_expo, rho)
@@ -239,13 +246,14 @@ class ExADMM(TorchFactorModel):
         lam_expo, rho = self.strengths(n)
         lam_u = self._t(frequency_l2(np.diff(sub.indptr), self.l2, self.alpha0, self.n_items, self.l2_exp))
         gram_v = self.V.T @ self.V
+        user_groups = build_row_groups(sub, self.dim, self.device)
         U = torch.zeros(n, self.dim, dtype=self.dtype, device=self.device)
         s = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
         w = torch.zeros_like(s)
         self.fold_in_history = []
         for it in range(1, self.pred_iterations + 1):
             U_prev = U
-            U = u_step(U, self.V, sub, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
+            U = u_step(U, self.V, user_groups, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
                        self.u_step_hessian)
             ubar = U.mean(dim=0)
             s = s_step(ubar, w, gram_v, lam_expo, rho)
