@@ -40,7 +40,12 @@ def time_ours(train, family: str, dim: int, epochs: int) -> tuple[dict, object]:
     from recrepro.models.ials import IALS
 
     kw = dict(dim=dim, alpha0=0.1, l2=0.002, epochs=epochs, seed=0, log_losses=False)
-    model = IALS(**kw) if family == "ials" else ExADMM(exposure_reg=1e-3, admm_penalty=0.01, learning_rate=0.01, **kw)
+    if family == "ials_cg":
+        model = IALS(solver="cg", cg_steps=3, **kw)
+    elif family == "ials":
+        model = IALS(**kw)
+    else:
+        model = ExADMM(exposure_reg=1e-3, admm_penalty=0.01, learning_rate=0.01, **kw)
     cpu = time.process_time()
     model.fit(train)
     cpu = time.process_time() - cpu
@@ -78,6 +83,7 @@ def main() -> None:
     out = {"dataset": "gowalla (LightGCN train)", "dim": args.dim, "threads": torch.get_num_threads(),
            "train_nnz": int(train.nnz), "shape": list(train.shape)}
     out["ours_ials"], _ = time_ours(train, "ials", args.dim, args.epochs)
+    out["ours_ials_cg3"], _ = time_ours(train, "ials_cg", args.dim, args.epochs)
     out["ours_exadmm"], _ = time_ours(train, "exadmm", args.dim, args.epochs)
     out["implicit_exact"] = time_implicit(train, args.dim, args.epochs, use_cg=False) or "not installed"
     out["implicit_cg"] = time_implicit(train, args.dim, args.epochs, use_cg=True) or "not installed"

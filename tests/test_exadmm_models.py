@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import torch
 
 from recrepro.models.exadmm import ExADMM, prox_sherman_morrison, s_step, u_step
-from recrepro.models.ials import IALS, build_row_groups, frequency_l2, solve_rows
+from recrepro.models.ials import IALS, build_row_groups, cg_rows, frequency_l2, solve_rows
 
 
 def _random_csr(n: int, m: int, density: float, seed: int) -> sp.csr_matrix:
@@ -205,3 +205,32 @@ def test_row_solves_in_parallel_threads_equal_serial_and_dual_equals_primal():
     torch.testing.assert_close(results["dual", 2], results["dual", 1], rtol=0, atol=0)
     with pytest.raises(ValueError, match="method"):
         solve_rows(V, groups, constant, lam, torch.zeros(60, d, dtype=torch.float64), method="cg")
+
+
+def test_cg_rows_converge_to_the_exact_solves_and_one_step_is_steepest_descent():
+    R = _random_csr(40, 25, 0.3, 11)
+    d = 5
+    V = torch.randn(25, d, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    constant = 0.3 * (V.T @ V)
+    lam = torch.as_tensor(frequency_l2(np.diff(R.indptr), 0.01, 0.3, 25, 1.0))
+    groups = build_row_groups(R, d, budget=50)
+    exact = solve_rows(V, groups, constant, lam, torch.zeros(40, d, dtype=torch.float64))
+    # d CG iterations solve a d-dimensional SPD system exactly (up to rounding)
+    cg = cg_rows(V, groups, constant, lam, torch.zeros(40, d, dtype=torch.float64), steps=d)
+    torch.testing.assert_close(cg, exact, rtol=1e-8, atol=1e-8)
+    # one step from x = 0: x = (rᵀr / rᵀAr) r with r = b (hand formula for row 0)
+    one = cg_rows(V, groups, constant, lam, torch.zeros(40, d, dtype=torch.float64), steps=1)
+    Vi = V[R[0].indices]
+    A = constant + lam[0] * torch.eye(d, dtype=torch.float64) + Vi.T @ Vi
+    b = Vi.sum(0)
+    torch.testing.assert_close(one[0], (b @ b) / (b @ A @ b) * b)
+
+
+def test_ials_cg_solver_reaches_the_exact_solvers_loss():
+    R = _random_csr(50, 30, 0.2, 12)
+    exact = IALS(dim=4, alpha0=0.2, l2=0.01, epochs=8, seed=1, dtype=torch.float64).fit(R)
+    cg = IALS(dim=4, alpha0=0.2, l2=0.01, epochs=8, seed=1, dtype=torch.float64, solver="cg", cg_steps=3).fit(R)
+    assert cg.history[-1]["loss"] == pytest.approx(exact.history[-1]["loss"], rel=0.02)
+    assert cg.history[-1]["loss"] < cg.history[0]["loss"]
+    with pytest.raises(ValueError, match="solver"):
+        IALS(solver="lu")

@@ -40,7 +40,7 @@ from recrepro.io import read_json, write_json, write_text
 FAMILIES = ("ials", "exadmm", "fairrec")
 DEFAULT_METRICS = ("recall_liang", "ndcg", "coverage", "gini", "gini_pos")
 MODEL_KEYS = {
-    "ials": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "log_losses"),
+    "ials": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "log_losses", "solver", "cg_steps"),
     "exadmm": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "exposure_reg", "admm_penalty",
                "learning_rate", "pred_iterations", "strength_scaling", "u_step_hessian", "log_losses"),
 }
