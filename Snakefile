@@ -16,6 +16,7 @@ include: "workflow/rules/prism.smk"
 include: "workflow/rules/lambdaopt.smk"
 include: "workflow/rules/fedrap.smk"
 include: "workflow/rules/lrs.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -117,6 +117,22 @@ def test_smoke_run_records_provenance(smoke_run):
     assert record["split"]["verified"] is True
 
 
+def test_smoke_report_bundles_every_figure_scorecard_and_table(smoke_run):
+    # issue 9, acceptance 3: one HTML file with every figure and scorecard of the run
+    out = smoke_run / "results" / "report.html"
+    snakemake("--report", str(out), "--directory", str(smoke_run), "--configfile", str(REPO / "config.yaml"),
+              timeout=600)
+    page = out.read_text()
+    figures = sorted(p.relative_to(smoke_run).as_posix() for p in smoke_run.glob("results/smoke/*/figures/**/*.pdf"))
+    cards = sorted(p.relative_to(smoke_run).as_posix() for p in smoke_run.glob("results/smoke/*/scorecard.md"))
+    assert figures and len(cards) >= 6
+    for path in figures + [c.removesuffix(".md") + ".html" for c in cards]:
+        assert path in page, path
+    for table in smoke_run.glob("results/smoke/*/**/*.md"):  # every table: as its HTML page, or as itself
+        rel = table.relative_to(smoke_run).as_posix()
+        assert rel in page or rel.removesuffix(".md") + ".html" in page, rel
+
+
 @pytest.mark.realdata
 def test_fetch_rule_refuses_a_corrupted_mirror_and_leaves_nothing(mirror, tmp_path):
     bad_mirror = tmp_path / "mirror"

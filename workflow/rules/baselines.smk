@@ -21,6 +21,9 @@ rule evaluate_baseline:
     conda:
         ENV_CPU
     threads: config["threads"]
+    resources:
+        mem_mb=res_mem_mb("evaluate"),
+        runtime=res_runtime("evaluate"),
     params:
         cli=RECREPRO,
         evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
@@ -59,6 +62,10 @@ rule baselines_scorecard:
         "logs/benchmarks/baselines/{tier}/scorecard.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
     shell:
@@ -82,6 +89,10 @@ rule baselines_figure:
         "logs/benchmarks/baselines/{tier}/figure.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
     shell:

@@ -42,6 +42,47 @@ RECREPRO = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}} {_python
 RECREPRO_MODULE = RECREPRO.rsplit(" -m ", 1)[0] + " -m"
 ENV_CPU = "../../envs/cpu.yaml"
 
+# Per-job resources for cluster submission (profiles/slurm), from the dataset's size: every rule's
+# `resources:` uses these (kinds and formulas: recrepro.resources.estimate), scaled by `attempt`.
+from recrepro.resources import dataset_size, estimate  # noqa: E402
+
+GPU_JOBS = str(config["device"]).startswith("cuda")
+# Under --sdm conda with device: cuda, every rule's `conda: ENV_CPU` gets the CUDA build of torch.
+if GPU_JOBS:
+    ENV_CPU = "../../envs/gpu.yaml"
+
+
+def _job_estimate(kind, wildcards, attempt, dataset=None, **kwargs):
+    wc = dict(wildcards.items()) if wildcards is not None else {}
+    size = dataset_size(dataset or wc.get("dataset"), config, DATA, wc.get("protocol"))
+    return estimate(
+        kind,
+        size,
+        attempt=attempt,
+        batch_size=config["evaluation"]["batch_size"],
+        gpu=GPU_JOBS and kind == "train",
+        **kwargs,
+    )
+
+
+def res_mem_mb(kind, dataset=None, **kwargs):
+    """`mem_mb=` of a rule's resources (MB, times the attempt)."""
+    return lambda wildcards, attempt: _job_estimate(
+        kind, wildcards, attempt, dataset, **kwargs
+    )["mem_mb"]
+
+
+def res_runtime(kind, dataset=None, **kwargs):
+    """`runtime=` of a rule's resources (minutes, times the attempt)."""
+    return lambda wildcards, attempt: _job_estimate(
+        kind, wildcards, attempt, dataset, **kwargs
+    )["runtime"]
+
+
+def res_gpu(kind="train"):
+    """`gpu=`: 1 for torch training jobs when `device: cuda` (SLURM: --gpus=1), else 0 (none asked)."""
+    return 1 if GPU_JOBS and kind == "train" else 0
+
 
 # The synthetic dataset is generated, every other one is fetched.
 wildcard_constraints:

@@ -10,6 +10,10 @@ rule synthesize_data:
         "logs/benchmarks/data/synthesize.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("data"),
+        runtime=res_runtime("data"),
     params:
         cli=RECREPRO,
         spec=as_json(config["data"]["synthetic"]),
@@ -29,6 +33,8 @@ rule fetch_dataset:
         ENV_CPU
     resources:
         downloads=1,
+        mem_mb=res_mem_mb("data"),
+        runtime=res_runtime("data"),
     params:
         cli=RECREPRO,
         mirror=(
@@ -57,6 +63,10 @@ rule preprocess_dataset:
         "logs/benchmarks/data/preprocess/{dataset}/{protocol}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("data"),
+        runtime=res_runtime("data"),
     params:
         cli=RECREPRO,
         protocols=as_json(config["protocols"]),
@@ -81,6 +91,10 @@ rule split_dataset:
         "logs/benchmarks/data/split/{dataset}/{protocol}/{split}/seed{seed}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("data"),
+        runtime=res_runtime("data"),
     params:
         cli=RECREPRO,
         split_params=lambda wc: as_json(split_params(wc)),

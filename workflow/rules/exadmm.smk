@@ -30,6 +30,10 @@ rule exadmm_train:
     conda:
         ENV_CPU
     threads: config["threads"]
+    resources:
+        mem_mb=res_mem_mb("train"),
+        runtime=res_runtime("train"),
+        gpu=res_gpu("train"),
     params:
         cli=RECREPRO_MODULE,
         point=lambda wc: as_json(
@@ -79,6 +83,10 @@ rule exadmm_tradeoff:
         "logs/benchmarks/exadmm/{tier}/fig1_tradeoff.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         ks=as_json(EXADMM.get("figure_ks", [20, 100])),
@@ -105,6 +113,10 @@ rule exadmm_scalability:
     conda:
         ENV_CPU
     threads: config["threads"]
+    resources:
+        mem_mb=res_mem_mb("train"),
+        runtime=res_runtime("train"),
+        gpu=res_gpu("train"),
     params:
         cli=RECREPRO_MODULE,
         entry=lambda wc: as_json(exadmm_wf.smk_entry(config, wc.tier, wc.dataset)),
@@ -134,6 +146,10 @@ rule exadmm_convergence:
         "logs/benchmarks/exadmm/{tier}/fig3_convergence.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
     shell:
@@ -153,6 +169,10 @@ rule exadmm_table:
         "logs/benchmarks/exadmm/{tier}/table4.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         select=EXADMM.get("select", "ndcg@20"),
@@ -175,6 +195,10 @@ rule exadmm_scorecard:
         "logs/benchmarks/exadmm/{tier}/scorecard.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
     shell:

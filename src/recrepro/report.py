@@ -1,0 +1,140 @@
+"""Scorecards as self-contained HTML pages for ``snakemake --report`` (issue 9).
+
+Snakemake's report shows HTML inline but offers Markdown only as a download, so each paper's
+``scorecard.md`` is rendered here (the small Markdown subset :mod:`recrepro.scorecard` writes:
+headings, paragraphs, pipe tables, bold, code spans, links), headed by the verdict counts from
+``scorecard.csv``.
+
+    python -m recrepro.report scorecard-html --md scorecard.md --csv scorecard.csv --out scorecard.html
+    python -m recrepro.report table-html --md tables/results.md --out tables/results.html
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import re
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["markdown_to_html", "scorecard_html", "table_html", "verdict_counts"]
+
+_STYLE = """
+body { font-family: sans-serif; font-size: 13px; margin: 1em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+td.within { background: #e3f6e3; } td.deviates { background: #fbe3e3; } td.not_run { background: #eee; }
+.counts span { margin-right: 1.5em; }
+"""
+
+
+def _inline(text: str) -> str:
+    out = html.escape(text, quote=False)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    out = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+    out = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', out)
+    return out
+
+
+def _cells(line: str) -> list[str]:
+    body = line.strip().strip("|")
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", body)]
+
+
+def markdown_to_html(md: str) -> str:
+    """The body HTML of ``md`` (headings, paragraphs, pipe tables, bold, code spans, links)."""
+    parts: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        heading = re.match(r"^(#{1,6})\s+(.*)$", line)
+        if heading:
+            level = len(heading.group(1))
+            parts.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+            i += 1
+            continue
+        if line.lstrip().startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                rows.append(lines[i])
+                i += 1
+            header = _cells(rows[0])
+            body = [r for r in rows[1:] if not re.fullmatch(r"\s*\|?[\s:\-|]+\|?\s*", r)]
+            verdict_col = header.index("verdict") if "verdict" in header else None
+            out = ["<table>", "<tr>" + "".join(f"<th>{_inline(h)}</th>" for h in header) + "</tr>"]
+            for row in body:
+                cells = _cells(row)
+                tds = []
+                for k, cell in enumerate(cells):
+                    cls = f' class="{html.escape(cell)}"' if k == verdict_col and cell else ""
+                    tds.append(f"<td{cls}>{_inline(cell)}</td>")
+                out.append("<tr>" + "".join(tds) + "</tr>")
+            out.append("</table>")
+            parts.append("\n".join(out))
+            continue
+        para = []
+        while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("|", "#")):
+            para.append(lines[i].strip())
+            i += 1
+        parts.append(f"<p>{_inline(' '.join(para))}</p>")
+    return "\n".join(parts)
+
+
+def verdict_counts(csv_path: str | Path) -> Counter:
+    """Rows per verdict (``within``, ``deviates``, ``not_run``; ``not judged`` for an empty one)."""
+    card = pd.read_csv(csv_path, keep_default_na=True)
+    if "verdict" not in card.columns:
+        return Counter()
+    return Counter("not judged" if pd.isna(v) or v == "" else str(v) for v in card["verdict"])
+
+
+def scorecard_html(md_path: str | Path, csv_path: str | Path, out_path: str | Path) -> None:
+    """Write ``out_path``: the verdict counts, then ``md_path`` rendered."""
+    counts = verdict_counts(csv_path)
+    order = ["within", "deviates", "not_run", "not judged"]
+    summary = "".join(f"<span><b>{html.escape(k)}</b>: {counts[k]}</span>"
+                      for k in order + sorted(set(counts) - set(order)) if counts.get(k))
+    body = markdown_to_html(Path(md_path).read_text())
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(Path(md_path).stem)}"
+            f"</title><style>{_STYLE}</style></head><body>\n<div class=\"counts\">Verdicts: "
+            f"{summary or 'none'}</div>\n{body}\n</body></html>\n")
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(page)
+
+
+def table_html(md_path: str | Path, out_path: str | Path) -> None:
+    """Write ``out_path``: ``md_path`` (a paper's Markdown table) rendered as one HTML page."""
+    body = markdown_to_html(Path(md_path).read_text())
+    page = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(Path(md_path).stem)}"
+            f"</title><style>{_STYLE}</style></head><body>\n{body}\n</body></html>\n")
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(page)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recrepro.report", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("scorecard-html", help="render a scorecard.md (+ its .csv verdicts) as one HTML page")
+    p.add_argument("--md", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--out", required=True)
+    t = sub.add_parser("table-html", help="render a Markdown table as one HTML page")
+    t.add_argument("--md", required=True)
+    t.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    if args.cmd == "scorecard-html":
+        scorecard_html(args.md, args.csv, args.out)
+    else:
+        table_html(args.md, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Scorecards rendered for the HTML report (recrepro.report)."""
+
+from __future__ import annotations
+
+from recrepro.report import markdown_to_html, scorecard_html, verdict_counts
+
+MD = """# Scorecard: demo
+
+paper: `demo` · **NOT comparable**
+
+## Published vs ours
+
+| metric | published | verdict | note |
+|---|---|---|---|
+| ndcg@20 | 0.1 | within | see [dev](docs/deviations.md#x) |
+| recall@20 | 0.2 | deviates | a \\| b |
+| hr@10 |  |  | <script> |
+"""
+
+CSV = """paper,metric,published,verdict
+demo,ndcg@20,0.1,within
+demo,recall@20,0.2,deviates
+demo,hr@10,,
+"""
+
+
+def test_markdown_subset():
+    out = markdown_to_html(MD)
+    assert "<h1>Scorecard: demo</h1>" in out
+    assert "<h2>Published vs ours</h2>" in out
+    assert "<p>paper: <code>demo</code> · <b>NOT comparable</b></p>" in out
+    assert out.count("<tr>") == 4  # header + 3 rows; the |---| line is no row
+    assert '<td class="within">within</td>' in out and '<td class="deviates">deviates</td>' in out
+    assert '<a href="docs/deviations.md#x">dev</a>' in out
+    assert "<td>a | b</td>" in out  # escaped pipe stays inside its cell
+    assert "<script>" not in out and "&lt;script&gt;" in out
+
+
+def test_scorecard_page_counts_verdicts(tmp_path):
+    (tmp_path / "s.md").write_text(MD)
+    (tmp_path / "s.csv").write_text(CSV)
+    assert verdict_counts(tmp_path / "s.csv") == {"within": 1, "deviates": 1, "not judged": 1}
+    scorecard_html(tmp_path / "s.md", tmp_path / "s.csv", tmp_path / "out" / "s.html")
+    page = (tmp_path / "out" / "s.html").read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<b>within</b>: 1" in page and "<b>deviates</b>: 1" in page and "<b>not judged</b>: 1" in page
+    counts = page.split('<div class="counts">')[1].split("</div>")[0]
+    assert "not_run" not in counts  # zero counts are not listed
+
+
+def test_table_page(tmp_path):
+    from recrepro.report import table_html
+
+    (tmp_path / "t.md").write_text("# Table 4\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    table_html(tmp_path / "t.md", tmp_path / "t.html")
+    page = (tmp_path / "t.html").read_text()
+    assert "<h1>Table 4</h1>" in page and "<tr><td>1</td><td>2</td></tr>" in page

@@ -1,0 +1,102 @@
+# The HTML report (snakemake --report results/report.html): every paper's figures are wrapped in
+# report() in its own rule file; here each scorecard is rendered as an HTML page (the report shows
+# HTML inline, Markdown only as a download) and filed under the paper's category.
+
+import re
+
+from snakemake.io import is_flagged, regex_from_filepattern
+
+REPORT_CATEGORIES = {
+    "baselines": "Baselines",
+    "exadmm": "exADMM",
+    "prism": "PRISM",
+    "lambdaopt": "lambdaopt",
+    "fedrap": "FedRAP",
+    "lrs": "AMHT-LRS",
+}
+
+
+localrules:
+    scorecard_html,
+    table_html,
+
+
+rule scorecard_html:
+    input:
+        md="results/{tier}/{paper}/scorecard.md",
+        csv="results/{tier}/{paper}/scorecard.csv",
+    output:
+        html=report(
+            "results/{tier}/{paper}/scorecard.html",
+            caption="../report/scorecard.rst",
+            category=lambda wc: REPORT_CATEGORIES.get(wc.paper, wc.paper),
+            subcategory="Scorecard",
+        ),
+    log:
+        "logs/report/{tier}/{paper}/scorecard_html.log",
+    wildcard_constraints:
+        paper=r"[a-z]+",
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+    shell:
+        "{params.cli} recrepro.report scorecard-html --md {input.md} --csv {input.csv} "
+        "--out {output.html} > {log} 2>&1"
+
+
+rule table_html:
+    input:
+        md="results/{tier}/{paper}/{table}.md",
+    output:
+        html=report(
+            "results/{tier}/{paper}/{table}.html",
+            caption="../report/table.rst",
+            category=lambda wc: REPORT_CATEGORIES.get(wc.paper, wc.paper),
+            subcategory="Tables",
+        ),
+    log:
+        "logs/report/{tier}/{paper}/{table}_html.log",
+    wildcard_constraints:
+        paper=r"[a-z]+",
+        table=r"(tables/)?[A-Za-z0-9_\-]+",
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+    shell:
+        "{params.cli} recrepro.report table-html --md {input.md} --out {output.html} > {log} 2>&1"
+
+
+ruleorder: scorecard_html > table_html
+
+
+# One HTML page beside every Markdown table this tier builds: scorecards (baselines + every registered
+# paper) and the papers' other .md tables that their rules do not already put in the report.
+_REPORTED_MD = [
+    re.compile(regex_from_filepattern(str(out)))
+    for r in workflow.rules
+    for out in r.output
+    if is_flagged(out, "report") and str(out).endswith(".md")
+]
+PAPER_TARGETS["report"] = [
+    str(Path(md).with_suffix(".html"))
+    for md in dict.fromkeys(
+        [f"results/{TIER}/baselines/scorecard.md"]
+        + [
+            str(t)
+            for ts in PAPER_TARGETS.values()
+            for t in ts
+            if str(t).endswith(".md")
+        ]
+    )
+    if not any(p.match(md) for p in _REPORTED_MD)
+]
