@@ -8,8 +8,8 @@ import torch
 
 from recrepro.lrs import AMHTConfig, LRSSpec, amht_lrs, generate, hard_threshold_topk, parameter_error, subspace_distance
 from recrepro.lrs.amht_lrs import (
-    batched_lstsq, hard_threshold_value, local_step, moment_matrix, orthonormalise, top_eigenvectors, u_step_gradient,
-    u_step_lstsq,
+    _Gram, batched_lstsq, hard_threshold_value, local_step, moment_matrix, multistart_support, orthonormalise,
+    swap_local_search, top_eigenvectors, u_step_gradient, u_step_lstsq,
 )
 from recrepro.lrs.baselines import altmin, lowrank_ridge, per_user_ls, sparse_iht
 from recrepro.lrs.generator import support_scores
@@ -109,7 +109,7 @@ def test_noisy_amht_beats_baselines_in_the_data_scarce_range():
     err = lambda theta: float(parameter_error(theta, data.theta).mean())  # noqa: E731
     ours = err(amht_lrs(data.X, data.y, cfg).theta)
     # m = 20 < d = 30: per-user least squares cannot identify Theta_i (min-norm error >= ~sqrt(1 - m/d))
-    assert ours < 0.2  # a few users still miss their support at m = 20 (HTP from 0)
+    assert ours < 0.2  # m = 20 is data-scarce here (d 30)
     assert ours < err(per_user_ls(data.X, data.y))
     assert ours < err(altmin(data.X, data.y, cfg).theta)
     assert ours < err(sparse_iht(data.X, data.y, cfg))
@@ -152,3 +152,55 @@ def test_batched_lstsq_falls_back_to_minimum_norm_on_singular_designs():
     ref = np.stack([np.linalg.lstsq(A[i], b[i], rcond=None)[0] for i in range(2)])
     np.testing.assert_allclose(ours, ref, atol=1e-10)
     np.testing.assert_allclose(ours[0], [0.5, 0.5], atol=1e-12)
+
+
+def test_swap_search_by_hand_on_an_orthonormal_design():
+    """X = I (one user, m = d = 6), no low-rank part: RSS(S) = ||y||^2 - sum_{l in S} y_l^2, so the
+    swap search must end on the two largest |y_l| (0 and 4) from any start, RSS = 1 + 9 + 0.25 + 4."""
+    X = torch.eye(6, dtype=torch.float64).unsqueeze(0)
+    y = torch.tensor([[5.0, -1.0, 3.0, 0.5, -4.0, 2.0]], dtype=torch.float64)
+    S, rss = swap_local_search(X, y, None, torch.tensor([[1, 3]]))
+    assert sorted(S[0].tolist()) == [0, 4] and float(rss[0]) == pytest.approx(14.25, abs=1e-12)
+    # with a low-rank column A = e_0 (absorbs y_0), the best two further columns are 4 and 2
+    S, rss = swap_local_search(X, y, torch.eye(6, dtype=torch.float64)[:, :1].unsqueeze(0), torch.tensor([[1, 3]]))
+    assert sorted(S[0].tolist()) == [2, 4] and float(rss[0]) == pytest.approx(1 + 0.25 + 4, abs=1e-12)
+
+
+def test_gram_profile_fit_matches_dense_least_squares():
+    rng = np.random.default_rng(7)
+    t, m, d, r = 4, 9, 6, 2
+    X, y, A = rng.standard_normal((t, m, d)), rng.standard_normal((t, m)), rng.standard_normal((t, m, r))
+    T = np.array([[0, 3], [1, 2], [5, 4], [2, 0]])
+    rss, corr, resid_sq = _Gram.build(*(torch.from_numpy(a) for a in (X, y, A))).fit(torch.from_numpy(T), True)
+    for i in range(t):
+        D = np.concatenate([A[i], X[i][:, T[i]]], axis=1)
+        P = D @ np.linalg.pinv(D)
+        e = y[i] - P @ y[i]
+        assert float(rss[i]) == pytest.approx(e @ e, rel=1e-10)
+        np.testing.assert_allclose(corr[i].numpy(), X[i].T @ e, atol=1e-10)
+        np.testing.assert_allclose(resid_sq[i].numpy(), ((X[i] - P @ X[i]) ** 2).sum(0), atol=1e-10)
+
+
+def test_multistart_keeps_the_start_with_the_smallest_residual():
+    """From each start the search is swap-optimal; the kept support has the smallest RSS of all starts."""
+    data = generate(LRSSpec(d=30, r=2, k=3, t=300, m=12, sigma=0.1, seed=3))
+    A = data.X @ data.U
+    gen = torch.Generator().manual_seed(0)
+    starts = [torch.topk(torch.rand(300, 30, generator=gen), 3, dim=1).indices for _ in range(3)]
+    finals = [swap_local_search(data.X, data.y, A, S0) for S0 in starts]
+    S = multistart_support(data.X, data.y, A, starts, chunk_users=128)
+    best = torch.stack([rss for _, rss in finals]).min(0).values
+    assert torch.allclose(_Gram.build(data.X, data.y, A).fit(S)[0], best, rtol=1e-9)
+
+
+def test_swap_search_recovers_more_supports_than_cosamp_alone_when_m_is_small():
+    """Given U*, m 12, d 30, r 2, k 3, sigma 0.1: the RSS-optimal support is the true one for most users;
+    CoSaMP alone misses many of them (measured: 0.54 exact vs 0.92 with the swap search, seed 5)."""
+    data = generate(LRSSpec(d=30, r=2, k=3, t=300, m=12, sigma=0.1, seed=5))
+    exact = []
+    for swap in (False, True):
+        _, B = local_step(data.X, data.y, data.U, torch.zeros_like(data.B),
+                          AMHTConfig(r=2, k=3, swap_search=swap, restarts=4), iteration=1)
+        precision, recall = support_scores(B, data.B, tol=1e-8)
+        exact.append(float(((precision == 1) & (recall == 1)).double().mean()))
+    assert exact[1] > exact[0] + 0.2 and exact[1] > 0.85

@@ -60,7 +60,7 @@ def test_sweeps_have_the_expected_rows_and_figures_draw(tmp_path):
 
 def test_acceptance_records_feed_the_scorecard(tmp_path):
     runs = lrs.run_acceptance(TINY, 0, "smoke", tmp_path / "runs")
-    assert len(runs) == 13
+    assert len(runs) == 14
     metrics = json.loads((tmp_path / "runs/synthetic/noisy/amht_lrs/seed0/metrics.json").read_text())
     assert metrics["paper"] == "lrs" and metrics["split"] == "noisy"
     assert metrics["overall"]["beats_baselines"] in (0.0, 1.0)

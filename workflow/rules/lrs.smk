@@ -8,7 +8,8 @@ LRS_EXPERIMENTS = {
     "fig2_error_vs_t": "error_vs_t",
     "fig3_iterations": "iterations",
     "fig4_private": "private",
-    "fig5_support": "support",
+    # fig. 5 reads the support scores of the AMHT-LRS rows of the error-vs-m sweep (same fits)
+    "fig5_support": "error_vs_m",
 }
 LRS_ACCEPTANCE_RUNS = (
     [("noiseless", "amht_lrs")]
@@ -16,6 +17,7 @@ LRS_ACCEPTANCE_RUNS = (
         ("noisy", m)
         for m in (
             "amht_lrs",
+            "amht_lrs_cosamp",
             "amht_lrs_htp",
             "amht_lrs_iht",
             "altmin",
@@ -45,10 +47,13 @@ rule lrs_sweep:
     benchmark:
         "logs/benchmarks/lrs/{tier}/sweep_{experiment}.tsv"
     wildcard_constraints:
-        experiment="|".join(LRS_EXPERIMENTS.values()),
+        experiment="|".join(sorted(set(LRS_EXPERIMENTS.values()))),
     conda:
         ENV_CPU
     threads: 1
+    resources:
+        mem_mb=res_mem_mb("sweep"),
+        runtime=res_runtime("sweep"),
     params:
         cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
@@ -88,6 +93,9 @@ rule lrs_figures:
     conda:
         ENV_CPU
     threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         rows=lambda wc, input: " ".join(f"{k}={v}" for k, v in input.items()),
@@ -111,6 +119,9 @@ rule lrs_acceptance:
     conda:
         ENV_CPU
     threads: 1
+    resources:
+        mem_mb=res_mem_mb("sweep"),
+        runtime=res_runtime("sweep"),
     params:
         cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
@@ -140,6 +151,9 @@ rule lrs_ml100k:
     conda:
         ENV_CPU
     threads: 1
+    resources:
+        mem_mb=res_mem_mb("sweep"),
+        runtime=res_runtime("sweep"),
     params:
         cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
@@ -170,6 +184,10 @@ rule lrs_scorecard:
         "logs/benchmarks/lrs/{tier}/scorecard.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
     shell:

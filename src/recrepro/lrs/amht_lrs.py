@@ -31,6 +31,15 @@ read, see ``docs/deviations.md#lrs-algorithm``):
    ``(w_i, b_i|S_i)`` on the selected support ``S_i`` (hard thresholding pursuit, a debiased IHT).
    The default ``sparse_step="cosamp"`` replaces each step by a CoSaMP step: candidates = support
    plus the ``2k`` largest profile-gradient entries, joint least squares, prune to top-``k``, refit.
+3. **Swap search** (``swap_search=True``, default): the per-user problem
+   ``min_{|S| = k} RSS_i(S)``, ``RSS_i(S) = min_{w, b_S} ||y_i - X_i U w - X_i,S b_S||^2``, is
+   combinatorial and the greedy solvers above miss its minimiser when ``m`` is small. Each user's
+   support is polished by best-improvement single swaps (drop one index, add one) until no swap
+   lowers the RSS (:func:`swap_local_search`), from several starts: the solver's support, the
+   previous outer iteration's support and ``restarts`` random supports; the user keeps the
+   smallest RSS (:func:`multistart_support`) and ``(w_i, b_i)`` are refitted on it. Keeping the
+   previous support among the starts makes the local step never worse than the previous
+   iteration's support under the new ``U`` (``docs/deviations.md#lrs-swap-search``).
 
 Initialisation (``init="moments"``): the top-``r`` eigenvectors of
 ``M = (1/(tm)) sum_ij y_ij^2 x_ij x_ij^T`` (``E[M] = mean_i (||Theta_i||^2 + sigma^2) I + 2 Theta_i Theta_i^T``),
@@ -44,6 +53,7 @@ Cost per outer iteration (``t`` users, ``m`` samples, dimension ``d``, rank ``r`
     U lstsq      O(t m d^2 + t r^2 d^2 + (d r)^3)      (S_i = X_i^T X_i, the Kronecker sum, the solve)
     U gradient   O(t m d r + d r^2 + r^3)
     QR           O(d r^2)
+    swap search  O(t m d^2) (Gram X_i^T X_i once) + (2 + restarts) x sweeps x O(t k ((r+k)^3 + (r+k)^2 d))
 
 Memory: the data ``t m d``; the ``lstsq`` step holds ``chunk_users x d x d`` and ``(dr)^2`` extra.
 No Python loop runs over users; the only loops are over iterations and user chunks.
@@ -90,6 +100,15 @@ class AMHTConfig:
     warm_start:
         Start each local step's IHT from the previous ``b_i`` (True) or from 0 (False: the support
         is re-selected under the new ``U`` every outer iteration, ``docs/deviations.md#lrs-algorithm``).
+    swap_search:
+        After the ``sparse_step`` solver, polish every user's support by best-improvement single
+        swaps (:func:`swap_local_search`) from several starts and keep the start with the smallest
+        residual (:func:`multistart_support`; ``docs/deviations.md#lrs-swap-search``).
+    restarts:
+        Random supports tried per user and outer iteration by the swap search, besides the
+        ``sparse_step`` solution and the previous iteration's support.
+    max_swap_sweeps:
+        Cap on the swap sweeps per start.
     local_ridge:
         Ridge ``lambda ||.||^2`` added to every per-user least-squares solve (0 in the synthetic
         experiments; the real-data demonstration uses 1 for every method).
@@ -112,6 +131,9 @@ class AMHTConfig:
     init: str = "moments"
     warm_start: bool = False
     local_ridge: float = 0.0
+    swap_search: bool = True
+    restarts: int = 2
+    max_swap_sweeps: int = 10
     tol: float = 0.0
     chunk_users: int = 1024
     seed: int = 0
@@ -123,7 +145,8 @@ class AMHTConfig:
             raise ValueError(f"sparse_step must be one of {SPARSE_STEPS}, got {self.sparse_step!r}")
         if self.init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
-        if self.r < 0 or self.k < 0 or self.iterations < 0 or self.inner_steps < 1:
+        if (self.r < 0 or self.k < 0 or self.iterations < 0 or self.inner_steps < 1 or self.restarts < 0
+                or self.max_swap_sweeps < 0):
             raise ValueError(f"bad AMHT settings {self}")
 
     def resolved_u_step(self, d: int) -> str:
@@ -242,11 +265,169 @@ def init_subspace(X: torch.Tensor, y: torch.Tensor, cfg: AMHTConfig) -> torch.Te
 
 
 def local_step(X: torch.Tensor, y: torch.Tensor, U: torch.Tensor, B: torch.Tensor, cfg: AMHTConfig,
+               B_prev: torch.Tensor | None = None, iteration: int = 0,
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-user updates of ``(w_i, b_i)`` with ``U`` fixed, all users at once (see module doc).
 
-    Returns ``(W, B)``. ``r = 0`` skips ``w`` (sparse only); ``k = 0`` skips ``b`` (low rank only).
+    ``B`` is where the ``sparse_step`` solver starts (0: cold start). With ``cfg.swap_search`` the
+    solver's support, the support of ``B_prev`` (the previous iteration's estimate, if given and
+    non-zero) and ``cfg.restarts`` random supports (seeded by ``cfg.seed`` and ``iteration``) are
+    each polished by :func:`swap_local_search`; each user keeps the one with the smallest residual
+    and ``(w_i, b_i)`` are refitted on it. Returns ``(W, B)``. ``r = 0`` skips ``w`` (sparse only);
+    ``k = 0`` skips ``b`` (low rank only).
     """
+    W, B = _sparse_solver(X, y, U, B, cfg)
+    t, m, d = X.shape
+    k = cfg.k
+    if not cfg.swap_search or k == 0 or k >= d or m <= U.shape[1] + k:
+        return W, B
+    A = X @ U if U.shape[1] else None
+    starts = [torch.topk(B.abs(), k, dim=1).indices]
+    if B_prev is not None and bool((B_prev != 0).any()):
+        starts.append(torch.topk(B_prev.abs(), k, dim=1).indices)
+    gen = torch.Generator().manual_seed(int(cfg.seed) * 100_003 + int(iteration))
+    for _ in range(cfg.restarts):
+        starts.append(torch.topk(torch.rand(t, d, generator=gen, dtype=X.dtype), k, dim=1).indices.to(X.device))
+    S = multistart_support(X, y, A, starts, cfg.max_swap_sweeps, cfg.chunk_users)
+    return _refit_on_support(X, y, A, torch.zeros_like(B).scatter_(1, S, 1.0), k, cfg.local_ridge)
+
+
+@dataclass
+class _Gram:
+    """Per-user sufficient statistics of the profile least squares (``m``-free after building)."""
+
+    G: torch.Tensor          # (n, d, d)  X^T X
+    c: torch.Tensor          # (n, d)     X^T y
+    yy: torch.Tensor         # (n,)       y^T y
+    XA: torch.Tensor | None  # (n, d, r)  X^T A
+    AA: torch.Tensor | None  # (n, r, r)  A^T A
+    Ay: torch.Tensor | None  # (n, r)     A^T y
+
+    @classmethod
+    def build(cls, X, y, A):
+        Xt = X.transpose(1, 2)
+        if A is None:
+            return cls(Xt @ X, (Xt @ y.unsqueeze(-1)).squeeze(-1), (y * y).sum(1), None, None, None)
+        return cls(Xt @ X, (Xt @ y.unsqueeze(-1)).squeeze(-1), (y * y).sum(1), Xt @ A,
+                   A.transpose(1, 2) @ A, (A.transpose(1, 2) @ y.unsqueeze(-1)).squeeze(-1))
+
+    def subset(self, idx):
+        pick = lambda v: None if v is None else v[idx]  # noqa: E731
+        return _Gram(self.G[idx], self.c[idx], self.yy[idx], pick(self.XA), pick(self.AA), pick(self.Ay))
+
+    def fit(self, T: torch.Tensor, with_columns: bool = False):
+        """Profile least squares on ``[A, X_T]``: ``(RSS, X^T e, ||(I - P) x_l||^2 or None)``."""
+        n, p = T.shape
+        d = self.G.shape[1]
+        if p == 0 and self.XA is None:  # empty design: nothing is fitted
+            return self.yy, self.c, (torch.diagonal(self.G, dim1=1, dim2=2) if with_columns else None)
+        GT = self.G.gather(1, T.unsqueeze(-1).expand(n, p, d))               # (n, p, d) = X_T^T X
+        DX = GT if self.XA is None else torch.cat([self.XA.transpose(1, 2), GT], dim=1)
+        DD = DX.gather(2, T.unsqueeze(1).expand(n, DX.shape[1], p))           # (n, q, p) = D^T X_T
+        if self.XA is not None:
+            r = self.AA.shape[1]
+            DA = torch.cat([self.AA, self.XA.gather(1, T.unsqueeze(-1).expand(n, p, r))], dim=1)  # D^T A
+            DD = torch.cat([DA, DD], dim=2)
+        Dy = self.c.gather(1, T) if self.Ay is None else torch.cat([self.Ay, self.c.gather(1, T)], dim=1)
+        rhs = torch.cat([Dy.unsqueeze(-1), DX], dim=2) if with_columns else Dy.unsqueeze(-1)
+        sol = _spd_solve(DD, rhs)
+        beta = sol[:, :, 0]
+        rss = self.yy - (Dy * beta).sum(1)
+        corr = self.c - (DX * beta.unsqueeze(-1)).sum(1)
+        resid_sq = None
+        if with_columns:
+            resid_sq = torch.diagonal(self.G, dim1=1, dim2=2) - (DX * sol[:, :, 1:]).sum(1)
+        return rss, corr, resid_sq
+
+
+def _spd_solve(M: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
+    """Batched solve of the symmetric PSD ``M``; pseudo-inverse for the batch if any entry is singular."""
+    L, info = torch.linalg.cholesky_ex(M)
+    if bool((info == 0).all()):
+        return torch.cholesky_solve(rhs, L)
+    return torch.linalg.pinv(M, hermitian=True) @ rhs
+
+
+def swap_local_search(X: torch.Tensor, y: torch.Tensor, A: torch.Tensor | None, S: torch.Tensor,
+                      max_sweeps: int = 10, rtol: float = 1e-10, gram: _Gram | None = None,
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Best-improvement single-swap search on every user's support, all users at once.
+
+    Objective: the profile residual ``RSS_i(S) = min_{w, b} ||y_i - A_i w - X_i,S b||^2`` (``A_i =
+    X_i U``; ``A = None`` for no low-rank part). One sweep tries every swap "drop ``j`` in ``S_i``,
+    add ``l`` not in ``S_i``" exactly: with ``P`` the projection on ``[A_i, X_i,(S minus j)]`` and
+    ``e = (I - P) y_i``, adding column ``l`` lowers the residual by
+    ``(x_l^T e)^2 / ||(I - P) x_l||^2``. Everything is computed from the per-user Gram statistics
+    ``X^T X``, ``X^T y``, ``X^T A``, ``A^T A`` (built once, then ``m``-free). Each user takes its
+    best swap if it lowers the RSS by more than ``rtol ||y_i||^2``; the search stops when no user
+    improves or after ``max_sweeps`` sweeps; only still-improving users are processed. The result
+    is swap-optimal (a "CW-minimum", Beck & Eldar 2013) unless the cap is hit. Returns ``(S, RSS)``.
+    Cost: Gram ``O(t m d^2)`` once; per sweep ``O(t k ((r+k)^3 + (r+k)^2 d))``.
+    """
+    t, m, d = X.shape
+    k = S.shape[1]
+    gram = _Gram.build(X, y, A) if gram is None else gram
+    S = S.clone()
+    rss = gram.fit(S)[0]
+    diag = torch.diagonal(gram.G, dim1=1, dim2=2)
+    active = torch.arange(t, device=X.device)  # users whose last sweep improved
+    for _ in range(max_sweeps):
+        ga, Sa = gram.subset(active), S[active]
+        diag_a = diag[active]
+        best = rss[active].clone()
+        best_j = torch.full_like(active, -1)
+        best_l = torch.zeros_like(active)
+        for j in range(k):  # loop over the k support slots, not over users
+            keep = torch.cat([Sa[:, :j], Sa[:, j + 1:]], dim=1)
+            rss_keep, corr, resid_sq = ga.fit(keep, with_columns=True)
+            ok = resid_sq > 1e-10 * diag_a.clamp(min=1e-300)
+            gain = torch.where(ok, corr * corr / resid_sq.clamp(min=1e-300), torch.zeros_like(corr))
+            if k > 1:
+                gain = gain.scatter(1, keep, 0.0)
+            val, l = (rss_keep.unsqueeze(1) - gain).min(1)
+            better = val < best
+            best = torch.where(better, val, best)
+            best_j = torch.where(better, torch.full_like(best_j, j), best_j)
+            best_l = torch.where(better, l, best_l)
+        improve = (best_j >= 0) & (best < rss[active] - rtol * ga.yy)
+        if not bool(improve.any()):
+            break
+        active, best_j, best_l, best = active[improve], best_j[improve], best_l[improve], best[improve]
+        S[active, best_j] = best_l
+        rss[active] = best
+    return S, rss
+
+
+def multistart_support(X: torch.Tensor, y: torch.Tensor, A: torch.Tensor | None, starts: list[torch.Tensor],
+                       max_sweeps: int = 10, chunk_users: int = 1024) -> torch.Tensor:
+    """Run :func:`swap_local_search` from each ``(t, k)`` start; per user the support of smallest RSS.
+
+    Ties keep the earlier start (the ``sparse_step`` solution comes first). Users are processed in
+    chunks of ``chunk_users`` (the Gram statistics take ``chunk_users x d x d``); Python loops run
+    over chunks and the few starts only.
+    """
+    t = X.shape[0]
+    out = []
+    for lo in range(0, t, chunk_users):
+        sl = slice(lo, lo + chunk_users)
+        Ac = None if A is None else A[sl]
+        gram = _Gram.build(X[sl], y[sl], Ac)
+        best_S, best_rss = None, None
+        for S0 in starts:
+            S, rss = swap_local_search(X[sl], y[sl], Ac, S0[sl], max_sweeps, gram=gram)
+            if best_S is None:
+                best_S, best_rss = S, rss
+                continue
+            better = rss < best_rss
+            best_S = torch.where(better.unsqueeze(1), S, best_S)
+            best_rss = torch.where(better, rss, best_rss)
+        out.append(best_S)
+    return torch.cat(out)
+
+
+def _sparse_solver(X: torch.Tensor, y: torch.Tensor, U: torch.Tensor, B: torch.Tensor, cfg: AMHTConfig,
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``sparse_step`` solver (IHT, HTP or CoSaMP steps) of :func:`local_step`, from ``B``."""
     t, m, d = X.shape
     r, k = U.shape[1], cfg.k
     A = X @ U if r else None  # (t, m, r)
@@ -399,7 +580,7 @@ def amht_lrs(X: torch.Tensor, y: torch.Tensor, cfg: AMHTConfig, *,
         U_new = orthonormalise(U_new)
         moved = float(torch.linalg.matrix_norm(U - U_new @ (U_new.T @ U), ord=2))
         U = U_new
-        W, B = local_step(X, y, U, B if cfg.warm_start else torch.zeros_like(B), cfg)
+        W, B = local_step(X, y, U, B if cfg.warm_start else torch.zeros_like(B), cfg, B_prev=B, iteration=it)
         check_finite("W", W, f"AMHT-LRS iteration {it} (local step)")
         check_finite("B", B, f"AMHT-LRS iteration {it} (local step)")
         history.append({**_record(it, X, y, U, W, B, monitor), "subspace_move": moved})

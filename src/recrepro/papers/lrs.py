@@ -43,11 +43,15 @@ EXPERIMENTS = ("error_vs_m", "error_vs_t", "iterations", "private", "support")
 FIGURES = {"fig1_error_vs_m": "error_vs_m", "fig2_error_vs_t": "error_vs_t", "fig3_iterations": "iterations",
            "fig4_private": "private", "fig5_support": "support"}
 #: Methods of figure 1 (and the acceptance runs), in legend order.
-METHODS = ("amht_lrs", "amht_lrs_htp", "amht_lrs_iht", "altmin", "lowrank_ridge", "sparse_iht", "per_user_ls", "oracle")
+METHODS = ("amht_lrs", "amht_lrs_cosamp", "amht_lrs_htp", "amht_lrs_iht", "altmin", "lowrank_ridge", "sparse_iht",
+           "per_user_ls", "oracle")
+#: AMHT-LRS variants without the swap search (docs/deviations.md#lrs-swap-search): method -> sparse_step.
+VARIANTS = {"amht_lrs_cosamp": "cosamp", "amht_lrs_htp": "htp", "amht_lrs_iht": "iht"}
 BASELINES = ("altmin", "lowrank_ridge", "sparse_iht", "per_user_ls")
 LABELS = {
-    "amht_lrs": "AMHT-LRS (CoSaMP local step)", "amht_lrs_htp": "AMHT-LRS (HTP local step)",
-    "amht_lrs_iht": "AMHT-LRS (plain IHT)", "altmin": "low rank only (AltMin)",
+    "amht_lrs": "AMHT-LRS (CoSaMP + swap search)", "amht_lrs_cosamp": "AMHT-LRS (CoSaMP, no swaps)",
+    "amht_lrs_htp": "AMHT-LRS (HTP, no swaps)", "amht_lrs_iht": "AMHT-LRS (plain IHT, no swaps)",
+    "altmin": "low rank only (AltMin)",
     "lowrank_ridge": "low rank + dense ridge", "sparse_iht": "sparse only (k-sparse Θ)", "per_user_ls": "per-user LS",
     "oracle": "oracle LS (U*, supports known)", "private_amht_lrs": "private AMHT-LRS",
     "global_mean": "global mean rating",
@@ -67,11 +71,8 @@ def fit_method(method: str, data: LRSData, cfg: AMHTConfig, settings: Mapping[st
     if method == "amht_lrs":  # the configured local step (default cosamp)
         res = amht_lrs(X, y, cfg, monitor=monitor)
         return res.theta, res.U, res.B, res.history
-    if method == "amht_lrs_htp":
-        res = amht_lrs(X, y, replace(cfg, sparse_step="htp"), monitor=monitor)
-        return res.theta, res.U, res.B, res.history
-    if method == "amht_lrs_iht":
-        res = amht_lrs(X, y, replace(cfg, sparse_step="iht"), monitor=monitor)
+    if method in VARIANTS:  # the local solver alone, without the swap search
+        res = amht_lrs(X, y, replace(cfg, sparse_step=VARIANTS[method], swap_search=False), monitor=monitor)
         return res.theta, res.U, res.B, res.history
     if method == "altmin":
         res = altmin(X, y, cfg, monitor=monitor)
@@ -120,7 +121,7 @@ def run_sweep(experiment: str, settings: Mapping[str, Any], seed: int, device: s
     if experiment in ("error_vs_m", "support"):
         grid = [int(m) for m in settings["m_grid"]]
         full = generate(_spec(settings, seed, m=max(grid)), device=device)
-        methods = settings.get("methods", list(METHODS)) if experiment == "error_vs_m" else ["amht_lrs", "amht_lrs_htp", "amht_lrs_iht"]
+        methods = settings.get("methods", list(METHODS)) if experiment == "error_vs_m" else ["amht_lrs", *VARIANTS]
         for m in grid:
             data = full.subsample(m)
             cfg = algorithm_config(settings, base["r"], base["k"], seed)
@@ -143,7 +144,7 @@ def run_sweep(experiment: str, settings: Mapping[str, Any], seed: int, device: s
             return {"param_error": float(parameter_error(W @ U.T + B, data.theta).mean()),
                     "subspace_distance": subspace_distance(U, data.U)}
 
-        for method in ("amht_lrs", "amht_lrs_htp", "amht_lrs_iht", "altmin"):
+        for method in ("amht_lrs", *VARIANTS, "altmin"):
             (_, _, _, history), _ = _timed_fit(method, data, cfg, settings, monitor)
             rows += [{"method": method, "m": data.spec.m, "t": data.spec.t, "iteration": h["iteration"],
                       "param_error": h["param_error"], "subspace_distance": h["subspace_distance"],
@@ -217,10 +218,12 @@ def _lines(ax, summary, order=None):
 
     methods = [m for m in (order or summary) if m in summary]
     colors = method_colors(methods)
-    for method in methods:
+    markers = "osD^vP*Xh<>"  # more methods than palette colours: markers (and dashes for baselines) tell them apart
+    for i, method in enumerate(methods):
         xs, mean, sd = summary[method]
         ax.errorbar(xs, mean, yerr=np.nan_to_num(sd), label=LABELS.get(method, method), color=colors[method],
-                    marker="o", markersize=3.5, linewidth=1.2, capsize=2.5, elinewidth=0.8)
+                    marker=markers[i % len(markers)], linestyle="--" if method in (*BASELINES, "global_mean") else "-",
+                    markersize=3.5, linewidth=1.2, capsize=2.5, elinewidth=0.8)
 
 
 def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str, tier: str) -> None:
@@ -262,6 +265,7 @@ def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str
                title=f"Fig. 6 (our design): ML-100K, {int(frame['t'].iloc[0])} users as tasks")
         note = f"mean ± sd over {n_seeds} seed(s); our own demonstration, not the paper's experiment"
     elif experiment == "support":
+        frame = frame[frame["method"].isin(["amht_lrs", *VARIANTS])]  # the error-vs-m rows also serve here
         fig, axes = new_figure(ncols=2, height=3.0)
         _lines(axes[0], _summary(frame, "m", "support_precision"))
         _lines(axes[1], _summary(frame, "m", "support_recall"))
