@@ -66,12 +66,14 @@ def test_negatives_avoid_seen_items():
     assert set(neg[users == 0]) == {3, 4}
 
 
-def test_simulated_adam_equals_torch_adam_bit_for_bit():
-    model, _ = _tiny("dui")
+@pytest.mark.parametrize("clip", [100.0, 1e-3])        # 1e-3: the clip is active (factor < 1)
+def test_simulated_adam_equals_torch_adam_bit_for_bit(clip):
+    model, _ = _tiny("dui", clip=clip)
     _warm(model)
     u, i, j = torch.tensor([0, 1, 1, 5]), torch.tensor([2, 3, 3, 8]), torch.tensor([4, 0, 7, 1])
     batch = (u, i, j)
     grads = model.assumed_gradient(batch)            # Λ = 0 (init)
+    assert (float(grads[2]) < 1.0) == (clip < 1)
     P_bar, Q_bar = model.simulate(batch, grads)     # all rows
     model.real_step(batch)
     assert torch.equal(P_bar.detach(), model.P.detach())

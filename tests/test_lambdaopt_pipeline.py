@@ -28,7 +28,47 @@ def test_rule_settings_merge_order(repo_root):
     with pytest.raises(ValueError):
         lo.rule_settings(cfg, "smoke", "synthetic", "nope")
     runs = lo.rule_runs(cfg, "smoke")
-    assert len(runs) == 5 and all("/synthetic/temporal_user_ratio/" in r for r in runs)
+    assert len(runs) == 8 and all("/synthetic/temporal_user_ratio/" in r for r in runs)
+
+
+def test_epoch_cap_limits_epochs(repo_root):
+    cfg = load_config(repo_root / "config.yaml")
+    cfg["lambdaopt"]["tiers"]["paper"]["epoch_cap"] = 7
+    assert lo.rule_settings(cfg, "paper", "ml-100k", "lambdafix")["epochs"] == 7
+    assert lo.rule_settings(cfg, "paper", "ml-100k", "neumf")["epochs"] == 7
+    assert lo.rule_sensitivity_epochs(cfg, "paper") == 7
+    cfg["lambdaopt"]["tiers"]["paper"]["epoch_cap"] = None
+    assert lo.rule_settings(cfg, "paper", "ml-100k", "lambdafix")["epochs"] == 100
+    assert lo.rule_sensitivity_epochs(cfg, "paper") == 100
+
+
+def _fake_run(root, method, seed, values):
+    from recrepro.io import write_json
+
+    out = root / f"{method}_{seed}"
+    out.mkdir(parents=True)
+    write_json(out / "metrics.json", {"dataset": "toy", "split": "s", "method": method, "seed": seed,
+                                      "tier": "smoke", "overall": {"auc": float(np.mean(values))}})
+    pd.DataFrame({"user": np.arange(len(values)), "auc": values}).to_parquet(out / "per_user.parquet")
+    return out
+
+
+def test_paired_tests_hand_checked(tmp_path):
+    runs = [_fake_run(tmp_path, "lambdafix", 0, [0.5, 0.5, 0.5]), _fake_run(tmp_path, "lambdaopt_dui", 0, [0.6, 0.7, 0.8]),
+            _fake_run(tmp_path, "lambdafix", 1, [0.5, 0.5]), _fake_run(tmp_path, "lambdaopt_dui", 1, [0.9, 1.0])]
+    t = lo.paired_tests(runs).set_index("metric")
+    # 5 positive differences 0.1 … 0.5: exact two-sided Wilcoxon p = 2 / 2^5
+    assert t.loc["auc", "n_pairs"] == 5 and t.loc["auc", "seeds"] == 2
+    assert t.loc["auc", "wilcoxon_p"] == pytest.approx(2 / 32)
+    assert t.loc["auc", "diff"] == pytest.approx(0.3)
+    # seed means: A (0.7, 0.95), B (0.5, 0.5); differences 0.2, 0.45 -> t = 0.325 / (0.17678 / sqrt 2) = 2.6
+    assert t.loc["auc", "mean_a"] == pytest.approx(0.825)
+    from scipy import stats
+
+    assert t.loc["auc", "ttest_p"] == pytest.approx(2 * stats.t.sf(2.6, 1), rel=1e-6)
+    agg = pd.DataFrame({"dataset": "toy", "metric": "auc", "method": lo.GRANULARITY_METHODS,
+                        "mean": [0.7, 0.6, 0.8, 0.9], "std": 0.0, "count": 1})
+    assert lo.granularity_order(agg)["order"].tolist() == ["dui > di > d > du"]
 
 
 def test_trajectory_frame_hand_checked():

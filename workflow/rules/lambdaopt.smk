@@ -1,5 +1,5 @@
 # Paper: λOpt (Chen et al., KDD 2019), issue 6.
-# MF-λFix and MF-λOpt-{D,DU,DI,DUI} on the tier's `lambdaopt` temporal_user_ratio splits;
+# SGDA, AMF, NeuMF, MF-λFix and MF-λOpt-{D,DU,DI,DUI} on the tier's `lambdaopt` temporal_user_ratio splits;
 # results table, λ-trajectory heat map, sensitivity and sparse-vs-active figures and the
 # scorecard under results/<tier>/lambdaopt/.
 
@@ -7,6 +7,7 @@ from recrepro.papers.lambdaopt import (
     rule_first_seed as lambdaopt_first_seed,
     rule_run_dir as lambdaopt_run_dir,
     rule_runs as lambdaopt_runs,
+    rule_sensitivity_epochs as lambdaopt_sensitivity_epochs,
     rule_settings as lambdaopt_settings,
     rule_split_dir as lambdaopt_split_dir,
     rule_splits as lambdaopt_splits,
@@ -38,6 +39,10 @@ rule lambdaopt_train:
     conda:
         ENV_CPU
     threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
+    resources:
+        mem_mb=res_mem_mb("train"),
+        runtime=res_runtime("train"),
+        gpu=res_gpu("train"),
     params:
         cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(
@@ -72,6 +77,10 @@ rule lambdaopt_sensitivity:
     conda:
         ENV_CPU
     threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
+    resources:
+        mem_mb=res_mem_mb("train"),
+        runtime=res_runtime("train"),
+        gpu=res_gpu("train"),
     params:
         cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(
@@ -80,7 +89,7 @@ rule lambdaopt_sensitivity:
         lambdas=lambda wc: as_json(
             lambdaopt_tier(config, wc.tier)["sensitivity"]["lambdas"]
         ),
-        epochs=lambda wc: lambdaopt_tier(config, wc.tier)["sensitivity"]["epochs"],
+        epochs=lambda wc: lambdaopt_sensitivity_epochs(config, wc.tier),
         seed=lambda wc: lambdaopt_first_seed(config, wc.tier),
         evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
         device=config["device"],
@@ -98,17 +107,22 @@ rule lambdaopt_table:
     output:
         md="results/{tier}/lambdaopt/tables/results.md",
         csv="results/{tier}/lambdaopt/tables/results.csv",
+        tests="results/{tier}/lambdaopt/tables/paired_tests.csv",
     log:
         "logs/lambdaopt/{tier}/table.log",
     benchmark:
         "logs/benchmarks/lambdaopt/{tier}/table.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
     shell:
         "{params.cli} recrepro.papers.lambdaopt table --tier {wildcards.tier} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "--out-md {output.md} --out-csv {output.csv} --out-tests {output.tests} {input.runs} > {log} 2>&1"
 
 
 rule lambdaopt_figure_trajectory:
@@ -127,6 +141,10 @@ rule lambdaopt_figure_trajectory:
         "logs/benchmarks/lambdaopt/{tier}/figure_trajectory_{dataset}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         run=lambda wc, input: str(Path(input.trajectory).parent),
@@ -156,6 +174,10 @@ rule lambdaopt_figure_sensitivity:
         "logs/benchmarks/lambdaopt/{tier}/figure_sensitivity_{dataset}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
     shell:
@@ -187,6 +209,10 @@ rule lambdaopt_figure_groups:
         "logs/benchmarks/lambdaopt/{tier}/figure_groups_{dataset}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         run_a=lambda wc, input: str(Path(input.a).parent),
@@ -212,6 +238,10 @@ rule lambdaopt_scorecard:
         "logs/benchmarks/lambdaopt/{tier}/scorecard.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
     shell:

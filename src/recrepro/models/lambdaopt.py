@@ -85,6 +85,7 @@ class LambdaOptConfig(BPRConfig):
     assumed_grad: str = "unregularised"
     sim_penalty: str = "batch"
     assumed_batch: str = "shared"
+    lambda_fused: bool = True     # fused Adam kernel for Λ (same algorithm; one pass over the tables)
 
     def __post_init__(self) -> None:
         checks = {"granularity": GRANULARITIES, "assumed_grad": ("unregularised", "current_lambda"),
@@ -145,7 +146,11 @@ class MFLambdaOpt(MFBPR):
         else:
             self.lam_item = torch.full((rows_i, d), float(c.lambda_init), device=dev, requires_grad=True)
             self.lambda_params = [self.lam_user, self.lam_item]
-        self.lambda_optimizer = torch.optim.Adam(self.lambda_params, lr=c.lambda_lr, amsgrad=c.lambda_amsgrad)
+        # Λ^U, Λ^I are dense tables updated every step (Adam moves rows with zero hypergradient
+        # too), so the λ step's optimiser touches n·d entries; the fused kernel does that in one
+        # pass instead of ~10 (docs/performance.md#lambdaopt).
+        self.lambda_optimizer = torch.optim.Adam(self.lambda_params, lr=c.lambda_lr, amsgrad=c.lambda_amsgrad,
+                                                 fused=bool(c.lambda_fused) or None)
 
     @staticmethod
     def _rows(lam: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -160,19 +165,28 @@ class MFLambdaOpt(MFBPR):
                 + (self._rows(li, j) * Q[j] ** 2).sum()) / B
 
     # ------------------------------------------------------------------ λ step
-    def assumed_gradient(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """``g`` of step 1: ∂l̃_S/∂Θ_t (plus Ω_S(Λ_t) under ``assumed_grad=current_lambda``), clipped."""
+    def assumed_gradient(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``g`` of step 1: ∂l̃_S/∂Θ_t (plus Ω_S(Λ_t) under ``assumed_grad=current_lambda``).
+
+        Returns ``(g_P, g_Q, c)``: the unclipped full-table gradients and the clip factor
+        ``c = min(clip / (‖g‖ + 1e-6), 1)`` of ``torch.nn.utils.clip_grad_norm_`` (``None``
+        without clipping).  :meth:`simulate` multiplies only the rows it needs by ``c`` (the
+        same elementwise product the in-place clip does, so the result is bit for bit the
+        same), which saves two full-table copies per step.
+        """
         u, i, j = batch
-        P0 = self.P.detach().clone().requires_grad_()
-        Q0 = self.Q.detach().clone().requires_grad_()
+        P0 = self.P.detach().requires_grad_()     # shares storage with Θ_t; only read here
+        Q0 = self.Q.detach().requires_grad_()
         loss = bpr_loss(P0, Q0, u, i, j)
         if self.config.assumed_grad == "current_lambda":
             loss = loss + self.penalty(P0, Q0, u, i, j)
-        loss.backward()
-        self._cache = (batch, float(loss.detach()), P0.grad.clone(), Q0.grad.clone())
+        gP, gQ = torch.autograd.grad(loss, [P0, Q0])
+        self._cache = (batch, float(loss.detach()), gP, gQ)
+        coef = None
         if self.config.clip and self.config.clip > 0:
-            torch.nn.utils.clip_grad_norm_([P0, Q0], self.config.clip)
-        return P0.grad, Q0.grad
+            total = torch.nn.utils.get_total_norm([gP, gQ])
+            coef = torch.clamp(self.config.clip / (total + 1e-6), max=1.0)
+        return gP, gQ, coef
 
     def real_step_reusing(self, batch) -> float:
         """The Θ step on the batch the λ step just simulated, reusing its unregularised gradient.
@@ -198,7 +212,7 @@ class MFLambdaOpt(MFBPR):
         """Θ̄_{t+1}(Λ) on ``user_rows`` / ``item_rows`` (all rows when ``None``), differentiable in Λ."""
         c = self.config
         u, i, j = batch
-        gP, gQ = grads
+        gP, gQ, coef = grads
         if user_rows is None:
             user_rows = torch.arange(self.n_users, device=self.device)
         if item_rows is None:
@@ -206,6 +220,7 @@ class MFLambdaOpt(MFBPR):
         out = []
         for theta, g, lam, rows, idx in ((self.P, gP, self.lam_user, user_rows, (u,)),
                                          (self.Q, gQ, self.lam_item, item_rows, (i, j))):
+            g = g[rows] if coef is None else g[rows] * coef        # the clipped rows
             state = self.optimizer.state[theta]
             th = theta.detach()[rows]
             if c.sim_penalty == "full_table":
@@ -214,7 +229,7 @@ class MFLambdaOpt(MFBPR):
                 n = theta.shape[0]
                 counts = sum(torch.bincount(x, minlength=n) for x in idx).to(th.dtype)
                 scale = (2.0 * counts[rows] / u.numel()).unsqueeze(1)
-            g_tilde = g[rows] + scale * self._rows(lam, rows) * th
+            g_tilde = g + scale * self._rows(lam, rows) * th
             step = int(state["step"]) + 1
             out.append(simulate_adam_rows(th, g_tilde, state["exp_avg"][rows], state["exp_avg_sq"][rows], step,
                                           c.lr, c.betas, c.eps))

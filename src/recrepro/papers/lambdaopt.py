@@ -8,14 +8,17 @@ Entry points (``python -m recrepro.papers.lambdaopt <command> ...``, called by
     (full ranking, λOpt's per-positive HR/NDCG and AUC, optimistic ties).
     ``lambdafix`` trains one MF per λ of ``lambdafix_grid`` and keeps the λ with the best
     **validation** AUC (the paper: "best of {10, …, 1e-5, 0}" chosen on validation);
-    ``lambdaopt`` variants learn Λ on the validation part.  No early stopping: the test
+    ``lambdaopt`` variants learn Λ on the validation part, as does the baseline ``sgda``
+    (:mod:`recrepro.models.sgda`); ``amf`` (:mod:`recrepro.models.amf`) and ``neumf``
+    (:mod:`recrepro.models.neumf`) train on train only.  No early stopping: the test
     metrics are those of the last epoch (the official code has no model selection).
     Beside the run record: ``history.parquet`` (per-epoch loss, seconds, mean λ; for
     λFix the validation AUC of every grid value) and ``trajectory.parquet`` (λOpt: mean λ
     over the users/items of equal training frequency, per epoch).
 ``sensitivity``
     Validation AUC after every epoch of MF-λFix for each fixed λ (the "tuning headache").
-``table``  results table (method × metric, mean ± sd over seeds) as Markdown and CSV.
+``table``  results table (method × metric, mean ± sd over seeds) as Markdown and CSV, with the
+    ordering of the four granularities and the paired tests of -DUI vs λFix (:func:`paired_tests`).
 ``figure-trajectory``  heat maps of mean λ by training frequency (x) and epoch (y) + lines.
 ``figure-sensitivity`` validation AUC over epochs per fixed λ.
 ``figure-groups``      HR@100 / NDCG@100 of two methods by user-frequency quartile.
@@ -38,10 +41,11 @@ from recrepro.io import write_parquet, write_text
 from recrepro.papers.rules import protocol_split_dir, protocol_splits
 
 __all__ = ["main", "run_variant", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed",
-           "rule_run_dir", "rule_split_dir", "TABLE_METRICS"]
+           "rule_run_dir", "rule_split_dir", "rule_sensitivity_epochs", "paired_tests", "granularity_order",
+           "TABLE_METRICS"]
 
 TABLE_METRICS = ["auc", "pp_hr@50", "pp_hr@100", "pp_ndcg@50", "pp_ndcg@100"]
-METHOD_ORDER = ["lambdafix", "lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui", "lambdaopt_dui_code"]
+METHOD_ORDER = ["sgda", "amf", "neumf", "lambdafix", "lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui", "lambdaopt_dui_code"]
 
 
 # ----------------------------------------------------------------------------- rule helpers
@@ -64,7 +68,17 @@ def rule_settings(config: Mapping[str, Any], tier: str, dataset: str, variant: s
     settings.update(conf.get("settings", {}))
     settings.update(conf.get("datasets", {}).get(dataset, {}))
     settings.update(block["variants"][variant])
+    cap = conf.get("epoch_cap")
+    if cap is not None and "epochs" in settings:     # compute cap (config comment, docs/deviations.md)
+        settings["epochs"] = min(int(settings["epochs"]), int(cap))
     return settings
+
+
+def rule_sensitivity_epochs(config: Mapping[str, Any], tier: str) -> int:
+    """Epochs of the sensitivity curves, under the tier's ``epoch_cap``."""
+    conf = rule_tier(config, tier)
+    epochs = int(conf["sensitivity"]["epochs"])
+    return epochs if conf.get("epoch_cap") is None else min(epochs, int(conf["epoch_cap"]))
 
 
 def rule_runs(config: Mapping[str, Any], tier: str, dataset: str | None = None) -> list[str]:
@@ -115,6 +129,18 @@ def make_model(settings: Mapping[str, Any], seed: int, device: str = "cpu", lam:
         return MFBPR(cfg, seed=seed)
     if settings["method"] == "lambdaopt":
         return MFLambdaOpt(LambdaOptConfig.from_mapping(ms), seed=seed)
+    if settings["method"] == "sgda":
+        from recrepro.models.sgda import SGDA, SGDAConfig
+
+        return SGDA(SGDAConfig.from_mapping(ms), seed=seed)
+    if settings["method"] == "amf":
+        from recrepro.models.amf import AMF, AMFConfig
+
+        return AMF(AMFConfig.from_mapping(ms), seed=seed)
+    if settings["method"] == "neumf":
+        from recrepro.models.neumf import NeuMF, NeuMFConfig
+
+        return NeuMF(NeuMFConfig.from_mapping(ms), seed=seed)
     raise ValueError(f"lambdaopt: unknown method {settings['method']!r}")
 
 
@@ -218,7 +244,68 @@ def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     return agg
 
 
-def table_markdown(agg: pd.DataFrame, tier: str) -> str:
+GRANULARITY_METHODS = ["lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui"]
+
+
+def paired_tests(run_dirs: Sequence[str | Path], method_a: str = "lambdaopt_dui",
+                 method_b: str = "lambdafix") -> pd.DataFrame:
+    """``method_a`` vs ``method_b`` on every table metric, per dataset.
+
+    Pairs are (seed, test user): the per-user metrics of the two runs with the same seed (same
+    split, same users).  ``wilcoxon_p``: two-sided Wilcoxon signed-rank test on the per-user
+    differences pooled over the seeds (zero differences dropped, normal approximation for
+    large n: ``scipy.stats.wilcoxon``).  ``ttest_p``: two-sided paired t-test over the seeds'
+    means (needs >= 2 seeds; NaN otherwise).
+    """
+    from scipy import stats
+
+    from recrepro.io import read_json
+
+    runs = []
+    for r in map(Path, run_dirs):
+        meta = read_json(r / "metrics.json")
+        if meta["method"] in (method_a, method_b):
+            runs.append((meta["dataset"], meta["method"], int(meta["seed"]), r))
+    rows = []
+    for dataset in sorted({d for d, *_ in runs}):
+        per = {(m, seed): r for d, m, seed, r in runs if d == dataset}
+        seeds = sorted({seed for m, seed in per if (method_a, seed) in per and (method_b, seed) in per})
+        if not seeds:
+            continue
+        frames = []
+        for seed in seeds:
+            a = pd.read_parquet(per[(method_a, seed)] / "per_user.parquet")
+            b = pd.read_parquet(per[(method_b, seed)] / "per_user.parquet")
+            frames.append(a.merge(b, on="user", suffixes=("_a", "_b")).assign(seed=seed))
+        pairs = pd.concat(frames, ignore_index=True)
+        for metric in TABLE_METRICS:
+            if f"{metric}_a" not in pairs:
+                continue
+            sub = pairs[["seed", f"{metric}_a", f"{metric}_b"]].dropna()
+            diff = (sub[f"{metric}_a"] - sub[f"{metric}_b"]).to_numpy()
+            w_p = float(stats.wilcoxon(diff).pvalue) if np.any(diff != 0) else 1.0
+            means = sub.groupby("seed")[[f"{metric}_a", f"{metric}_b"]].mean()
+            t_p = (float(stats.ttest_rel(means[f"{metric}_a"], means[f"{metric}_b"]).pvalue)
+                   if len(means) >= 2 else float("nan"))
+            rows.append({"dataset": dataset, "metric": metric, "method_a": method_a, "method_b": method_b,
+                         "mean_a": float(means[f"{metric}_a"].mean()), "mean_b": float(means[f"{metric}_b"].mean()),
+                         "diff": float(diff.mean()), "n_pairs": int(diff.size), "seeds": len(means),
+                         "wilcoxon_p": w_p, "ttest_p": t_p})
+    return pd.DataFrame(rows, columns=["dataset", "metric", "method_a", "method_b", "mean_a", "mean_b", "diff",
+                                       "n_pairs", "seeds", "wilcoxon_p", "ttest_p"])
+
+
+def granularity_order(agg: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and metric: the four granularities sorted by mean, best first (``"dui > di > …"``)."""
+    rows = []
+    part = agg[agg["method"].isin(GRANULARITY_METHODS)]
+    for (dataset, metric), sub in part.groupby(["dataset", "metric"]):
+        order = sub.sort_values("mean", ascending=False)["method"].str.replace("lambdaopt_", "")
+        rows.append({"dataset": dataset, "metric": metric, "order": " > ".join(order)})
+    return pd.DataFrame(rows, columns=["dataset", "metric", "order"])
+
+
+def table_markdown(agg: pd.DataFrame, tier: str, tests: pd.DataFrame | None = None) -> str:
     lines = [f"# λOpt results table ({tier} tier)", "",
              "Test AUC, HR@K, NDCG@K (λOpt's per-positive metrics, optimistic ties), mean ± sd over seeds.", ""]
     for dataset, part in agg.groupby("dataset"):
@@ -237,6 +324,20 @@ def table_markdown(agg: pd.DataFrame, tier: str) -> str:
                 cells.append(f"{mean:.4f}" + ("" if pd.isna(sd) else f" ± {sd:.4f}"))
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
         lines.append("")
+        order = granularity_order(part)
+        if not order.empty:
+            lines += ["Granularities by mean (best first): "
+                      + "; ".join(f"{r.metric}: {r.order}" for r in order.itertuples()), ""]
+        if tests is not None and not tests[tests["dataset"] == dataset].empty:
+            t = tests[tests["dataset"] == dataset]
+            lines += [f"Paired tests, {t['method_a'].iloc[0]} vs {t['method_b'].iloc[0]}: Wilcoxon signed-rank on "
+                      "per-user differences pooled over seeds (pairs = seed × test user); paired t over seed means.",
+                      "", "| metric | mean A | mean B | A − B | pairs | seeds | Wilcoxon p | t-test p |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for r in t.itertuples():
+                lines.append(f"| {r.metric} | {r.mean_a:.4f} | {r.mean_b:.4f} | {r.diff:+.4f} | {r.n_pairs} | "
+                             f"{r.seeds} | {r.wilcoxon_p:.2g} | {r.ttest_p:.2g} |")
+            lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -370,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--tier", required=True)
     t.add_argument("--out-md", required=True)
     t.add_argument("--out-csv", required=True)
+    t.add_argument("--out-tests", default=None)
     t.add_argument("runs", nargs="+")
     ft = sub.add_parser("figure-trajectory")
     fs = sub.add_parser("figure-sensitivity")
@@ -406,8 +508,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
         agg = results_table(runs)
         Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
-        write_text(args.out_md, table_markdown(agg, args.tier))
+        tests = paired_tests(runs)
+        write_text(args.out_md, table_markdown(agg, args.tier, tests))
         write_text(args.out_csv, agg.to_csv(index=False))
+        if args.out_tests:
+            write_text(args.out_tests, tests.to_csv(index=False))
     elif args.command == "figure-trajectory":
         figure_trajectory(args.run, args.out_pdf, args.out_png, args.tier, args.dataset)
     elif args.command == "figure-sensitivity":
