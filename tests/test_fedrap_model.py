@@ -11,6 +11,7 @@ import torch
 
 from recrepro.models.federated import (
     FederatedConfig,
+    client_batches,
     FederatedRecommender,
     curriculum_weight,
     sample_negatives,
@@ -36,9 +37,9 @@ def test_one_step_code_mode_by_hand():
     # s = <w, D+C> + b = 1, p = sigmoid(1), dBCE/ds = p - 1 = -0.2689414
     g = 1 / (1 + math.exp(-1)) - 1
     # dL/dD = g w - 2λ(D-C)/(n d) = (g, 0) - 0.1 (0, -1)
-    np.testing.assert_allclose(m.D[0, 0].numpy(), [0.5 - g, 0.0 - 0.1], atol=1e-6)
+    np.testing.assert_allclose(m.private_items([0])[0, 0].numpy(), [0.5 - g, 0.0 - 0.1], atol=1e-6)
     # dL/dC = g w + 2λ(D-C)/(n d) + μ sign(C)/(n d) = (g + 0.05, -0.1 + 0.05)
-    np.testing.assert_allclose(out["C"][0, 0].numpy(), [0.5 - (g + 0.05), 1.0 - (-0.05)], atol=1e-6)
+    np.testing.assert_allclose(m.dense_uploads(out)[0, 0].numpy(), [0.5 - (g + 0.05), 1.0 - (-0.05)], atol=1e-6)
     np.testing.assert_allclose(m.w[0].numpy(), [1.0 - g, -g], atol=1e-6)  # dL/dw = g (D+C) = g (1, 1)
     np.testing.assert_allclose(m.b[0].item(), -g, atol=1e-6)
     expected_loss = -math.log(1 / (1 + math.exp(-1))) - 0.1 * 0.5 + 0.1 * 0.75
@@ -59,6 +60,8 @@ def test_curriculum_values():
     assert seq == [1.0] * 5 + [0.0] * 5 + [1.0]
     cfg = FederatedConfig(mode="code", lam=0.2, mu=0.3)
     assert cfg.weights(0) == (0.2, 0.3)  # code mode: constants from round 0
+    tanh_code = FederatedConfig(mode="code", code_curriculum=True, lam=0.2, mu=0.3)
+    assert tanh_code.weights(0) == (0.0, 0.0) and tanh_code.weights(10)[0] == pytest.approx(0.2 * math.tanh(1.0))
     assert FederatedConfig(mode="paper", lam=0.2, mu=0.3).weights(0) == (0.0, 0.0)
     assert FederatedConfig(method="fedrap_no", mode="code", mu=0.3).weights(4)[1] == 0.0
 
@@ -80,26 +83,29 @@ def _reference_loop(model0, users, owner, item, label, lam, mu, seed):
     rng = np.random.default_rng(seed)
     counts = np.bincount(owner, minlength=users.size)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    orders = [np.lexsort((rng.random(owner.size), owner)) for _ in range(cfg.local_epochs)]
+    epochs = [client_batches(owner, counts, cfg.batch_size, rng) for _ in range(cfg.local_epochs)]
     results = []
     for i, u in enumerate(users):
         w = torch.nn.Parameter(model0.w[u].clone())
         b = torch.nn.Parameter(model0.b[u].clone())
-        D = torch.nn.Parameter(model0.D[u].clone())
+        private = cfg.has_private_items
+        D = torch.nn.Parameter(model0.private_items([u])[0].clone()) if private else torch.zeros_like(model0.C)
         C = torch.nn.Parameter(model0.C.clone())
         groups = [{"params": [w] + ([b] if cfg.use_bias else []), "lr": model0.lr_network},
-                  {"params": [D], "lr": model0.lr_args}, {"params": [C], "lr": model0.lr_args}]
+                  {"params": [C], "lr": model0.lr_args}] + ([{"params": [D], "lr": model0.lr_args}] if private else [])
         opt = torch.optim.SGD(groups, weight_decay=cfg.l2)
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.batch_decay)
-        for order in orders:
-            mine = order[starts[i]:starts[i] + counts[i]]
-            for lo in range(0, mine.size, cfg.batch_size):
-                idx = mine[lo:lo + cfg.batch_size]
+        mine = np.arange(starts[i], starts[i] + counts[i])
+        for batch_of in epochs:
+            for t in range(int(batch_of[mine].max()) + 1 if mine.size else 0):
+                idx = mine[batch_of[mine] == t]
                 it = torch.as_tensor(item[idx])
                 r = torch.as_tensor(label[idx])
                 s = ((D[it] + C[it]) * w).sum(-1) + (b if cfg.use_bias else 0.0)
                 loss = torch.nn.functional.binary_cross_entropy(torch.sigmoid(s), r)
-                if cfg.mode == "code":
+                if not private:
+                    pass  # FedMF / PFedRec: BCE only
+                elif cfg.mode == "code":
                     loss = loss - lam * torch.nn.functional.mse_loss(D[it], C[it]) + mu * C[it].abs().mean()
                 else:
                     nd = C.numel()
@@ -112,8 +118,8 @@ def _reference_loop(model0, users, owner, item, label, lam, mu, seed):
     return results
 
 
-@pytest.mark.parametrize("mode", ["code", "paper"])
-def test_vectorised_equals_per_client_loop(mode):
+@pytest.mark.parametrize("mode,repeats", [("code", False), ("code", True), ("paper", False), ("paper", True)])
+def test_vectorised_equals_per_client_loop(mode, repeats):
     rng = np.random.default_rng(3)
     n_users, n_items = 4, 9
     dense = (rng.random((n_users, n_items)) < 0.5).astype(np.float32)
@@ -130,14 +136,54 @@ def test_vectorised_equals_per_client_loop(mode):
     coo = train.tocoo()
     owner, item = coo.row.astype(np.int64), coo.col.astype(np.int64)
     label = (rng.random(owner.size) < 0.6).astype(np.float32)  # mixed labels, several batches per client
+    if repeats:  # some samples drawn twice by their client (repeated negatives): same item, same label
+        extra = rng.choice(owner.size, owner.size // 2, replace=False)
+        owner, item, label = (np.concatenate([a, a[extra]]) for a in (owner, item, label))
+        srt = np.argsort(owner, kind="stable")
+        owner, item, label = owner[srt], item[srt], label[srt]
     ref = _reference_loop(model, users, owner, item, label, 0.2, 0.05, seed=11)
     out = model.local_train(users, owner, item, label, 0.2, 0.05, np.random.default_rng(11))
+    uploads = model.dense_uploads(out)
     for i in range(n_users):
         w, b, D, C = ref[i]
         np.testing.assert_allclose(model.w[i].numpy(), w.numpy(), atol=1e-6)
         np.testing.assert_allclose(model.b[i].numpy(), b.numpy(), atol=1e-6)
-        np.testing.assert_allclose(model.D[i].numpy(), D.numpy(), atol=1e-6)
-        np.testing.assert_allclose(out["C"][i].numpy(), C.numpy(), atol=1e-6)
+        np.testing.assert_allclose(model.private_items([i])[0].numpy(), D.numpy(), atol=1e-6)
+        np.testing.assert_allclose(uploads[i].numpy(), C.numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["fedmf", "pfedrec"])
+def test_baselines_vectorised_equal_per_client_loop(method):
+    rng = np.random.default_rng(5)
+    n_users, n_items = 4, 9
+    dense = (rng.random((n_users, n_items)) < 0.5).astype(np.float32)
+    dense[:, 0] = 1.0
+    train = sp.csr_matrix(dense)
+    model = FederatedRecommender(FederatedConfig(
+        method=method, mode="code", dim=3, local_epochs=3, batch_size=3, lr_network=0.3, lr_args=0.7, l2=0.01,
+        tol=0.0, init_std=0.5, num_negatives=0))
+    model.init_state(n_users, n_items)
+    model.w += torch.as_tensor(rng.normal(0, 0.3, (n_users, 3)), dtype=torch.float32)
+    coo = train.tocoo()
+    owner, item = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    label = (rng.random(owner.size) < 0.6).astype(np.float32)
+    ref = _reference_loop(model, np.arange(n_users), owner, item, label, 0.0, 0.0, seed=7)
+    out = model.local_train(np.arange(n_users), owner, item, label, 0.0, 0.0, np.random.default_rng(7))
+    uploads = model.dense_uploads(out)
+    for i in range(n_users):
+        w, b, _, C = ref[i]
+        np.testing.assert_allclose(model.w[i].numpy(), w.numpy(), atol=1e-6)
+        np.testing.assert_allclose(model.b[i].numpy(), b.numpy(), atol=1e-6)
+        np.testing.assert_allclose(uploads[i].numpy(), C.numpy(), atol=1e-6)
+        if method == "pfedrec":  # the client keeps its fine-tuned copy for its own predictions
+            np.testing.assert_allclose(model.private_items([i])[0].numpy(), C.numpy(), atol=1e-6)
+    # aggregation of row uploads (no dense tensor) equals the mean of the dense uploads
+    np.testing.assert_allclose(model._row_upload_sum(out).numpy() / n_users, uploads.mean(0).numpy(), atol=1e-6)
+    abs_sorted = np.sort(np.abs(model.C.numpy()).ravel().astype(np.float64))
+    assert model._row_upload_nnz(out, abs_sorted) == int((uploads.abs() > 1e-4).sum())
+    # candidate-only scoring equals the full rows
+    u, it = np.array([0, 1, 3, 3]), np.array([2, 0, 8, 1])
+    np.testing.assert_allclose(model.score_pairs(u, it), model.score(np.arange(n_users))[u, it], atol=1e-6)
 
 
 def test_aggregation_and_client_sampling(monkeypatch):

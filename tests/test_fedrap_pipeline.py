@@ -73,9 +73,14 @@ def test_paper_mode_curriculum_in_history(tiny_split, tmp_path):
 
 
 @pytest.mark.realdata
-def test_ml100k_dataset_statistics(pipeline):
+@pytest.mark.parametrize("dataset,counts,sparsity", [
+    ("ml-100k", [100_000, 943, 1_682], 0.9370),               # poster Table 1: 93.70%
+    ("hetrec2011-lastfm-2k", [92_780, 1_874, 17_612], 0.9972),  # 99.72%
+    ("amazon-video", [23_181, 1_372, 7_957], 0.9979),           # 99.79%
+])
+def test_dataset_statistics_match_the_poster(pipeline, dataset, counts, sparsity):
     _, split = pipeline
-    out = split("ml-100k", "fedrap", "leave_one_out", 0)
+    out = split(dataset, "fedrap", "leave_one_out", 0)
     stats = driver.dataset_stats([Path(out)])
-    assert stats.loc[0, ["ratings", "users", "items"]].tolist() == [100_000, 943, 1_682]
-    assert stats.loc[0, "sparsity"] == pytest.approx(0.9370, abs=5e-5)  # poster Table 1: 93.70%
+    assert stats.loc[0, ["ratings", "users", "items"]].tolist() == counts
+    assert stats.loc[0, "sparsity"] == pytest.approx(sparsity, abs=5e-5)

@@ -1,9 +1,11 @@
 # Paper: FedRAP (Li, Long & Zhou, ICLR 2024), issue 7.
-# Federated runs (FedRAP paper/code modes, ablations, FedMF, PFedRec, centralised MF) on
-# the tier's `fedrap` leave-one-out splits; dataset statistics, results table, learning
-# curves / sparsity / communication figure and scorecard under results/<tier>/fedrap/.
+# Federated runs (FedRAP paper/code modes, ablations, curricula, DP, FedMF, PFedRec, FedNCF,
+# centralised MF and NCF) on the tier's `fedrap` leave-one-out splits; dataset statistics,
+# results table, learning curves / sparsity / communication figure, ablation + DP figure,
+# PCA of C vs D⁽ⁱ⁾ and scorecard under results/<tier>/fedrap/.
 
 from recrepro.papers.fedrap import (
+    rule_embedding_run as fedrap_embedding_run,
     rule_runs as fedrap_runs,
     rule_settings as fedrap_settings,
     rule_split_dir as fedrap_split_dir,
@@ -17,6 +19,8 @@ localrules:
     fedrap_stats,
     fedrap_table,
     fedrap_figure,
+    fedrap_ablation_figure,
+    fedrap_embeddings_figure,
     fedrap_scorecard,
 
 
@@ -28,6 +32,7 @@ rule fedrap_train:
         per_user="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/per_user.parquet",
         provenance="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/provenance.json",
         history="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/history.parquet",
+        embeddings="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/embeddings.npz",
     log:
         "logs/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.log",
     benchmark:
@@ -35,6 +40,10 @@ rule fedrap_train:
     conda:
         ENV_CPU
     threads: config["threads"]
+    resources:
+        mem_mb=res_mem_mb("train", extra_mb=config["fedrap"]["memory_budget_mb"]),
+        runtime=res_runtime("train", extra_mb=config["fedrap"]["memory_budget_mb"]),
+        gpu=res_gpu("train"),
     params:
         cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(
@@ -71,6 +80,10 @@ rule fedrap_stats:
         "logs/benchmarks/fedrap/{tier}/stats.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         dirs=lambda wc, input: " ".join(str(Path(m).parent) for m in input.manifests),
@@ -91,6 +104,10 @@ rule fedrap_table:
         "logs/benchmarks/fedrap/{tier}/table.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
     shell:
@@ -114,11 +131,70 @@ rule fedrap_figure:
         "logs/benchmarks/fedrap/{tier}/figure.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
     shell:
         "{params.cli} recrepro.papers.fedrap figure --tier {wildcards.tier} --out-pdf {output.pdf} "
         "--out-png {output.png} {input.runs} > {log} 2>&1"
+
+
+rule fedrap_ablation_figure:
+    input:
+        runs=lambda wc: fedrap_runs(config, wc.tier),
+    output:
+        pdf=report(
+            "results/{tier}/fedrap/figures/ablation.pdf",
+            caption="../report/fedrap_ablation.rst",
+            category="FedRAP",
+        ),
+        png="results/{tier}/fedrap/figures/ablation.png",
+    log:
+        "logs/fedrap/{tier}/ablation_figure.log",
+    benchmark:
+        "logs/benchmarks/fedrap/{tier}/ablation_figure.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+    shell:
+        "{params.cli} recrepro.papers.fedrap figure --kind ablation --tier {wildcards.tier} "
+        "--out-pdf {output.pdf} --out-png {output.png} {input.runs} > {log} 2>&1"
+
+
+rule fedrap_embeddings_figure:
+    input:
+        npz=lambda wc: fedrap_embedding_run(config, wc.tier)[1],
+    output:
+        pdf=report(
+            "results/{tier}/fedrap/figures/embeddings.pdf",
+            caption="../report/fedrap_embeddings.rst",
+            category="FedRAP",
+        ),
+        png="results/{tier}/fedrap/figures/embeddings.png",
+    log:
+        "logs/fedrap/{tier}/embeddings_figure.log",
+    benchmark:
+        "logs/benchmarks/fedrap/{tier}/embeddings_figure.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+        dataset=lambda wc: fedrap_embedding_run(config, wc.tier)[0],
+    shell:
+        "{params.cli} recrepro.papers.fedrap embeddings --tier {wildcards.tier} --dataset {params.dataset} "
+        "--npz {input.npz} --out-pdf {output.pdf} --out-png {output.png} > {log} 2>&1"
 
 
 rule fedrap_scorecard:
@@ -134,6 +210,10 @@ rule fedrap_scorecard:
         "logs/benchmarks/fedrap/{tier}/scorecard.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
     shell:
@@ -145,8 +225,14 @@ PAPER_TARGETS["fedrap"] = (
     [
         f"results/{TIER}/fedrap/tables/results.md",
         f"results/{TIER}/fedrap/figures/curves.pdf",
+        f"results/{TIER}/fedrap/figures/ablation.pdf",
         f"results/{TIER}/fedrap/scorecard.md",
     ]
+    + (
+        [f"results/{TIER}/fedrap/figures/embeddings.pdf"]
+        if fedrap_embedding_run(config, TIER)
+        else []
+    )
     if fedrap_runs(config, TIER)
     else []
 )

@@ -5,8 +5,17 @@ Clients are users: client ``i`` holds its own interactions, a private score func
 private item table, and a local copy of the global item table ``C``.  The official
 FedRAP code (mtics/FedRAP ``model/engine.py``) loops over users and deep-copies a model
 per user; here **all sampled clients of a round train at once**: their parameters are
-stacked tensors (``w[B, d]``, ``b[B]``, ``D[B, n_items, d]``, ``C[B, n_items, d]``) and
-every local SGD step is one batched tensor operation with hand-written gradients.
+stacked tensors and every local SGD step is one batched tensor operation with hand-written
+gradients.  Two paths:
+
+* **rows** (code mode, FedMF, PFedRec; :meth:`FederatedRecommender._local_train_rows`): a
+  step only changes the rows of the items in a client's batch (plus a per-client weight-decay
+  shrink), so the round's distinct (client, item) rows are gathered once into compact
+  ``[M, d]`` tables (``M`` ≈ the round's samples) and trained there; nothing of size
+  ``B × n_items × d`` is formed.  About 1.4 CPU-seconds per ML-100K round (docs/performance.md).
+* **dense** (paper mode with private tables; :meth:`FederatedRecommender._local_train_dense`):
+  the paper's full-matrix regularisers touch every entry of every client's ``D_i`` and
+  ``C_i`` at every step, so the chunk's ``D[B, n_items, d]`` and ``C[B, n_items, d]`` are dense.
 
 One local step of client ``i`` on its mini-batch ``(j_k, r_k)_{k=1..n}`` (FedRAP,
 Li et al. 2024, the poster's objective)::
@@ -34,14 +43,12 @@ Memory
 The private tables ``D`` (FedRAP) or personalised item copies (PFedRec) need
 ``n_users × n_items × d`` floats.  They are kept **dense** in RAM when that fits under
 ``memory_budget_mb``; otherwise they live in a disk-backed ``numpy.memmap`` under
-``scratch_dir`` (still dense, read and written per chunk).  Local training always runs on
-**chunks of clients**: a chunk holds at most about six ``[B, n_items, d]`` float32 tensors
-(the chunk's D and local C copies, and in paper mode the D − C and sign(C) temporaries of
-the full-matrix regularisers), and ``B`` is chosen so the chunk stays under the same budget
-(at least one client).  Per step only the batch rows are gathered and scattered; SGD weight
-decay (a per-client scalar shrink of D and C) is kept lazily as a scale and applied once at
-the end of local training, so code mode touches the dense tables a few times per round.  ML-100K (943 × 1,682 × 32) needs 203 MB per table,
-ML-1M 2.9 GB, LastFM 4.2 GB, QB-article 23 GB (memmap).
+``scratch_dir``.  Their SGD weight decay is a lazy per-user scale (``D_scale``).  The rows
+path reads and writes only the round's rows of them.  The dense path runs on **chunks of
+clients**: a chunk holds about six ``[B, n_items, d]`` float32 tensors and ``B`` is chosen
+so the chunk stays under the same budget (at least one client); so does DP, which needs
+each client's dense upload.  ML-100K (943 × 1,682 × 32) needs 203 MB per table, Video
+1.4 GB, ML-1M 2.9 GB, LastFM 4.2 GB, QB-article 23 GB.
 
 Determinism
 -----------
@@ -55,6 +62,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,9 +75,18 @@ import torch
 from recrepro.models.base import NotFittedError, Recommender
 from recrepro.records import check_finite
 
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+
+def _check_finite(name: str, values: torch.Tensor, where: str) -> None:
+    """:func:`recrepro.records.check_finite` with a one-pass fast path for big tensors."""
+    if not bool(torch.isfinite(values).all()):
+        check_finite(name, values, where)
+
 __all__ = [
     "FederatedConfig",
     "FederatedRecommender",
+    "client_batches",
     "curriculum_weight",
     "gaussian_epsilon",
     "sample_negatives",
@@ -78,7 +95,7 @@ __all__ = [
 ]
 
 CURRICULA = ("fixed", "tanh", "sin", "square", "frac")
-METHODS = ("fedrap", "fedrap_no", "fedrap_l2", "fedmf", "pfedrec")
+METHODS = ("fedrap", "fedrap_no", "fedrap_l2", "fedmf", "pfedrec", "fedncf")  # fedncf: models.fedncf
 _L1_THRESHOLD = 1e-4  # the code's sparsity definition: |C| <= 1e-4 counts as zero
 
 
@@ -135,9 +152,21 @@ def sample_negatives(users: np.ndarray, touched: sp.csr_matrix, k: int, rng: np.
         int64 ``[len(users), k]``.
     """
     n_items = touched.shape[1]
+    out = rng.integers(0, n_items, size=(users.size, k), dtype=np.int64)
+    if touched.shape[0] * n_items <= 200_000_000:  # a dense bitmap lookup (same draws, faster)
+        bitmap = np.zeros(touched.shape[0] * n_items, dtype=bool)
+        coo = touched.tocoo()
+        bitmap[coo.row.astype(np.int64) * n_items + coo.col.astype(np.int64)] = True
+        base = users.astype(np.int64)[:, None] * n_items
+        for _ in range(1000):
+            bad = bitmap[base + out]
+            n_bad = int(np.count_nonzero(bad))
+            if n_bad == 0:
+                return out
+            out[bad] = rng.integers(0, n_items, size=n_bad, dtype=np.int64)
+        raise RuntimeError("negative sampling did not converge: a user touched (almost) every item")
     coo = touched.tocoo()
     keys = np.sort(coo.row.astype(np.int64) * n_items + coo.col.astype(np.int64))
-    out = rng.integers(0, n_items, size=(users.size, k), dtype=np.int64)
     bad = np.ones(out.shape, dtype=bool)
     base = users.astype(np.int64)[:, None] * n_items
     for _ in range(1000):
@@ -152,6 +181,26 @@ def sample_negatives(users: np.ndarray, touched: sp.csr_matrix, k: int, rng: np.
     raise RuntimeError("negative sampling did not converge: a user touched (almost) every item")
 
 
+def client_batches(owner: np.ndarray, counts: np.ndarray, batch_size: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Mini-batch index of every sample for one local epoch (``DataLoader(shuffle=True)``).
+
+    ``owner`` is sorted (samples grouped by client), ``counts`` the samples per client.
+    A client with at most ``batch_size`` samples has a single batch, whose order does not
+    change an SGD step (no random draw); the samples of the other clients are shuffled
+    within the client and cut into batches of ``batch_size``.
+    """
+    batch_of = np.zeros(owner.size, np.int64)
+    multi = counts > batch_size
+    if multi.any():
+        S = np.flatnonzero(multi[owner])
+        o = owner[S]
+        perm = np.lexsort((rng.random(S.size), o))
+        first = np.searchsorted(o, o, side="left")  # o sorted: start of each client's block
+        batch_of[S[perm]] = (np.arange(S.size) - first) // batch_size
+    return batch_of
+
+
 @dataclass
 class FederatedConfig:
     """Settings of one federated run (defaults: the official FedRAP code's ``train.py``).
@@ -161,7 +210,8 @@ class FederatedConfig:
     fine-tuned per client, the fine-tuned copy kept for the client's predictions).
     ``mode``: ``paper`` (curriculum λ_a, μ_a; Frobenius/L1 norms of the full matrices,
     normalised by n_items·d; no user bias) | ``code`` (constant λ, μ; batch-row means;
-    a user bias), see docs/deviations.md#fedrap-mode.
+    a user bias), see docs/deviations.md#fedrap-mode.  ``code_curriculum``: code mode with
+    the paper's curriculum λ_a, μ_a (an ablation isolating the curriculum; cheap, row path).
     """
 
     method: str = "fedrap"
@@ -180,6 +230,7 @@ class FederatedConfig:
     lam: float = 0.1
     mu: float = 0.1
     curriculum: str = "tanh"
+    code_curriculum: bool = False
     l1_update: Literal["subgradient", "prox"] = "subgradient"
     tol: float = 1e-4
     init_std: float = 1.0
@@ -217,11 +268,12 @@ class FederatedConfig:
         return self.mode == "code"
 
     def weights(self, a: int, prev: tuple[float, float] | None = None) -> tuple[float, float]:
-        """(λ, μ) used in round ``a``: curriculum in paper mode, constants in code mode."""
+        """(λ, μ) used in round ``a``: curriculum in paper mode (or with ``code_curriculum``),
+        constants in code mode."""
         if not self.has_private_items:
             return 0.0, 0.0
         mu = 0.0 if self.method == "fedrap_no" else self.mu
-        if self.mode == "code":
+        if self.mode == "code" and not self.code_curriculum:
             return float(self.lam), float(mu)
         p_lam, p_mu = prev if prev is not None else (None, None)
         return (curriculum_weight(self.curriculum, a, self.lam, p_lam),
@@ -273,6 +325,8 @@ class FederatedRecommender(Recommender):
             for start in range(0, n_users, 4096):
                 stop = min(n_users, start + 4096)
                 self.D[start:stop] = torch.as_tensor(d0, device=self.D.device).expand(stop - start, -1, -1)
+        # lazy SGD weight decay of the private tables: true D[u] = D_scale[u] * stored D[u]
+        self.D_scale = torch.ones(n_users, dtype=torch.float64)
         self.lr_network = cfg.lr_network
         self.lr_args = cfg.lr_args
         self.weights_prev: tuple[float, float] | None = None
@@ -339,20 +393,32 @@ class FederatedRecommender(Recommender):
             participants = np.sort(rng.choice(self.n_users, n_part, replace=False))
         lam, mu = cfg.weights(a, self.weights_prev)
         self.weights_prev = (lam, mu)
-        chunk = _chunk_size(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size)
+        dense = (cfg.mode == "paper" and cfg.has_private_items) or cfg.dp_clip is not None
+        # the row path forms nothing of size B x n_items x d: all participants in one chunk
+        chunk = (_chunk_size(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if dense
+                 else max(1, participants.size))
         c_sum = torch.zeros_like(self.C, dtype=torch.float64)
         loss_sum, nnz_upload = 0.0, 0
+        abs_sorted = None
         for start in range(0, participants.size, chunk):
             users = participants[start:start + chunk]
             owner, item, label = self.round_samples(users, rng)
             result = self.local_train(users, owner, item, label, lam, mu, rng)
-            if cfg.dp_clip is not None:
-                result["C"] = self.privatise(result["C"], rng)
-            c_sum += result["C"].sum(0, dtype=torch.float64)
+            if cfg.dp_clip is not None or "C" in result:
+                up = self.dense_uploads(result)
+                if cfg.dp_clip is not None:
+                    up = self.privatise(up, rng)
+                c_sum += up.sum(0, dtype=torch.float64)
+                nnz_upload += int((up.abs() > _L1_THRESHOLD).sum())
+                del up
+            else:
+                if abs_sorted is None:
+                    abs_sorted = np.sort(self.C.abs().cpu().numpy().astype(np.float64).ravel())
+                c_sum += self._row_upload_sum(result)
+                nnz_upload += self._row_upload_nnz(result, abs_sorted)
             loss_sum += float(result["loss"].sum())
-            nnz_upload += int((result["C"].abs() > _L1_THRESHOLD).sum())
         new_c = (c_sum / participants.size).to(torch.float32)
-        check_finite("global item table C", new_c, f"round {a}")
+        _check_finite("global item table C", new_c, f"round {a}")
         self.C = new_c
         sparsity = float((self.C.abs() <= _L1_THRESHOLD).float().mean())
         self.lr_network *= cfg.decay_rate
@@ -382,8 +448,24 @@ class FederatedRecommender(Recommender):
         return delta.add_(self.C[None])
 
     def local_train(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
-                    lam: float, mu: float, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+                    lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
         """Local epochs of the clients ``users`` at once; writes back their private state.
+
+        ``mode: paper`` with private tables (FedRAP's full-matrix regularisers touch every
+        row of D⁽ⁱ⁾ and C at every step) runs on dense ``[B, n_items, d]`` tables
+        (:meth:`_local_train_dense`); everything else (code mode, FedMF, PFedRec) only ever
+        changes the rows of the items a client samples in the round, so it trains on those
+        rows alone (:meth:`_local_train_rows`).  Use :meth:`dense_uploads` for the uploaded
+        ``C_i`` as ``[B, n_items, d]``.
+        """
+        cfg = self.config
+        if cfg.mode == "paper" and cfg.has_private_items:
+            return self._local_train_dense(users, owner, item, label, lam, mu, rng)
+        return self._local_train_rows(users, owner, item, label, lam, mu, rng)
+
+    def _local_train_dense(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
+                           lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
+        """Local epochs of the clients ``users`` at once on dense per-client tables.
 
         Samples are kept flat (no padding to the busiest client): each epoch draws a
         random order inside every client (``DataLoader(shuffle=True)``), mini-batch ``t``
@@ -395,12 +477,13 @@ class FederatedRecommender(Recommender):
         B = users.size
         users_t = torch.as_tensor(users, device=dev)
         counts = np.bincount(owner, minlength=B)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         bs = cfg.batch_size
         max_batches = int(-(-counts.max() // bs)) if counts.size and counts.max() > 0 else 0
 
         w = self.w[users_t].clone()
         b = self.b[users_t].clone()
+        if cfg.has_private_items:
+            self._materialise_private(users)
         C = self.C.unsqueeze(0).expand(B, -1, -1).clone()
         # contiguous, in-memory, same-device chunk: train D in place (no copy, no write-back)
         in_place = (cfg.has_private_items and self.private_storage == "dense" and self.D.device == dev
@@ -424,16 +507,13 @@ class FederatedRecommender(Recommender):
         for epoch in range(cfg.local_epochs):
             if not active.any():
                 break
-            # per-client shuffle: order by (owner, random key); position inside the client
-            order = np.lexsort((rng.random(owner.size), owner))
-            pos_in = np.arange(owner.size) - starts[owner[order]]
-            batch_of = pos_in // bs
+            batch_of = client_batches(owner, counts, bs, rng)
             for t in range(max_batches):
                 n_t = np.clip(counts - t * bs, 0, bs)
                 step_on = active & (n_t > 0)
                 if not step_on.any():
                     continue
-                sel = order[(batch_of == t) & step_on[owner[order]]]
+                sel = np.flatnonzero((batch_of == t) & step_on[owner])
                 sel_t = torch.as_tensor(sel, device=dev)
                 fr, fi, lab = owner_t[sel_t], item_t[sel_t], label_t[sel_t]
                 n_f = torch.as_tensor(np.maximum(n_t, 1), dtype=torch.float32, device=dev)
@@ -454,6 +534,7 @@ class FederatedRecommender(Recommender):
             check_finite("client parameters", w, f"round {self.round} local epoch {epoch}")
             check_finite("client losses", loss_acc, f"round {self.round} local epoch {epoch}")
         self._materialise(C, D)
+        self._dense_bufs = None
         # write back private state
         self.w[users_t] = w
         self.b[users_t] = b
@@ -462,6 +543,290 @@ class FederatedRecommender(Recommender):
         elif cfg.keeps_personal_copy:
             self.D[users_t.cpu()] = C.to(self.D.device)
         return {"C": C, "loss": torch.as_tensor(np.nan_to_num(prev_mean))}
+
+    def _local_train_rows(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
+                          lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
+        """Local epochs of the clients ``users`` at once, on the rows they sample (code mode).
+
+        Without the paper's full-matrix regularisers a client's step changes only the rows
+        of its batch items (BCE, the code's batch-row ``mse``/``abs`` terms) and shrinks all
+        its parameters by ``1 − lr·l2`` (SGD weight decay).  So each round gathers the
+        ``M`` distinct (client, item) rows of the round's samples once into compact
+        ``[M, d]`` tables (every client's local C starts from the server's C; private D
+        rows come from storage) and runs every step on them; the weight decay of the
+        untouched rows is one scalar per client (``shrink``): the uploaded ``C_i`` is
+        ``shrink_i · C`` with the compact rows written over it, and the private tables
+        fold ``shrink_i`` into the lazy ``D_scale``.  Nothing of size ``B × n_items × d``
+        is formed.
+
+        Implementation.  An item a client samples twice (a repeated negative) is one row;
+        mini-batches are cut from the client's *samples* (as its ``DataLoader``), and a
+        row enters a step with the number of its samples in the client's batch as weight.
+        A client's samples all carry the same label per item (positives are never drawn
+        as negatives).  Clients with a single batch are ordered first, so the later
+        batches of the big clients are a contiguous tail of the row tables.  FedRAP trains ``X = D + C`` and
+        ``E = D − C`` (the score needs ``X``, the code's regulariser ``E``), which turns
+        a step into a few in-place passes over preallocated buffers (see :meth:`_row_step`).
+
+        Returns ``{"rows": (owner[M], item[M], C rows [M, d]), "shrink": [B], "loss": [B]}``.
+        """
+        cfg, dev = self.config, self.device
+        B, d, n_items = users.size, cfg.dim, self.n_items
+        bs = cfg.batch_size
+        counts = np.bincount(owner, minlength=B)           # samples per client
+        key = owner.astype(np.int64) * n_items + item.astype(np.int64)
+        uniq, first, inv, mult = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+        multi = counts > bs
+        cperm = np.argsort(multi, kind="stable")          # single-batch clients first
+        crank = np.empty(B, np.int64)
+        crank[cperm] = np.arange(B)
+        r_owner0 = uniq // n_items
+        order = np.argsort(crank[r_owner0], kind="stable")
+        new_pos = np.empty(order.size, np.int64)
+        new_pos[order] = np.arange(order.size)
+        s_row = new_pos[inv.ravel()]                      # sample -> row
+        s_owner = crank[owner]                            # sample -> client (permuted order)
+        r_owner = crank[r_owner0[order]]                  # row -> client (permuted order)
+        r_item = (uniq - r_owner0 * n_items)[order]
+        r_label = label[first[order]].astype(np.float32)
+        r_mult = mult[order].astype(np.float32)
+        counts = counts[cperm]
+        rows_per = np.bincount(r_owner, minlength=B)
+        M = r_owner.size
+        B1 = int((~multi).sum())
+        M1 = int(rows_per[:B1].sum())
+        max_batches = int(-(-counts.max() // bs)) if B and counts.max() > 0 else 0
+        users_p = users[cperm]
+        s_sorted = np.argsort(s_owner, kind="stable")     # samples grouped by permuted client
+        s_owner_sorted = s_owner[s_sorted]
+
+        own_t = torch.as_tensor(r_owner, device=dev)
+        item_t = torch.as_tensor(r_item, device=dev)
+        lab_t = torch.as_tensor(r_label, device=dev)
+        crow = torch.as_tensor(np.concatenate([[0], np.cumsum(rows_per)]), device=dev)
+        users_t = torch.as_tensor(users_p, device=dev)
+        w = self.w[users_t].clone()
+        b = self.b[users_t].clone()
+        X = self.C.index_select(0, item_t)                # C rows; X = D + C below
+        E = None
+        store_idx = None
+        if cfg.has_private_items:
+            store_idx = torch.as_tensor(users_p[r_owner] * n_items + r_item)
+            Dc = self.D.view(-1, d).index_select(0, store_idx.to(self.D.device)).to(dev)
+            scale = self.D_scale[torch.as_tensor(users_p)].to(dev, torch.float32)
+            if bool((scale != 1).any()):
+                Dc.mul_(scale[own_t][:, None])
+            E = Dc - X
+            X.add_(Dc)
+            del Dc
+        bufs = {"wf": torch.empty_like(X), "t": torch.empty_like(X) if E is not None else None,
+                "s": torch.empty_like(X) if E is not None else None}
+        shrink_c = torch.ones(B, dtype=torch.float64, device=dev)
+        steps_done = np.zeros(B, np.int64)
+        active = counts > 0
+        loss_acc, n_acc = np.zeros(B), np.zeros(B)
+        prev_mean = np.full(B, np.nan)
+        for epoch in range(cfg.local_epochs):
+            if not active.any():
+                break
+            # mini-batches of samples (as the per-client DataLoader); a row's weight in a step
+            # is the number of its samples in the client's batch
+            batch_of = np.empty(owner.size, np.int64)
+            batch_of[s_sorted] = client_batches(s_owner_sorted, counts, bs, rng)
+            for t in range(max_batches):
+                n_t = np.clip(counts - t * bs, 0, bs)
+                step_on = active & (n_t > 0)
+                if not step_on.any():
+                    continue
+                lo, c0 = (0, 0) if t == 0 else (M1, B1)   # later batches: big clients only (the tail)
+                mask = (batch_of == t) & step_on[s_owner]
+                if mask.all():
+                    wt = r_mult
+                else:
+                    wt = np.bincount(s_row[mask], minlength=M).astype(np.float32)
+                wt = wt[lo:]
+                n_c = np.where(step_on, n_t, 0)[c0:]
+                lr_scale = np.where(step_on, cfg.batch_decay ** steps_done, 0.0)[c0:]
+                sl = slice(lo, M)
+                out = self._row_step(
+                    w[c0:], b[c0:], X[sl], None if E is None else E[sl], own_t[sl] - c0, lab_t[sl],
+                    torch.as_tensor(wt, device=dev), torch.as_tensor(n_c, dtype=torch.float32, device=dev),
+                    crow[c0:] - lo, lam, mu, torch.as_tensor(lr_scale, device=dev), shrink_c[c0:],
+                    {k: (v[:M - lo] if v is not None else None) for k, v in bufs.items()})
+                on = step_on[c0:]
+                batch_loss = out.double().cpu().numpy()
+                loss_acc[c0:] += np.where(on, batch_loss * n_c, 0.0)
+                n_acc[c0:] += np.where(on, n_c, 0)
+                steps_done += step_on
+            mean = np.divide(loss_acc, n_acc, out=np.full(B, np.nan), where=n_acc > 0)
+            if epoch > 0:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    converged = np.abs(mean - prev_mean) / np.abs(prev_mean) < cfg.tol
+                active = active & ~converged
+            prev_mean = mean
+            check_finite("client parameters", w, f"round {self.round} local epoch {epoch}")
+            check_finite("client losses", loss_acc, f"round {self.round} local epoch {epoch}")
+        del bufs
+        if E is not None:
+            Dc = (X + E).mul_(0.5)
+            Cc = X.sub_(E).mul_(0.5)
+            del E
+        else:
+            Dc, Cc = None, X
+        _check_finite("client item rows", Cc, f"round {self.round}")
+        self.w[users_t] = w
+        self.b[users_t] = b
+        users_cpu = torch.as_tensor(users_p)
+        shrink_cpu = shrink_c.cpu()
+        if Dc is not None:
+            # D and C of a client share the learning rate and weight decay: same shrink
+            new_scale = self.D_scale[users_cpu] * shrink_cpu
+            self.D_scale[users_cpu] = new_scale
+            stored = Dc.div_(new_scale.to(dev, torch.float32)[own_t][:, None])
+            self.D.view(-1, d).index_copy_(0, store_idx.to(self.D.device), stored.to(self.D.device))
+            small = users_p[(new_scale < 1e-3).numpy()]
+            if small.size:
+                self._materialise_private(small)
+        elif cfg.keeps_personal_copy:
+            # PFedRec: the client keeps its fine-tuned copy: shrink_i · C with its rows written over
+            self.D[users_cpu] = self.C.to(self.D.device)[None]
+            self.D_scale[users_cpu] = shrink_cpu
+            stored = Cc / shrink_c.to(torch.float32)[own_t][:, None]
+            store = torch.as_tensor(users_p[r_owner] * n_items + r_item)
+            self.D.view(-1, d).index_copy_(0, store.to(self.D.device), stored.to(self.D.device))
+        # back to the caller's client order
+        orig = torch.as_tensor(cperm, device=dev)
+        shrink_out = torch.empty_like(shrink_c)
+        shrink_out[orig] = shrink_c
+        loss_out = np.empty(B)
+        loss_out[cperm] = np.nan_to_num(prev_mean)
+        return {"rows": (orig[own_t], item_t, Cc), "shrink": shrink_out, "B": B,
+                "loss": torch.as_tensor(loss_out)}
+
+    def _row_step(self, w, b, X, E, own, lab, wt, n_c, crow, lam, mu, lr_scale, shrink_c, bufs) -> torch.Tensor:
+        """One SGD step of clients ``0..len(w)`` on their rows ``X`` (``E``), in place.
+
+        Row k belongs to client ``own[k]`` (rows sorted by client, ``crow`` the CSR row
+        pointer); ``wt[k]`` is its multiplicity in the client's current batch (0 if not in
+        it), ``n_c`` the batch size of each client, ``lr_scale`` the per-client learning-rate
+        factor (0: client not stepping).  With ``a_k = wt_k (σ(s_k) − r_k)/n``,
+        ``c_k = 2λ wt_k/(n d)``, ``m_k = μ wt_k/(n d)`` and ``sh = 1 − lr·l2`` the code's
+        gradients (``∂/∂D = a w − c (D−C)``, ``∂/∂C = a w + c (D−C) + m sign C``) give::
+
+            X ← sh X − lr (2 a_k w_i + m_k sign C)        (X = D + C; without D: X ← sh X − lr a_k w_i)
+            E ← (sh + 2 lr c_k) E + lr m_k sign C          (E = D − C)
+            (L2 ablation: 2 m_k C in place of m_k sign C)
+            w_i ← w_i − lr_net (Σ_k a_k X_k + l2 w_i),   b_i ← b_i − lr_net (Σ_k a_k + l2 b_i)
+
+        Returns the clients' batch losses (the code's BCE + batch-row regularisers).
+        """
+        cfg = self.config
+        d = cfg.dim
+        Bc = w.shape[0]
+        M = X.shape[0]
+        wf = torch.index_select(w, 0, own, out=bufs["wf"])
+
+        def seg(values):  # per-client sums of a row vector
+            return torch.segment_reduce(values, "sum", offsets=crow, axis=0)
+
+        s = torch.einsum("kd,kd->k", X, wf)
+        if cfg.use_bias:
+            s = s + b.index_select(0, own)
+        p = torch.sigmoid(s)
+        bce = -(lab * torch.clamp(torch.log(p), min=-100) + (1 - lab) * torch.clamp(torch.log1p(-p), min=-100))
+        n_safe = torch.clamp(n_c, min=1.0)
+        nk = n_safe.index_select(0, own)
+        loss = seg(wt * bce) / n_safe
+        a_k = wt * (p - lab) / nk
+        A = torch.sparse_csr_tensor(crow, torch.arange(M, device=X.device), a_k, size=(Bc, M),
+                                    check_invariants=False)
+        g_w = A @ X
+        g_b = seg(a_k)
+        lr_arg = (self.lr_args * lr_scale).to(torch.float32)
+        lr_net = (self.lr_network * lr_scale).to(torch.float32)
+        lr_k = lr_arg.index_select(0, own)
+        sh = (1 - lr_arg * cfg.l2).index_select(0, own) if cfg.l2 else None
+        if E is not None:
+            c_k = 2 * lam * wt / (nk * d)
+            m_k = mu * wt / (nk * d)
+            loss = loss - lam * seg(wt * torch.einsum("kd,kd->k", E, E)) / (n_safe * d)
+            T = torch.sub(X, E, out=bufs["t"])            # 2C
+            if cfg.method == "fedrap_l2":
+                loss = loss + mu * seg(wt * torch.einsum("kd,kd->k", T, T) / 4) / (n_safe * d)
+                reg, reg_scale = T, lr_k * m_k            # 2 m C = m T
+            elif mu:
+                S = torch.sign(T, out=bufs["s"])
+                loss = loss + mu * seg(wt * torch.einsum("kd,kd->k", T, S) / 2) / (n_safe * d)
+                reg, reg_scale = S, lr_k * m_k
+            else:
+                reg = None
+            e_fac = 1 + 2 * lr_k * c_k if sh is None else sh + 2 * lr_k * c_k
+            if sh is not None:
+                X.mul_(sh[:, None])
+            X.addcmul_(wf, (-2 * lr_k * a_k)[:, None])
+            E.mul_(e_fac[:, None])
+            if reg is not None:
+                X.addcmul_(reg, (-reg_scale)[:, None])
+                E.addcmul_(reg, reg_scale[:, None])
+        else:
+            if sh is not None:
+                X.mul_(sh[:, None])
+            X.addcmul_(wf, (-lr_k * a_k)[:, None])
+        if cfg.l2:
+            shrink_c.mul_(1 - lr_arg.to(torch.float64) * cfg.l2)
+        w.sub_(lr_net[:, None] * (g_w + cfg.l2 * w))
+        if cfg.use_bias:
+            b.sub_(lr_net * (g_b + cfg.l2 * b))
+        return loss
+
+    def dense_uploads(self, result: dict[str, Any]) -> torch.Tensor:
+        """The uploaded ``C_i`` of a :meth:`local_train` result as ``[B, n_items, d]``."""
+        if "C" in result:
+            return result["C"]
+        p_owner, p_item, rows = result["rows"]
+        shrink = result["shrink"].to(torch.float32)
+        up = self.C[None].mul(shrink[:, None, None]).contiguous()
+        up.view(-1, self.config.dim).index_copy_(0, p_owner * self.n_items + p_item, rows)
+        return up
+
+    def _row_upload_sum(self, result: dict[str, Any]) -> torch.Tensor:
+        """``Σ_i C_i`` (float64) of a row result without forming the dense uploads."""
+        p_owner, p_item, rows = result["rows"]
+        shrink = result["shrink"]
+        total = self.C.to(torch.float64) * shrink.sum()
+        delta = rows - self.C.index_select(0, p_item) * shrink.to(torch.float32).index_select(0, p_owner)[:, None]
+        return total.add_(torch.zeros_like(self.C).index_add_(0, p_item, delta))
+
+    def _row_upload_nnz(self, result: dict[str, Any], abs_sorted: np.ndarray) -> int:
+        """Entries with ``|C_i| > 1e-4`` summed over the clients of a row result.
+
+        Untouched rows of client i hold ``shrink_i · C``: counted from the sorted ``|C|``
+        (``abs_sorted``) by binary search, minus the touched rows' share, plus the touched rows.
+        """
+        p_owner, p_item, rows = result["rows"]
+        shrink = result["shrink"].cpu().numpy()
+        thr = _L1_THRESHOLD / np.maximum(shrink, 1e-300)
+        untouched_all = abs_sorted.size - np.searchsorted(abs_sorted, thr, side="right")
+        thr_rows = torch.as_tensor(thr, dtype=torch.float32, device=rows.device).index_select(0, p_owner)
+        base = torch.count_nonzero(self.C.index_select(0, p_item).abs_() > thr_rows[:, None])
+        touched = torch.count_nonzero(rows.abs() > _L1_THRESHOLD)
+        return int(untouched_all.sum() - int(base) + int(touched))
+
+    def _materialise_private(self, users: np.ndarray | None = None) -> None:
+        """Fold the lazy weight-decay scale ``D_scale`` into the stored private tables."""
+        if self.D is None:
+            return
+        idx = np.arange(self.n_users) if users is None else np.asarray(users, np.int64)
+        todo = idx[(self.D_scale[torch.as_tensor(idx)] != 1).numpy()]
+        for lo in range(0, todo.size, 256):
+            u = torch.as_tensor(todo[lo:lo + 256])
+            self.D[u] = self.D[u] * self.D_scale[u].to(self.D.device, torch.float32)[:, None, None]
+            self.D_scale[u] = 1.0
+
+    def private_items(self, users: np.ndarray) -> torch.Tensor:
+        """True private item tables ``[len(users), n_items, d]`` (D⁽ⁱ⁾, or PFedRec's copy)."""
+        u = torch.as_tensor(np.asarray(users, np.int64))
+        return self.D[u].to(self.device) * self.D_scale[u].to(self.device, torch.float32)[:, None, None]
 
     def _materialise(self, C: torch.Tensor, D: torch.Tensor | None) -> None:
         """Apply the lazy weight-decay scales to the stored tables and reset them to 1."""
@@ -555,7 +920,13 @@ class FederatedRecommender(Recommender):
         if D is not None and cfg.mode == "paper":
             # gradients of the full-matrix terms at the pre-step values, then in-place updates
             nd = float(n_items * d)
-            diffall = D - C
+            # two preallocated [B, n_items, d] buffers (a fresh 200 MB tensor per step costs
+            # more in page faults than the arithmetic)
+            bufs = getattr(self, "_dense_bufs", None)
+            if bufs is None or bufs[0].shape != D.shape:
+                bufs = (torch.empty_like(D), torch.empty_like(D))
+                self._dense_bufs = bufs
+            diffall = torch.sub(D, C, out=bufs[0])
             loss = loss - lam * torch.linalg.vector_norm(diffall, dim=(1, 2)) ** 2 / nd
             coef = lr3 * (2 * lam / nd)
             shrink_c = 1 - lr3 * cfg.l2
@@ -565,10 +936,12 @@ class FederatedRecommender(Recommender):
                 shrink_c = shrink_c - lr3 * (2 * mu / nd)
             else:
                 loss = loss + mu * torch.linalg.vector_norm(C, ord=1, dim=(1, 2)) / nd
+                sign_c = torch.sign(C, out=bufs[1])
                 if cfg.l1_update == "prox":
                     l1_prox = True
-                elif mu:
-                    sign_c = torch.sign(C)
+                    sign_c = None
+                elif not mu:
+                    sign_c = None
             D.mul_(1 - lr3 * cfg.l2).addcmul_(diffall, coef)       # D -= lr(l2 D - 2λ(D-C)/nd)
             C.mul_(shrink_c).addcmul_(diffall, -coef)              # C -= lr(l2 C + 2λ(D-C)/nd [+2μC/nd])
             if sign_c is not None:
@@ -610,9 +983,9 @@ class FederatedRecommender(Recommender):
             u = torch.as_tensor(users[start:start + chunk], device=self.device)
             w = self.w[u]
             if self.config.has_private_items:
-                items = self.D[u.cpu()].to(self.device) + self.C[None]
+                items = self.private_items(u.cpu().numpy()) + self.C[None]
             elif self.config.keeps_personal_copy:
-                items = self.D[u.cpu()].to(self.device)
+                items = self.private_items(u.cpu().numpy())
             else:
                 items = self.C[None].expand(u.numel(), -1, -1)
             s = torch.einsum("bd,bnd->bn", w, items)
@@ -621,6 +994,25 @@ class FederatedRecommender(Recommender):
             # r̂ = sigmoid(s) in float32, as the code compares them: saturated scores tie
             out[start:start + chunk] = torch.sigmoid(s).cpu().numpy()
         return out
+
+    def score_pairs(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
+        """``r̂`` of the (user, item) pairs only (float32), equal to the entries of :meth:`score`."""
+        if self.w is None:
+            raise NotFittedError("fit the model first")
+        cfg = self.config
+        u = torch.as_tensor(np.asarray(user_ids, dtype=np.int64).ravel())
+        i = torch.as_tensor(np.asarray(item_ids, dtype=np.int64).ravel())
+        ud, idev = u.to(self.device), i.to(self.device)
+        if cfg.has_private_items or cfg.keeps_personal_copy:
+            rows = self.D.view(-1, cfg.dim).index_select(0, (u * self.n_items + i).to(self.D.device)).to(self.device)
+            rows = rows * self.D_scale[u].to(self.device, torch.float32)[:, None]
+            items = rows + self.C.index_select(0, idev) if cfg.has_private_items else rows
+        else:
+            items = self.C.index_select(0, idev)
+        s = torch.einsum("kd,kd->k", self.w.index_select(0, ud), items)
+        if cfg.use_bias:
+            s = s + self.b.index_select(0, ud)
+        return torch.sigmoid(s).cpu().numpy()
 
     def describe(self) -> dict[str, Any]:
         return asdict(self.config)

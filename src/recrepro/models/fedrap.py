@@ -116,6 +116,7 @@ def make_variant(settings: dict[str, Any], *, seed: int, device: str = "cpu",
                  memory_budget_mb: float | None = None) -> Recommender:
     """A model from a variant's settings (``method`` plus FederatedConfig / CentralMF keys)."""
     settings = dict(settings)
+    settings.pop("round_cap", None)  # already applied to rounds/epochs (papers.fedrap.rule_settings)
     method = settings.pop("method")
     if method == "mf":
         kw = {k: settings[k] for k in _MF_KEYS if k in settings}
@@ -124,8 +125,22 @@ def make_variant(settings: dict[str, Any], *, seed: int, device: str = "cpu",
         if "lr_mf" in settings:
             kw["lr"] = settings["lr_mf"]
         return CentralMF(seed=seed, device=device, **kw)
+    if method == "ncf":
+        from recrepro.models.fedncf import CentralNCF
+
+        kw = {k: settings[k] for k in _MF_KEYS if k in settings and k != "init_std"}
+        if "rounds" in settings and "epochs" not in kw:
+            kw["epochs"] = settings["rounds"]
+        if "lr_mf" in settings:
+            kw["lr"] = settings["lr_mf"]
+        return CentralNCF(seed=seed, device=device, **kw)
     settings.pop("lr_mf", None)
     settings.pop("epochs", None)
     if memory_budget_mb is not None:
         settings.setdefault("memory_budget_mb", memory_budget_mb)
-    return FederatedRecommender(FederatedConfig(method=method, seed=seed, device=device, **settings))
+    config = FederatedConfig(method=method, seed=seed, device=device, **settings)
+    if method == "fedncf":
+        from recrepro.models.fedncf import FedNCF
+
+        return FedNCF(config)
+    return FederatedRecommender(config)

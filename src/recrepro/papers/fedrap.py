@@ -41,7 +41,8 @@ from recrepro.papers.rules import protocol_split_dir, protocol_splits
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.
 
-__all__ = ["run_variant", "dataset_stats", "main", "rule_runs", "rule_settings", "rule_split_dir", "rule_splits"]
+__all__ = ["run_variant", "dataset_stats", "main", "rule_embedding_run", "rule_runs", "rule_settings",
+           "rule_split_dir", "rule_splits"]
 
 KS = [10]
 
@@ -53,9 +54,18 @@ def _eval_both(model, split: SplitData, ties: str) -> tuple[Any, Any]:
     val, test, neg = split.part("validation"), split.part("test"), split.part("negatives")
     users = np.union1d(val["user"].to_numpy(), test["user"].to_numpy())
     rows = np.zeros((split.n_users, split.n_items), np.float32)
-    for lo in range(0, users.size, 4096):
-        u = users[lo:lo + 4096]
-        rows[u] = model.score(u)
+    if hasattr(model, "score_pairs"):
+        # only the candidates are read: score the (user, item) pairs of the 99 negatives and
+        # the held-out items instead of every user's full row
+        pu = np.concatenate([neg["user"].to_numpy(), val["user"].to_numpy(), test["user"].to_numpy()])
+        pi = np.concatenate([neg["item"].to_numpy(), val["item"].to_numpy(), test["item"].to_numpy()])
+        for lo in range(0, pu.size, 1 << 20):
+            rows[pu[lo:lo + (1 << 20)], pi[lo:lo + (1 << 20)]] = model.score_pairs(pu[lo:lo + (1 << 20)],
+                                                                                  pi[lo:lo + (1 << 20)])
+    else:
+        for lo in range(0, users.size, 4096):
+            u = users[lo:lo + 4096]
+            rows[u] = model.score(u)
 
     def source(u):
         return rows[u]
@@ -111,11 +121,18 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
         "code_best_test_ndcg@10": float(row.loc[best_test, "test_ndcg@10"]),
         "code_best_test_val_hr@10": float(row.loc[best_test, "val_hr@10"]),
         "last_round_test_hr@10": float(evaluated["test_hr@10"].iloc[-1]),
+        "rounds_trained": int(hist["round"].max()),
+        "round_cap": settings.get("round_cap"),
+        "mode": settings.get("mode"),
+        "dp_noise": settings.get("dp_noise") if settings.get("dp_clip") else None,
+        "dp_epsilon": (float(hist["dp_epsilon"].dropna().iloc[-1])
+                       if "dp_epsilon" in hist and hist["dp_epsilon"].notna().any() else None),
         "seconds_per_round": float(hist["seconds"].mean()) if "seconds" in hist else None,
     }
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_parquet(out_dir / "history.parquet", hist)
+    _save_embeddings(model, out_dir / "embeddings.npz")
     per_user = per_round_users[best_val][["user", "hr@10", "ndcg@10"]]
     counts = dict(model.history[best_val - 1].get("_counts", {}))
     counts.setdefault("n_users_skipped_no_targets", 0)
@@ -127,6 +144,22 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
         split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
         wall_seconds=time.time() - started, benchmark_file=benchmark_file)
     return {"overall": overall, **selection}
+
+
+def _save_embeddings(model, path: Path, n_users: int = 3) -> None:
+    """Item embeddings for the PCA figure: the global table C and, for FedRAP, the private
+    tables D⁽ⁱ⁾ of the first ``n_users`` users (``embeddings.npz``; empty for MF/NCF)."""
+    arrays: dict[str, np.ndarray] = {}
+    C = getattr(model, "C", None)
+    if C is not None and hasattr(C, "cpu"):
+        arrays["C"] = C.cpu().numpy()
+        if getattr(getattr(model, "config", None), "has_private_items", False):
+            users = np.arange(min(n_users, model.n_users))
+            arrays["D"] = model.private_items(users).cpu().numpy()
+            arrays["users"] = users
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    tmp.replace(path)
 
 
 # ----------------------------------------------------------------------------- rule helpers
@@ -148,6 +181,13 @@ def rule_settings(config: dict[str, Any], tier: str, dataset: str, variant: str)
     settings = dict(conf.get("settings", {}))
     settings.update(conf.get("datasets", {}).get(dataset, {}))
     settings.update(block["variants"][variant])
+    cap = conf.get("round_cap")
+    if cap:
+        # a compute cap below the paper's 100 rounds: recorded with the run, shown in the table
+        for key in ("rounds", "epochs"):
+            if key in settings:
+                settings[key] = min(int(settings[key]), int(cap))
+        settings["round_cap"] = int(cap)
     return settings
 
 
@@ -157,6 +197,20 @@ def rule_runs(config: dict[str, Any], tier: str) -> list[str]:
     return [f"results/{tier}/fedrap/runs/{d}/{s}/{v}/seed{seed}/metrics.json"
             for d, s, _ in rule_splits(config, tier)
             for v in conf.get("variants", []) for seed in conf.get("seeds", [0])]
+
+
+def rule_embedding_run(config: dict[str, Any], tier: str) -> tuple[str, str] | None:
+    """(dataset, embeddings.npz) of the PCA figure: the first dataset's ``fedrap`` (else
+    ``fedrap_code``) run with the tier's first seed; ``None`` if the tier has neither."""
+    conf = config.get("fedrap", {}).get("tiers", {}).get(tier, {})
+    variants = conf.get("variants", [])
+    splits = rule_splits(config, tier)
+    name = next((v for v in ("fedrap", "fedrap_code") if v in variants), None)
+    if name is None or not splits:
+        return None
+    d, s, _ = splits[0]
+    seed = conf.get("seeds", [0])[0]
+    return d, f"results/{tier}/fedrap/runs/{d}/{s}/{name}/seed{seed}/embeddings.npz"
 
 
 # ----------------------------------------------------------------------------- tables
@@ -186,7 +240,9 @@ def _runs_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
                      "code_best_test_round": m.get("code_best_test_round"),
                      "code_best_test_hr@10": m.get("code_best_test_hr@10"),
                      "code_best_test_ndcg@10": m.get("code_best_test_ndcg@10"),
-                     "seconds_per_round": m.get("seconds_per_round"), "dir": str(d)})
+                     "seconds_per_round": m.get("seconds_per_round"),
+                     "rounds_trained": m.get("rounds_trained"), "dp_noise": m.get("dp_noise"),
+                     "dp_epsilon": m.get("dp_epsilon"), "mode": m.get("mode"), "dir": str(d)})
     return pd.DataFrame(rows)
 
 
@@ -199,7 +255,8 @@ def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
         code_best_test_hr=("code_best_test_hr@10", "mean"),
         code_best_test_ndcg=("code_best_test_ndcg@10", "mean"),
         code_best_test_round=("code_best_test_round", "mean"),
-        seconds_per_round=("seconds_per_round", "mean")).reset_index()
+        seconds_per_round=("seconds_per_round", "mean"),
+        rounds=("rounds_trained", "max")).reset_index()
     return agg
 
 
@@ -212,10 +269,14 @@ def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str) -> 
              "Test HR@10 / NDCG@10 (1 positive + 99 fixed negatives, ties pessimistic) at the round with the",
              "best **validation** HR@10, mean ± sd over seeds. The last columns give the released code's rule",
              "(round with the best **test** HR@10) for comparison: *test-selected, optimistic*.", ""]
-    lines += ["| dataset | method | seeds | HR@10 | NDCG@10 | sel. round | code best-test HR@10 | NDCG@10 | round | s/round |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    if "rounds" in agg and agg["rounds"].notna().any():
+        lines += [f"Rounds trained (MF/NCF: epochs): {', '.join(sorted({str(int(x)) for x in agg['rounds'].dropna()}))}"
+                  " (column `rounds`; fewer than the paper's 100 where `fedrap.tiers.<tier>.round_cap` is set).", ""]
+    lines += ["| dataset | method | seeds | rounds | HR@10 | NDCG@10 | sel. round | code best-test HR@10 | NDCG@10 | round | s/round |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in agg.itertuples():
-        lines.append(f"| {r.dataset} | {r.method} | {r.seeds} | {_fmt(r.hr_mean, r.hr_sd)} | "
+        rounds = "" if "rounds" not in agg or not np.isfinite(r.rounds) else f"{r.rounds:.0f}"
+        lines.append(f"| {r.dataset} | {r.method} | {r.seeds} | {rounds} | {_fmt(r.hr_mean, r.hr_sd)} | "
                      f"{_fmt(r.ndcg_mean, r.ndcg_sd)} | {r.selected_round:.0f} | {r.code_best_test_hr:.4f} | "
                      f"{r.code_best_test_ndcg:.4f} | {r.code_best_test_round:.0f} | {r.seconds_per_round:.2f} |")
     if stats is not None and len(stats):
@@ -227,35 +288,129 @@ def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str) -> 
 
 
 # ----------------------------------------------------------------------------- figure
+MAIN_METHODS = ("fedrap", "fedrap_code", "fedmf", "pfedrec", "fedncf", "mf", "ncf")
+
+
 def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str) -> None:
+    """Per dataset (rows): validation HR@10 and NDCG@10, training loss and wall seconds per
+    round, sparsity of C and upload size per round (mean over seeds)."""
     from recrepro.plotting import method_colors, new_figure, save_figure
 
     runs = _runs_frame(run_dirs)
+    if runs["method"].isin(MAIN_METHODS).any():
+        runs = runs[runs["method"].isin(MAIN_METHODS)]
     datasets = list(dict.fromkeys(runs["dataset"]))
     methods = list(dict.fromkeys(runs["method"]))
     colors = method_colors(methods)
-    fig, axes = new_figure(3, len(datasets), height=2.6 * len(datasets))
+    fig, axes = new_figure(6, len(datasets), width=15.0, height=2.6 * len(datasets))
     axes = np.atleast_2d(axes)
     for row, dataset in enumerate(datasets):
-        ax_hr, ax_sp, ax_up = axes[row]
+        ax_hr, ax_nd, ax_loss, ax_sec, ax_sp, ax_up = axes[row]
         sub = runs[runs["dataset"] == dataset]
         for method in methods:
             hists = [pd.read_parquet(Path(d) / "history.parquet") for d in sub[sub["method"] == method]["dir"]]
             if not hists:
                 continue
             h = pd.concat(hists).groupby("round").mean(numeric_only=True).reset_index()
-            ax_hr.plot(h["round"], h["val_hr@10"], color=colors[method], label=method, lw=1.2)
-            if "c_sparsity" in h and method != "mf":
-                ax_sp.plot(h["round"], 100 * h["c_sparsity"], color=colors[method], label=method, lw=1.2)
+            kw = {"color": colors[method], "label": method, "lw": 1.2}
+            ax_hr.plot(h["round"], h["val_hr@10"], **kw)
+            ax_nd.plot(h["round"], h["val_ndcg@10"], **kw)
+            ax_loss.plot(h["round"], h["train_loss"], **kw)
+            if "seconds" in h and h["seconds"].notna().any():
+                ax_sec.plot(h["round"], h["seconds"], **kw)
+            if "c_sparsity" in h and h["c_sparsity"].notna().any():
+                ax_sp.plot(h["round"], 100 * h["c_sparsity"], **kw)
                 ax_up.plot(h["round"], h["upload_bytes_sparse"] / 2**20, color=colors[method], lw=1.2,
                            label=f"{method} (sparse)")
                 ax_up.plot(h["round"], h["upload_bytes_dense"] / 2**20, color=colors[method], lw=0.8, ls="--")
-        ax_hr.set(xlabel="round (MF: epoch)", ylabel="validation HR@10", title=dataset)
+        ax_hr.set(xlabel="round (MF/NCF: epoch)", ylabel="validation HR@10", title=dataset)
+        ax_nd.set(xlabel="round", ylabel="validation NDCG@10", title=dataset)
+        ax_loss.set(xlabel="round", ylabel="training loss (clients' mean)", title=dataset)
+        ax_sec.set(xlabel="round", ylabel="wall s / round (training)", title="shared machine")
         ax_sp.set(xlabel="round", ylabel="sparsity of C (%), |C|≤1e-4", title=dataset)
         ax_up.set(xlabel="round", ylabel="upload per round (MiB)", title="sparse (solid) vs dense (dashed)")
         ax_hr.legend(fontsize=6)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
-                caption="FedRAP vs baselines: learning curves, sparsity of C, communication per round")
+                caption="FedRAP vs baselines: learning curves, loss, time, sparsity of C, communication per round")
+
+
+ABLATION_ORDER = ("fedrap", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_sin", "fedrap_square", "fedrap_frac",
+                  "fedrap_code", "fedrap_code_no", "fedrap_code_l2", "fedrap_code_tanh")
+
+
+def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str) -> None:
+    """Left: test HR@10 of FedRAP, its ablations (FedRAP-No: μ = 0, FedRAP-L2) and curricula
+    (mean ± sd over seeds).  Right: test HR@10 against the DP noise multiplier σ (clip 1),
+    each point labelled with the (ε, δ) of the run's Gaussian mechanism."""
+    from recrepro.plotting import method_colors, new_figure, save_figure
+
+    runs = _runs_frame(run_dirs)
+    datasets = list(dict.fromkeys(runs["dataset"]))
+    colors = method_colors(list(dict.fromkeys(runs["dataset"])))
+    fig, axes = new_figure(2, 1, width=11.0, height=3.4)
+    ax_ab, ax_dp = np.ravel(axes)
+    names = [v for v in ABLATION_ORDER if v in set(runs["method"])]
+    width = 0.8 / max(len(datasets), 1)
+    for j, dataset in enumerate(datasets):
+        sub = runs[runs["dataset"] == dataset]
+        agg = sub.groupby("method")["hr@10"].agg(["mean", "std"])
+        xs = np.arange(len(names)) + j * width
+        ax_ab.bar(xs, [agg["mean"].get(n, np.nan) for n in names], width,
+                  yerr=[agg["std"].get(n, 0.0) if np.isfinite(agg["std"].get(n, np.nan)) else 0.0 for n in names],
+                  color=colors[dataset], label=dataset)
+        dp = sub[sub["dp_noise"].notna() | (sub["method"] == "fedrap")].copy()
+        dp["sigma"] = dp["dp_noise"].fillna(0.0)
+        if len(dp) > 1:
+            g = dp.groupby("sigma").agg(hr=("hr@10", "mean"), eps=("dp_epsilon", "mean")).reset_index()
+            ax_dp.plot(g["sigma"], g["hr"], marker="o", color=colors[dataset], label=dataset)
+            for r in g.itertuples():
+                label = "no DP" if r.sigma == 0 else f"ε={r.eps:.3g}"
+                ax_dp.annotate(label, (r.sigma, r.hr), fontsize=6, textcoords="offset points", xytext=(2, 3))
+    ax_ab.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=35, ha="right", fontsize=7)
+    ax_ab.set(ylabel="test HR@10", title="ablations and curricula (paper mode unless *_code*)")
+    ax_ab.legend(fontsize=6)
+    ax_dp.set(xlabel="noise multiplier σ (clip 1; δ = 1e-5)", ylabel="test HR@10", title="DP on the upload of C")
+    if ax_dp.lines:
+        ax_dp.legend(fontsize=6)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
+                caption="FedRAP ablations, curricula and differential privacy")
+
+
+def embeddings_figure(npz_path: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str,
+                      n_items: int = 300) -> None:
+    """PCA (not t-SNE: deterministic and fast) of item embeddings: the global C against the
+    private D⁽ⁱ⁾ of a few users, projected on the top-2 principal axes of their union."""
+    from recrepro.plotting import new_figure, save_figure
+
+    data = np.load(npz_path)
+    fig, ax = new_figure(1, 1, width=5.0, height=4.0)
+    if "D" not in data or "C" not in data:
+        ax.text(0.5, 0.5, "no private item tables in this run", ha="center")
+    else:
+        C, D, users = data["C"], data["D"], data["users"]
+        items = np.random.default_rng(0).choice(C.shape[0], min(n_items, C.shape[0]), replace=False)
+        parts = [C[items]] + [D[k][items] for k in range(D.shape[0])]
+        stacked = np.concatenate(parts)
+        centred = stacked - stacked.mean(0)
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        proj = centred @ vt[:2].T
+        labels = ["C (global)"] + [f"D⁽ⁱ⁾, user {u}" for u in users]
+        markers = ["o", "^", "s", "D", "v"]
+        for k, label in enumerate(labels):
+            block = proj[k * items.size:(k + 1) * items.size]
+            ax.scatter(block[:, 0], block[:, 1], s=4, alpha=0.6, marker=markers[k % len(markers)], label=label)
+        # a few rows that a user trained hard (|D − C| grown large) would squash the rest: show the
+        # central 98% of the points and say how many fall outside
+        lo, hi = np.percentile(proj, 1, axis=0), np.percentile(proj, 99, axis=0)
+        pad = 0.1 * (hi - lo)
+        outside = int((((proj < lo - pad) | (proj > hi + pad)).any(1)).sum())
+        ax.set_xlim(lo[0] - pad[0], hi[0] + pad[0])
+        ax.set_ylim(lo[1] - pad[1], hi[1] + pad[1])
+        ax.legend(fontsize=6, markerscale=2)
+        ax.set(xlabel="PC 1", ylabel="PC 2",
+               title=f"item embeddings, {items.size} random items ({outside} points outside the view)")
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="PCA of FedRAP's global item table C vs the private D⁽ⁱ⁾ (first seed, last round)")
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -288,10 +443,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--out-csv", required=True)
     t.add_argument("runs", nargs="+")
     f = sub.add_parser("figure")
+    f.add_argument("--kind", choices=["curves", "ablation"], default="curves")
     f.add_argument("--tier", required=True)
     f.add_argument("--out-pdf", required=True)
     f.add_argument("--out-png", required=True)
     f.add_argument("runs", nargs="+")
+    e = sub.add_parser("embeddings")
+    e.add_argument("--tier", required=True)
+    e.add_argument("--dataset", required=True)
+    e.add_argument("--npz", required=True)
+    e.add_argument("--out-pdf", required=True)
+    e.add_argument("--out-png", required=True)
     args = parser.parse_args(argv)
 
     if args.command == "run":
@@ -318,7 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_text(args.out_csv, agg.to_csv(index=False))
     elif args.command == "figure":
         runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
-        curves_figure(runs, args.out_pdf, args.out_png, args.tier)
+        (ablation_figure if args.kind == "ablation" else curves_figure)(runs, args.out_pdf, args.out_png, args.tier)
+    elif args.command == "embeddings":
+        embeddings_figure(args.npz, args.out_pdf, args.out_png, args.tier, args.dataset)
     return 0
 
 
