@@ -53,7 +53,7 @@ def test_early_stopping_stops_after_patience():
 def test_nan_loss_stops_with_where(monkeypatch):
     train, val = _planted()
 
-    def nan_loss(net, users, items, negs, settings, margins=None):
+    def nan_loss(net, users, items, negs, settings, margins=None, item_degree=None):
         return net.user_emb.sum() * float("nan")
 
     monkeypatch.setattr(T, "batch_loss", nan_loss)

@@ -9,6 +9,8 @@ import recrepro.papers.prism.workflow as prism_wf  # noqa: E402  (helpers that r
 localrules:
     prism_figure_wd,
     prism_figure_magnitudes,
+    prism_figure,
+    prism_figure_theory,
     prism_table,
     prism_scorecard,
 
@@ -30,7 +32,9 @@ rule prism_train:
         ENV_CPU
     threads: prism_wf.tier_conf(config, TIER).get("threads", config["threads"])
     resources:
-        gpu=1 if str(config["device"]).startswith("cuda") else 0,
+        gpu=res_gpu("train"),
+        mem_mb=res_mem_mb("train"),
+        runtime=res_runtime("train"),
     params:
         cli=RECREPRO_MODULE,
         tier_conf=lambda wc: as_json(prism_wf.tier_conf(config, wc.tier)),
@@ -76,6 +80,10 @@ rule prism_figure_wd:
         "logs/benchmarks/prism/{tier}/fig1_{dataset}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         backbone=lambda wc: prism_wf.tier_conf(config, wc.tier)["backbone"],
@@ -108,6 +116,10 @@ rule prism_figure_magnitudes:
         "logs/benchmarks/prism/{tier}/fig2_{dataset}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         titles=lambda wc: prism_wf.fig2_titles_arg(config, wc.tier, wc.dataset),
@@ -115,6 +127,65 @@ rule prism_figure_magnitudes:
         "{params.cli} recrepro.papers.prism figure-magnitudes --tier {wildcards.tier} "
         "--dataset {wildcards.dataset} --titles {params.titles} --out-pdf {output.pdf} "
         "--out-png {output.png} --runs {input.runs} > {log} 2>&1"
+
+
+rule prism_figure:
+    input:
+        runs=lambda wc: prism_wf.figure_runs(config, wc.tier, wc.dataset, wc.fig),
+    output:
+        pdf=report(
+            "results/{tier}/prism/figures/{fig}_{dataset}.pdf",
+            caption="../report/prism_figures.rst",
+            category="PRISM",
+        ),
+        png="results/{tier}/prism/figures/{fig}_{dataset}.png",
+    log:
+        "logs/prism/{tier}/{fig}_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/{fig}_{dataset}.tsv"
+    wildcard_constraints:
+        fig="|".join(prism_wf.EXTRA_FIGURES),
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+        spec=lambda wc: as_json(
+            prism_wf.figure_spec(config, wc.tier, wc.dataset, wc.fig)[0]
+        ),
+    shell:
+        "{params.cli} recrepro.papers.prism figure --spec {params.spec} --tier {wildcards.tier} "
+        "--dataset {wildcards.dataset} --out-pdf {output.pdf} --out-png {output.png} "
+        "--runs {input.runs} > {log} 2>&1"
+
+
+rule prism_figure_theory:
+    output:
+        pdf=report(
+            "results/{tier}/prism/figures/fig7_theorem31.pdf",
+            caption="../report/prism_fig7.rst",
+            category="PRISM",
+        ),
+        png="results/{tier}/prism/figures/fig7_theorem31.png",
+    log:
+        "logs/prism/{tier}/fig7_theorem31.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/fig7_theorem31.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+        args=lambda wc: prism_wf.theory_args(config, wc.tier),
+    shell:
+        "{params.cli} recrepro.papers.prism figure-theory --tier {wildcards.tier} {params.args} "
+        "--out-pdf {output.pdf} --out-png {output.png} > {log} 2>&1"
 
 
 rule prism_table:
@@ -136,6 +207,10 @@ rule prism_table:
         "logs/benchmarks/prism/{tier}/table1_{dataset}.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO_MODULE,
         backbones=lambda wc: " ".join(
@@ -173,6 +248,10 @@ rule prism_scorecard:
         "logs/benchmarks/prism/{tier}/scorecard.tsv"
     conda:
         ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
         tuned=lambda wc: " ".join(prism_wf.tuned_dirs(config, wc.tier)),

@@ -1,4 +1,5 @@
-"""Command line of the PRISM rules: ``train``, ``figure-wd``, ``figure-magnitudes``, ``table``."""
+"""Command line of the PRISM rules: ``train``, ``figure-wd``, ``figure-magnitudes``, ``table``,
+``figure`` (Figs. 3-11 from a workflow spec) and ``figure-theory`` (Fig. 7)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,23 @@ def cmd_table(args: argparse.Namespace) -> None:
     print(frame.to_string())
 
 
+def cmd_figure(args: argparse.Namespace) -> None:
+    from recrepro.papers.prism.figures import draw_figure
+
+    out = draw_figure(args.spec, _run_dirs(args.runs), Path(args.out_pdf), Path(args.out_png), tier=args.tier,
+                      dataset=args.dataset)
+    print(out.to_string() if hasattr(out, "to_string") else out)
+
+
+def cmd_figure_theory(args: argparse.Namespace) -> None:
+    from recrepro.papers.prism.figures import figure_theory
+
+    grid = figure_theory(Path(args.out_pdf), Path(args.out_png), tier=args.tier, lr=args.lr,
+                         weight_decay=args.weight_decay, norm=args.norm, cosine=args.cosine,
+                         max_degree=args.max_degree, batch_fractions=args.batch_fractions)
+    print(grid.describe().to_string())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m recrepro.papers.prism")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,6 +112,27 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--weight-decays", type=float, nargs="+", required=True)
         p.add_argument("--runs", nargs="+", required=True)
         p.set_defaults(func=func)
+
+    p = sub.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.workflow)")
+    p.add_argument("--spec", type=_json, required=True)
+    p.add_argument("--tier", required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--out-pdf", required=True)
+    p.add_argument("--out-png", required=True)
+    p.add_argument("--runs", nargs="+", required=True)
+    p.set_defaults(func=cmd_figure)
+
+    p = sub.add_parser("figure-theory", help="Fig. 7: Theorem 3.1's magnitude change over degree x batch fraction")
+    p.add_argument("--tier", required=True)
+    p.add_argument("--out-pdf", required=True)
+    p.add_argument("--out-png", required=True)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight-decay", type=float, default=1e-6)
+    p.add_argument("--norm", type=float, default=1.0)
+    p.add_argument("--cosine", type=float, default=0.9)
+    p.add_argument("--max-degree", type=float, default=1e4)
+    p.add_argument("--batch-fractions", type=float, nargs=2, default=[1e-4, 1.0])
+    p.set_defaults(func=cmd_figure_theory)
     return parser
 
 

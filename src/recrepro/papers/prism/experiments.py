@@ -30,10 +30,18 @@ SSM_NEGATIVES = {"paper": 10, "code": 20}
 
 
 def settings_for(method: str, tier_conf: Mapping[str, Any], switches: Mapping[str, Any], seed: int,
-                 device: str) -> dict[str, Any]:
-    """Trainer settings of ``method`` under a tier's config block and the paper's switches."""
+                 device: str, dataset: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Trainer settings of ``method`` under a tier's config block and the paper's switches.
+
+    The debiasing baselines read the tier's ``debias`` block; IPL's exponent β may be
+    given per dataset (``ipl_exponent: {default: 1.5, gowalla: 1.285, ...}``).
+    """
     spec = parse_method(method)
     loss = spec["loss"]
+    debias = dict(tier_conf.get("debias", {}))
+    exponent = debias.get("ipl_exponent", 1.5)
+    if isinstance(exponent, Mapping):
+        exponent = exponent.get(dataset, exponent.get("default", 1.5))
     settings = {
         "loss": loss,
         "alpha": spec["alpha"],
@@ -43,7 +51,7 @@ def settings_for(method: str, tier_conf: Mapping[str, Any], switches: Mapping[st
         "lr": float(tier_conf["lr"]),
         "epochs": int(tier_conf["epochs"]),
         "patience": int(tier_conf["patience"]),
-        "batch_size": int(tier_conf["batch_size"][loss]),
+        "batch_size": int(tier_conf["batch_size"].get(loss, tier_conf["batch_size"].get("bpr", 16384))),
         "n_negatives": SSM_NEGATIVES[switches["ssm_negatives"]] if loss == "ssm" else 1,
         "negatives": switches["negatives"],
         "tau": float(tier_conf.get("tau", 0.2)),
@@ -52,10 +60,29 @@ def settings_for(method: str, tier_conf: Mapping[str, Any], switches: Mapping[st
         "gamma_item": float(tier_conf.get("gamma_item", 1.0)),
         "nlmf_relu": bool(switches["nlmf_relu"]),
         "layers": int(tier_conf.get("layers", 3)),
+        "record_cosine": _records_cosine(spec, tier_conf.get("record_cosine", "fig6")),
+        "ipl_weight": float(debias.get("ipl_weight", 0.1)),
+        "ipl_exponent": float(exponent),
+        "resn_weight": float(debias.get("resn_weight", 1e-3)),
+        "macr_alpha": float(debias.get("macr_alpha", 1e-3)),
+        "macr_beta": float(debias.get("macr_beta", 1e-3)),
+        "macr_c": float(debias.get("macr_c", 1.0)),
         "seed": int(seed),
         "device": device,
     }
     return spec["backbone"], settings
+
+
+def _records_cosine(spec: Mapping[str, Any], mode: Any) -> bool:
+    """Whether a run records cosine-score validation NDCG@20 per epoch (one extra ranking per epoch).
+
+    ``fig6`` (default): only the runs Fig. 6 reads (MF + DirectAU, Xavier init, coupled or no
+    weight decay); ``True`` / ``False``: every run / none.
+    """
+    if mode == "fig6":
+        return spec["backbone"] == "mf" and spec["loss"] == "directau" and spec["alpha"] is None \
+            and spec["wd_mode"] in ("coupled", "none")
+    return bool(mode)
 
 
 def evaluate_prism(model: Any, split: SplitData, evaluation: Mapping[str, Any], strata_degrees: str,
@@ -85,7 +112,7 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
     """
     started = time.time()
     split = SplitData(split_dir)
-    backbone, settings = settings_for(method, tier_conf, switches, seed, device)
+    backbone, settings = settings_for(method, tier_conf, switches, seed, device, dataset=meta.get("dataset"))
     train = split.csr(evaluation["fit"])
     validation = split.csr(["validation"])
     model = EmbeddingRecommender(backbone, **settings).fit(train, validation)

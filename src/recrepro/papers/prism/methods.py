@@ -9,7 +9,11 @@ A run directory's ``<method>`` encodes backbone, loss and regularisation, e.g.
 ``mf_ssm_prism``           PRISM α = 1, no weight decay (Table 1's "PRISM")
 ``mf_directau_prism_a025`` PRISM α = 0.25, no weight decay (Figs. 4-5)
 ``mf_directau_tunedwd``    the coupled-wd run with the best validation NDCG@20
+``mf_ipl_wd0``             IPL on BPR (App. D.2); likewise ``resn`` and ``macr`` (BCE)
 =========================  ==========================================================
+
+λ = 0 is one setting whatever the mode: ``method_name(..., weight_decay=0, batched=True)``
+is ``..._wd0`` too, so the batched sweep (Fig. 3) reuses the λ = 0 run of Fig. 1.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from typing import Any
 __all__ = ["method_name", "parse_method", "wd_tag"]
 
 _BACKBONES = ("mf", "nlmf", "lightgcn")
-_LOSSES = ("bpr", "ssm", "directau", "mawu")
+_LOSSES = ("bpr", "ssm", "directau", "mawu", "ipl", "resn", "macr")
 _PATTERN = re.compile(
-    r"^(?P<backbone>mf|nlmf|lightgcn)_(?P<loss>bpr|ssm|directau|mawu)_"
+    r"^(?P<backbone>mf|nlmf|lightgcn)_(?P<loss>bpr|ssm|directau|mawu|ipl|resn|macr)_"
     r"(?:(?P<mode>wd|bwd)(?P<wd>0|\d+em\d+)|(?P<prism>prism)(?:_a(?P<alpha>\d{3}))?|(?P<tuned>tunedwd))$"
 )
 
@@ -51,7 +55,7 @@ def method_name(backbone: str, loss: str, *, weight_decay: float = 0.0, batched:
         raise ValueError(f"unknown backbone/loss {backbone!r}/{loss!r}")
     if alpha is not None:
         return f"{backbone}_{loss}_prism" if alpha == 1.0 else f"{backbone}_{loss}_prism_a{round(alpha * 100):03d}"
-    return f"{backbone}_{loss}_{'bwd' if batched else 'wd'}{wd_tag(weight_decay)}"
+    return f"{backbone}_{loss}_{'bwd' if batched and weight_decay > 0 else 'wd'}{wd_tag(weight_decay)}"
 
 
 def parse_method(name: str) -> dict[str, Any]:

@@ -13,6 +13,12 @@ Eq. 4), Adam, up to ``epochs`` epochs, early stopping on validation NDCG@20 with
 ``none``
     No weight decay.
 
+Losses: ``bpr``, ``ssm``, ``directau``, ``mawu`` (:mod:`recrepro.models.losses`) and the
+debiasing baselines of Appendix D.2 (:mod:`recrepro.models.debias`): ``ipl`` (BPR + IPL's
+``λ_f·std(C_i/Q_i^{2−β})``), ``resn`` (BPR + ReSN's spectral penalty on the batch's distinct
+users and items) and ``macr`` (MACR's BCE multi-task loss; the net is wrapped in
+:class:`~recrepro.models.debias.MACRNet`, whose tables rank by the counterfactual score).
+
 Each epoch records its training seconds and the validation NDCG@20 (dot-product scores,
 training items masked), computed by the batched evaluation core.  ``check_finite``
 guards the loss every step and the embedding tables every epoch.
@@ -29,8 +35,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import torch
+import torch.nn.functional as F
 
 from recrepro.evaluation import evaluate_full_ranking
+from recrepro.models import debias as D
 from recrepro.models import losses as L
 from recrepro.models.mf import build_net
 from recrepro.records import check_finite
@@ -39,7 +47,7 @@ __all__ = ["TrainSettings", "train"]
 
 log = logging.getLogger(__name__)
 
-LOSSES = ("bpr", "ssm", "directau", "mawu")
+LOSSES = ("bpr", "ssm", "directau", "mawu", "ipl", "resn", "macr")
 WD_MODES = ("coupled", "batched", "none")
 NEGATIVES = ("uniform", "in_batch")
 
@@ -51,7 +59,7 @@ class TrainSettings:
     Attributes
     ----------
     backbone: ``mf`` | ``nlmf`` | ``lightgcn``.
-    loss: ``bpr`` | ``ssm`` | ``directau`` | ``mawu``.
+    loss: ``bpr`` | ``ssm`` | ``directau`` | ``mawu`` | ``ipl`` | ``resn`` | ``macr`` (App. D.2 baselines).
     alpha: PRISM strength α (Eq. 4); ``None`` = plain Xavier-uniform init (the baseline).
     weight_decay, wd_mode: λ and how it is applied (``coupled`` | ``batched`` | ``none``).
     n_negatives: negatives per positive (BPR 1; SSM 10 per the paper, 20 in the code).
@@ -59,6 +67,12 @@ class TrainSettings:
         ``in_batch`` (the official code: uniform over the items of the batch's positives).
     gamma: DirectAU uniformity weight; gamma_user / gamma_item: MAWU's two weights.
     nlmf_relu: ReLU between the non-linear MF tower layers (paper) or not (code).
+    ipl_weight, ipl_exponent: IPL's λ_f and popularity exponent β.
+    resn_weight: ReSN's penalty weight.
+    macr_alpha, macr_beta, macr_c: MACR's item/user-module loss weights and the
+        counterfactual constant c of its ranking score.
+    record_cosine: also record the validation NDCG@20 of cosine scores each epoch
+        (Fig. 6; model selection always uses the dot product).
     """
 
     backbone: str = "mf"
@@ -78,6 +92,13 @@ class TrainSettings:
     gamma_user: float = 1.0
     gamma_item: float = 1.0
     nlmf_relu: bool = True
+    ipl_weight: float = 0.1
+    ipl_exponent: float = 1.5
+    resn_weight: float = 1e-3
+    macr_alpha: float = 1e-3
+    macr_beta: float = 1e-3
+    macr_c: float = 1.0
+    record_cosine: bool = False
     layers: int = 3
     seed: int = 0
     device: str = "cpu"
@@ -116,7 +137,8 @@ def _make_optimizer(params: list[torch.nn.Parameter], settings: TrainSettings) -
 
 
 def batch_loss(net: torch.nn.Module, users: torch.Tensor, items: torch.Tensor, negs: torch.Tensor | None,
-               settings: TrainSettings, margins: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+               settings: TrainSettings, margins: tuple[torch.Tensor, torch.Tensor] | None = None,
+               item_degree: torch.Tensor | None = None) -> torch.Tensor:
     """The loss of one batch of positive pairs (plus batched weight decay when configured).
 
     Parameters
@@ -127,19 +149,31 @@ def batch_loss(net: torch.nn.Module, users: torch.Tensor, items: torch.Tensor, n
         ``[B, N]`` negative item indices (BPR/SSM), else ``None``.
     margins:
         MAWU's ``(user_margins [n_users], item_margins [n_items])``.
+    item_degree:
+        ``[n_items]`` training degrees (IPL's ``Q_i``).
     """
     enc_u, enc_i = net.encoders()
     u = enc_u(users)
     p = enc_i(items)
-    need_unique = settings.loss in ("directau", "mawu") or (settings.wd_mode == "batched" and settings.weight_decay > 0)
+    need_unique = settings.loss in ("directau", "mawu", "resn") or (
+        settings.wd_mode == "batched" and settings.weight_decay > 0)
     if need_unique:
         uniq_u = torch.unique(users)
         all_items = items if negs is None else torch.cat([items, negs.reshape(-1)])
         uniq_i_pos = torch.unique(items)
         uu = enc_u(uniq_u)
         ii_pos = enc_i(uniq_i_pos)
-    if settings.loss == "bpr":
-        loss = L.bpr_loss(u, p, enc_i(negs[:, 0]))
+    if settings.loss in ("bpr", "ipl", "resn"):
+        n = enc_i(negs[:, 0])
+        loss = L.bpr_loss(u, p, n)
+        if settings.loss == "ipl":
+            loss = loss + settings.ipl_weight * D.ipl_regulariser((u * p).sum(-1), items, item_degree,
+                                                                  settings.ipl_exponent)
+        elif settings.loss == "resn":
+            batch_items = torch.unique(torch.cat([items, negs[:, 0]]))
+            loss = loss + settings.resn_weight * D.resn_regulariser(uu, enc_i(batch_items))
+    elif settings.loss == "macr":
+        loss = D.macr_loss(u, p, enc_i(negs[:, 0]), net.w_user, net.w_item, settings.macr_alpha, settings.macr_beta)
     elif settings.loss == "ssm":
         n = enc_i(negs.reshape(-1)).reshape(negs.shape[0], negs.shape[1], -1)
         loss = L.ssm_loss(u, p, n, tau=settings.tau)
@@ -156,10 +190,12 @@ def batch_loss(net: torch.nn.Module, users: torch.Tensor, items: torch.Tensor, n
 
 
 def validation_ndcg(net: torch.nn.Module, exclude: sp.csr_matrix, target: sp.csr_matrix, k: int,
-                    batch_size: int, device: str) -> float:
-    """NDCG@k of dot-product scores on ``target`` with ``exclude`` masked (evaluation core)."""
+                    batch_size: int, device: str, cosine: bool = False) -> float:
+    """NDCG@k of dot-product (or cosine) scores on ``target`` with ``exclude`` masked (evaluation core)."""
     with torch.no_grad():
         users, items = net.final_tables()
+        if cosine:
+            users, items = F.normalize(users, dim=1), F.normalize(items, dim=1)
         result = evaluate_full_ranking((users.detach(), items.detach()), exclude, target, [k],
                                        batch_size=batch_size, device=device, metrics=["ndcg"])
     return float(result.overall[f"ndcg@{k}"])
@@ -186,7 +222,10 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
     item_deg = np.bincount(train_matrix.indices, minlength=n_items).astype(np.float64)
     if settings.alpha is not None:
         net.apply_prism(user_deg, item_deg, settings.alpha)
+    if settings.loss == "macr":
+        net = D.MACRNet(net, settings.dim, c=settings.macr_c, seed=settings.seed)
     device = torch.device(settings.device)
+    item_deg_t = torch.as_tensor(item_deg, dtype=torch.float32, device=device)
     net = net.to(device)
     params = list(net.parameters())
     margins = None
@@ -200,6 +239,8 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
     n_neg = 0 if settings.loss in ("directau", "mawu") else max(1, settings.n_negatives if settings.loss == "ssm" else 1)
 
     history: dict[str, Any] = {"val_ndcg": [], "epoch_seconds": [], "loss": [], "settings": settings.as_dict()}
+    if settings.record_cosine:
+        history["val_ndcg_cosine"] = []
     best, best_epoch, bad = -np.inf, 0, 0
     best_state = copy.deepcopy(net.state_dict())
     best_margins = None
@@ -218,7 +259,7 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
                 else:
                     negs = bi[torch.randint(idx.numel(), (idx.numel(), n_neg), generator=gen)]
                 negs = negs.to(device)
-            loss = batch_loss(net, bu.to(device), bi.to(device), negs, settings, margins)
+            loss = batch_loss(net, bu.to(device), bi.to(device), negs, settings, margins, item_deg_t)
             check_finite("training loss", loss, f"epoch {epoch}, batch starting at edge {start}")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -239,6 +280,10 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
         score = validation_ndcg(net, train_matrix, validation, settings.eval_k, settings.eval_batch_size,
                                 settings.device)
         history["val_ndcg"].append(score)
+        if settings.record_cosine:
+            history["val_ndcg_cosine"].append(validation_ndcg(net, train_matrix, validation, settings.eval_k,
+                                                              settings.eval_batch_size, settings.device,
+                                                              cosine=True))
         if on_epoch is not None:
             on_epoch(epoch, score)
         log.info("epoch %d loss %.5f val ndcg@%d %.5f (%.2fs)", epoch, history["loss"][-1], settings.eval_k, score,

@@ -12,9 +12,14 @@ from typing import Any
 from recrepro.papers.prism.methods import method_name
 
 __all__ = [
-    "all_runs", "entries", "fig1_methods", "fig2_runs", "runs", "table_methods", "targets", "tier_conf",
-    "tuned_dirs",
+    "EXTRA_FIGURES", "all_runs", "entries", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec", "runs",
+    "table_methods", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
+
+# Figs. 3-11 drawn by the generic ``prism_figure`` rule (Fig. 7 has its own, data-free rule).
+EXTRA_FIGURES = ("fig3_batched_wd", "fig3_magnitudes", "fig4_epochs", "fig5_alpha", "fig6_curves", "fig8_lightgcn",
+                 "fig9_debias", "fig10_ssm_mawu", "fig11_nlmf")
+DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def tier_conf(config: Mapping[str, Any], tier: str) -> Mapping[str, Any]:
@@ -93,11 +98,103 @@ def all_runs(config: Mapping[str, Any], tier: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def figure_seeds(config: Mapping[str, Any], tier: str, dataset: str) -> list[int]:
+    """Seeds of Figs. 3-11: the entry's first ``figure_seeds`` seeds (default: all)."""
+    seeds = entry(config, tier, dataset)[3]
+    count = tier_conf(config, tier).get("figure_seeds")
+    return seeds if count is None else seeds[: int(count)]
+
+
+def _wd_spec(conf: Mapping[str, Any], backbone: str, losses: list[str], batched: bool = False) -> dict[str, Any]:
+    return {"kind": "wd", "backbone": backbone, "losses": losses,
+            "weight_decays": [float(w) for w in conf["weight_decays"]], "batched": batched}
+
+
+def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str) -> tuple[dict[str, Any], list[str]]:
+    """The drawing spec of ``fig`` (see :mod:`recrepro.papers.prism.figures`) and the methods it reads.
+
+    Settings coincide across figures wherever the paper's do, so runs are shared: Fig. 3's
+    λ = 0 point is Fig. 1's DirectAU λ = 0 run, Fig. 4/5's α = 1 is Table 1's PRISM run,
+    Fig. 6 reads the validation curves of Fig. 1's DirectAU runs, Fig. 9's BPR / DirectAU
+    points are Fig. 1's runs at the weight decay chosen on validation.
+    """
+    conf = tier_conf(config, tier)
+    wds = [float(w) for w in conf["weight_decays"]]
+    seed = figure_seeds(config, tier, dataset)[0]
+    alphas = [float(a) for a in conf.get("alphas", DEFAULT_ALPHAS)]
+    mf = "mf"
+    coupled = lambda loss: [method_name(mf, loss, weight_decay=w) for w in wds]  # noqa: E731
+    if fig == "fig3_batched_wd":
+        spec = _wd_spec(conf, mf, ["directau"], batched=True)
+        methods = [method_name(mf, "directau", weight_decay=w, batched=True) for w in wds]
+    elif fig == "fig3_magnitudes":
+        mwd = float(conf["magnitude_wd"])
+        panels = [[f"directau, batched wd {mwd:g}", method_name(mf, "directau", weight_decay=mwd, batched=True), seed],
+                  ["directau, wd 0", method_name(mf, "directau"), seed]]
+        spec = {"kind": "magnitudes", "panels": panels}
+        methods = [p[1] for p in panels]
+    elif fig in ("fig4_epochs", "fig5_alpha"):
+        named = {(f"α={a:g}" if fig == "fig4_epochs" else f"{a:g}"): method_name(mf, "directau", alpha=a)
+                 for a in alphas}
+        spec = {"kind": "epochs" if fig == "fig4_epochs" else "alpha", "alphas": named}
+        methods = list(named.values())
+        if fig == "fig4_epochs":
+            spec["tuned_candidates"] = coupled("directau")
+            methods += coupled("directau")
+    elif fig == "fig6_curves":
+        curves = [[f"λ = {w:g}", method_name(mf, "directau", weight_decay=w), seed] for w in wds]
+        spec = {"kind": "curves", "curves": curves}
+        methods = [c[1] for c in curves]
+    elif fig == "fig8_lightgcn":
+        spec = _wd_spec(conf, "lightgcn", ["directau"])
+        methods = [method_name("lightgcn", "directau", weight_decay=w) for w in wds]
+    elif fig == "fig9_debias":
+        dwd = float(conf.get("debias", {}).get("weight_decay", 0.0))
+        prism_alpha = float(conf.get("debias", {}).get("prism_alpha", 1.0))  # the paper does not say which α
+        groups = {"BPR": coupled("bpr"), "DirectAU": coupled("directau"),
+                  "PRISM + DirectAU": [method_name(mf, "directau", alpha=prism_alpha)],
+                  **{label: [method_name(mf, loss, weight_decay=dwd)]
+                     for label, loss in (("IPL", "ipl"), ("ReSN", "resn"), ("MACR", "macr"))}}
+        spec = {"kind": "debias", "groups": groups}
+        methods = [m for group in groups.values() for m in group]
+    elif fig == "fig10_ssm_mawu":
+        spec = _wd_spec(conf, mf, ["ssm", "mawu"])
+        methods = coupled("ssm") + coupled("mawu")
+    elif fig == "fig11_nlmf":
+        spec = _wd_spec(conf, "nlmf", ["ssm", "directau", "mawu"])
+        methods = [method_name("nlmf", loss, weight_decay=w) for loss in ("ssm", "directau", "mawu") for w in wds]
+    else:
+        raise ValueError(f"unknown PRISM figure {fig!r}; known: {EXTRA_FIGURES}")
+    return spec, list(dict.fromkeys(methods))
+
+
+def figure_runs(config: Mapping[str, Any], tier: str, dataset: str, fig: str) -> list[str]:
+    """``metrics.json`` paths a figure reads: its methods × the figure seeds."""
+    methods = figure_spec(config, tier, dataset, fig)[1]
+    return [run(config, tier, dataset, m, s) for m in methods for s in figure_seeds(config, tier, dataset)]
+
+
+def extra_figures(config: Mapping[str, Any], tier: str) -> list[str]:
+    return list(tier_conf(config, tier).get("figures", EXTRA_FIGURES))
+
+
+def theory_args(config: Mapping[str, Any], tier: str) -> str:
+    """Fig. 7's command-line arguments from the tier's ``theory`` block."""
+    th = {"lr": 1e-3, "weight_decay": 1e-6, "norm": 1.0, "cosine": 0.9, "max_degree": 1e4,
+          "batch_fractions": [1e-4, 1.0], **dict(tier_conf(config, tier).get("theory", {}))}
+    lo, hi = th["batch_fractions"]
+    return (f"--lr {float(th['lr'])!r} --weight-decay {float(th['weight_decay'])!r} --norm {float(th['norm'])!r} "
+            f"--cosine {float(th['cosine'])!r} --max-degree {float(th['max_degree'])!r} "
+            f"--batch-fractions {float(lo)!r} {float(hi)!r}")
+
+
 def targets(config: Mapping[str, Any], tier: str) -> list[str]:
     out: list[str] = []
     for dataset, _, _, _ in entries(config, tier):
         out += [f"results/{tier}/prism/figures/fig1_weight_decay_{dataset}.pdf",
                 f"results/{tier}/prism/figures/fig2_magnitudes_{dataset}.pdf",
                 f"results/{tier}/prism/tables/table1_{dataset}.md"]
+        out += [f"results/{tier}/prism/figures/{fig}_{dataset}.pdf" for fig in extra_figures(config, tier)]
+    out.append(f"results/{tier}/prism/figures/fig7_theorem31.pdf")
     out.append(f"results/{tier}/prism/scorecard.md")
     return out

@@ -1,0 +1,304 @@
+"""PRISM Figs. 3-11 (Loveland et al., KDD 2025) from run records, and Fig. 7 from Theorem 3.1.
+
+Each figure is described by a JSON-able *spec* (built by
+:mod:`recrepro.papers.prism.workflow` from the config) and drawn by :func:`draw_figure`
+from the run directories the rule hands over.  Figures never train: they read
+``metrics.json`` / ``history.json`` / ``magnitudes.parquet`` of runs that other figures
+share (one run directory per distinct setting).
+
+=================  ============================================================================
+``wd``             NDCG@20 overall + strata vs weight decay (Figs. 3, 8, 10, 11; as Fig. 1)
+``magnitudes``     item ‖e_i‖ vs training degree with Spearman ρ (Fig. 3's scatter; as Fig. 2)
+``epochs``         test NDCG@20 vs epochs to early stop, PRISM α grid vs tuned weight decay (Fig. 4)
+``alpha``          overall + stratified NDCG@20 vs α (Fig. 5)
+``curves``         validation NDCG@20 per epoch, cosine and dot-product scores (Fig. 6)
+``debias``         unpopular/popular NDCG@20 ratio vs overall NDCG@20 (Fig. 9)
+=================  ============================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recrepro.io import read_json
+
+__all__ = ["draw_figure", "figure_alpha", "figure_curves", "figure_debias", "figure_epochs", "figure_theory",
+           "select_by_validation", "theorem31_change"]
+
+
+def _load(run_dirs: Sequence[Path]) -> pd.DataFrame:
+    from recrepro.papers.prism.experiments import load_prism_runs
+
+    return load_prism_runs(run_dirs)
+
+
+def _mean_sd(values: pd.Series) -> tuple[float, float]:
+    values = values.astype(float).dropna()
+    mean = float(values.mean()) if len(values) else float("nan")
+    sd = float(values.std(ddof=1)) if len(values) > 1 else float("nan")
+    return mean, sd
+
+
+def select_by_validation(runs: pd.DataFrame, candidates: Sequence[str]) -> str | None:
+    """The candidate method with the highest mean best validation NDCG@20 (never the test score)."""
+    sub = runs[runs["method"].isin(list(candidates))]
+    if sub.empty:
+        return None
+    return str(sub.groupby("method")["best_val_ndcg"].mean().idxmax())
+
+
+# ------------------------------------------------------------------------------ Fig. 4
+
+
+def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
+                  alphas: Mapping[str, str], tuned_candidates: Sequence[str]) -> pd.DataFrame:
+    """Fig. 4: test NDCG@20 vs epochs to the best validation epoch, mean ± sd over seeds.
+
+    Parameters
+    ----------
+    alphas:
+        ``{label: method}`` of the PRISM runs (e.g. ``{"α=0.25": "mf_directau_prism_a025"}``).
+    tuned_candidates:
+        The coupled weight-decay methods; the one with the best mean validation NDCG@20
+        is the "tuned weight decay" point.
+    """
+    from recrepro.plotting import method_colors, new_figure, save_figure
+
+    runs = _load(run_dirs)
+    points = dict(alphas)
+    tuned = select_by_validation(runs, tuned_candidates)
+    if tuned is not None:
+        points[f"tuned wd ({tuned.rsplit('_', 1)[-1]})"] = tuned
+    colors = method_colors(list(points))
+    fig, ax = new_figure(1, 1)
+    rows = []
+    for label, method in points.items():
+        sub = runs[runs["method"] == method]
+        (x, xsd), (y, ysd) = _mean_sd(sub["epochs_to_best"]), _mean_sd(sub["ndcg"])
+        rows.append({"label": label, "method": method, "epochs_mean": x, "epochs_sd": xsd, "ndcg_mean": y,
+                     "ndcg_sd": ysd, "n_seeds": len(sub)})
+        if np.isfinite(x) and np.isfinite(y):
+            ax.errorbar([x], [y], xerr=None if not np.isfinite(xsd) else [xsd],
+                        yerr=None if not np.isfinite(ysd) else [ysd], fmt="s" if label.startswith("tuned") else "o",
+                        color=colors[label], label=label, capsize=2.5, markersize=5)
+    ax.set_xlabel("epochs to early stop (best validation epoch)")
+    ax.set_ylabel("test NDCG@20")
+    ax.legend(fontsize=7, frameon=False)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="DirectAU: PRISM α grid vs tuned weight decay, mean ± sd over seeds")
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ Fig. 5
+
+
+def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
+                 alphas: Mapping[str, str]) -> pd.DataFrame:
+    """Fig. 5: overall and popular / neutral / unpopular NDCG@20 vs PRISM α (mean ± sd).
+
+    ``alphas`` maps the α value (as text, e.g. ``"0.25"``) to its method name.
+    """
+    from recrepro.plotting import errorbar_lines, new_figure, save_figure
+
+    runs = _load(run_dirs)
+    xs = [float(a) for a in alphas]
+    fig, axes = new_figure(2, 1, height=2.6)
+    table = []
+    series_all: dict[str, tuple[list[float], list[float]]] = {}
+    for col, label in (("ndcg", "overall"), ("ndcg_popular", "popular"), ("ndcg_neutral", "neutral"),
+                       ("ndcg_unpopular", "unpopular")):
+        means, sds = [], []
+        for alpha, method in alphas.items():
+            vals = runs.loc[runs["method"] == method, col] if col in runs else pd.Series(dtype=float)
+            mean, sd = _mean_sd(vals)
+            means.append(mean)
+            sds.append(sd)
+            table.append({"alpha": float(alpha), "series": label, "mean": mean, "sd": sd, "n_seeds": len(vals)})
+        series_all[label] = (means, sds)
+    errorbar_lines(axes[0], xs, {"overall": series_all["overall"]})
+    errorbar_lines(axes[1], xs, {k: v for k, v in series_all.items() if k != "overall"})
+    for ax, title in zip(axes, ("overall", "stratified (additive shares)"), strict=True):
+        ax.set_xlabel("PRISM α")
+        ax.set_ylabel("test NDCG@20")
+        ax.set_title(title)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="DirectAU with PRISM α, no weight decay: NDCG@20 overall and per stratum, mean ± sd")
+    return pd.DataFrame(table)
+
+
+# ------------------------------------------------------------------------------ Fig. 6
+
+
+def figure_curves(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *, tier: str,
+                  dataset: str) -> pd.DataFrame:
+    """Fig. 6: validation NDCG@20 per epoch under cosine (left) and dot-product (right) scores.
+
+    ``run_dirs`` maps a curve label (e.g. "λ = 1e-06") to a run directory whose
+    ``history.json`` holds ``val_ndcg`` and ``val_ndcg_cosine``.
+    """
+    from recrepro.plotting import method_colors, new_figure, save_figure
+
+    colors = method_colors(list(run_dirs))
+    fig, axes = new_figure(2, 1, height=2.6, sharey=False)
+    rows = []
+    for label, run_dir in run_dirs.items():
+        history = read_json(Path(run_dir) / "history.json")
+        for ax, key in zip(axes, ("val_ndcg_cosine", "val_ndcg"), strict=True):
+            values = history.get(key) or []
+            epochs = np.arange(1, len(values) + 1)
+            ax.plot(epochs, values, color=colors[label], label=label, linewidth=1.2, marker="o", markersize=2.5)
+            rows += [{"label": label, "scores": key, "epoch": int(e), "ndcg": float(v)}
+                     for e, v in zip(epochs, values, strict=True)]
+    for ax, title in zip(axes, ("cosine similarity", "dot product"), strict=True):
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("validation NDCG@20")
+        ax.set_title(title)
+    axes[1].legend(fontsize=7, frameon=False)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="DirectAU training curves by weight decay: validation NDCG@20, cosine vs dot product "
+                        "(first seed)")
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ Fig. 9
+
+
+def figure_debias(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
+                  groups: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+    """Fig. 9: unpopular/popular NDCG@20 ratio (x) vs overall NDCG@20 (y), mean ± sd over seeds.
+
+    ``groups`` maps a label to candidate methods; a label with several candidates (a
+    weight-decay grid) is represented by the one with the best mean validation NDCG@20.
+    The ratio is taken per seed, then averaged.
+    """
+    from recrepro.plotting import method_colors, new_figure, save_figure
+
+    runs = _load(run_dirs)
+    colors = method_colors(list(groups))
+    fig, ax = new_figure(1, 1)
+    rows = []
+    for label, candidates in groups.items():
+        method = select_by_validation(runs, candidates)
+        if method is None:
+            continue
+        sub = runs[runs["method"] == method]
+        ratio = sub["ndcg_unpopular"].astype(float) / sub["ndcg_popular"].astype(float)
+        ratio = ratio.replace([np.inf, -np.inf], np.nan)
+        (x, xsd), (y, ysd) = _mean_sd(ratio), _mean_sd(sub["ndcg"])
+        rows.append({"label": label, "method": method, "ratio_mean": x, "ratio_sd": xsd, "ndcg_mean": y,
+                     "ndcg_sd": ysd, "n_seeds": len(sub)})
+        if np.isfinite(x) and np.isfinite(y):
+            ax.errorbar([x], [y], xerr=None if not np.isfinite(xsd) else [xsd],
+                        yerr=None if not np.isfinite(ysd) else [ysd], fmt="o", color=colors[label],
+                        label=label, capsize=2.5, markersize=5)
+    ax.set_xlabel("unpopular NDCG@20 / popular NDCG@20")
+    ax.set_ylabel("overall NDCG@20")
+    ax.legend(fontsize=7, frameon=False)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="debiasing: BPR, DirectAU (tuned wd), PRISM + DirectAU, IPL, ReSN, MACR; mean ± sd")
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ Fig. 7
+
+
+def theorem31_change(degree: np.ndarray, batch_fraction: np.ndarray, *, lr: float, weight_decay: float,
+                     norm: float = 1.0, cosine: float = 0.9) -> np.ndarray:
+    r"""Expected change of ‖i‖² in one step, Theorem 3.1 (Eq. 3), for fixed ‖i‖ and cos(u, i).
+
+    .. math:: \mathbb{E}[\Delta\|i\|^2] = \|i\|^2\,\eta\lambda(\eta\lambda - 2)
+              + \bigl(1 - (1 - |B|/|E|)^{d_i}\bigr)\,\frac{\eta^2}{\|i\|^2}(1 - \cos^2(u, i))
+
+    Parameters
+    ----------
+    degree, batch_fraction:
+        Broadcastable arrays of item degree ``d_i`` and ``|B|/|E|`` in [0, 1].
+    lr, weight_decay:
+        η and λ.
+    norm, cosine:
+        ‖i^{(k)}‖ and the cosine ``u·i/(‖u‖‖i‖)`` (the paper's Fig. 7 fixes it at 0.9).
+    """
+    degree = np.asarray(degree, dtype=np.float64)
+    frac = np.asarray(batch_fraction, dtype=np.float64)
+    p_in_batch = 1.0 - np.power(1.0 - frac, degree)
+    decay = norm ** 2 * lr * weight_decay * (lr * weight_decay - 2.0)
+    ranking = p_in_batch * lr ** 2 / norm ** 2 * (1.0 - cosine ** 2)
+    return decay + ranking
+
+
+def figure_theory(out_pdf: Path, out_png: Path, *, tier: str, lr: float, weight_decay: float, norm: float,
+                  cosine: float, max_degree: float, batch_fractions: Sequence[float]) -> pd.DataFrame:
+    """Fig. 7: heat map of :func:`theorem31_change` over degree × |B|/|E| (both log-spaced).
+
+    ``batch_fractions`` is the ``(lo, hi)`` range of ``|B|/|E|``; degrees run from 1 to
+    ``max_degree``.  Pure computation: no data, no training.
+    """
+    from matplotlib.colors import TwoSlopeNorm
+
+    from recrepro.plotting import new_figure, save_figure
+
+    degrees = np.unique(np.round(np.logspace(0, math.log10(max_degree), 60)))
+    if not 0.0 < batch_fractions[0] < batch_fractions[1] <= 1.0:
+        raise ValueError(f"batch fractions must satisfy 0 < lo < hi <= 1, got {batch_fractions}")
+    fracs = np.logspace(math.log10(batch_fractions[0]), math.log10(batch_fractions[1]), 50)
+    change = theorem31_change(degrees[None, :], fracs[:, None], lr=lr, weight_decay=weight_decay, norm=norm,
+                              cosine=cosine)
+    fig, ax = new_figure(1, 1)
+    lo, hi = float(change.min()), float(change.max())
+    scale = TwoSlopeNorm(vcenter=0.0, vmin=min(lo, -1e-30), vmax=max(hi, 1e-30))
+    mesh = ax.pcolormesh(degrees, fracs, change, cmap="RdBu_r", norm=scale, shading="auto")
+    fig.colorbar(mesh, ax=ax, label="E[Δ‖i‖²] per step")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("item degree d_i")
+    ax.set_ylabel("batch size / |E|")
+    ax.set_title(f"η = {lr:g}, λ = {weight_decay:g}, ‖i‖ = {norm:g}, cos = {cosine:g}")
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset="theory",
+                caption="Theorem 3.1: expected magnitude change of an item embedding (no training)")
+    grid = pd.DataFrame({"batch_fraction": np.repeat(fracs, degrees.size), "degree": np.tile(degrees, fracs.size),
+                         "change": change.ravel()})
+    return grid
+
+
+# ------------------------------------------------------------------------- dispatcher
+
+
+def draw_figure(spec: Mapping[str, Any], run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str,
+                dataset: str) -> Any:
+    """Draw the figure a workflow spec describes from ``run_dirs`` (see the module table)."""
+    from recrepro.papers.prism.experiments import figure_magnitudes, figure_weight_decay
+
+    kind = spec["kind"]
+    by_method = _by_method(run_dirs)
+    if kind == "wd":
+        return figure_weight_decay(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset,
+                                   backbone=spec["backbone"], losses=spec["losses"],
+                                   weight_decays=spec["weight_decays"], batched=bool(spec.get("batched", False)))
+    if kind == "magnitudes":
+        panels = {title: by_method[(method, seed)] for title, method, seed in spec["panels"]}
+        return figure_magnitudes(panels, out_pdf, out_png, tier=tier, dataset=dataset)
+    if kind == "curves":
+        curves = {label: by_method[(method, seed)] for label, method, seed in spec["curves"]}
+        return figure_curves(curves, out_pdf, out_png, tier=tier, dataset=dataset)
+    if kind == "epochs":
+        return figure_epochs(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset, alphas=spec["alphas"],
+                             tuned_candidates=spec["tuned_candidates"])
+    if kind == "alpha":
+        return figure_alpha(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset, alphas=spec["alphas"])
+    if kind == "debias":
+        return figure_debias(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset, groups=spec["groups"])
+    raise ValueError(f"unknown PRISM figure kind {kind!r}")
+
+
+def _by_method(run_dirs: Sequence[Path]) -> dict[tuple[str, int], Path]:
+    """``(method, seed) -> run directory`` from the run paths ``.../<method>/seed<k>``."""
+    out = {}
+    for run_dir in map(Path, run_dirs):
+        out[(run_dir.parent.name, int(run_dir.name.removeprefix("seed")))] = run_dir
+    return out

@@ -1,0 +1,117 @@
+"""PRISM Figs. 3-11: specs from the config and figure tables from hand-made run records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from recrepro.papers.prism import workflow as wf
+from recrepro.papers.prism.figures import draw_figure, figure_theory
+
+
+def _run(root, method, seed, *, val, test, pop, unpop, epochs=5, curves=None):
+    d = root / "runs" / method / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({
+        "dataset": "toy", "split": "random_ratio", "method": method, "seed": seed, "tier": "smoke",
+        "overall": {"ndcg@20": test},
+        "strata": {"popular": {"ndcg@20": pop}, "neutral": {"ndcg@20": test - pop - unpop},
+                   "unpopular": {"ndcg@20": unpop}}}))
+    history = {"best_val_ndcg": val, "best_epoch": epochs, "seconds_per_epoch": 1.0}
+    if curves:
+        history.update(curves)
+    (d / "history.json").write_text(json.dumps(history))
+    return d
+
+
+def test_fig9_picks_wd_on_validation_and_averages_per_seed_ratios(tmp_path):
+    dirs = []
+    for seed in (1, 2):
+        dirs.append(_run(tmp_path, "mf_bpr_wd0", seed, val=0.1, test=0.30, pop=0.2, unpop=0.02))
+        dirs.append(_run(tmp_path, "mf_bpr_wd1em6", seed, val=0.2, test=0.20, pop=0.1, unpop=0.02 * seed))
+        dirs.append(_run(tmp_path, "mf_ipl_wd0", seed, val=0.0, test=0.10, pop=0.05, unpop=0.025))
+    spec = {"kind": "debias", "groups": {"BPR": ["mf_bpr_wd0", "mf_bpr_wd1em6"], "IPL": ["mf_ipl_wd0"],
+                                          "MACR": ["mf_macr_wd0"]}}
+    frame = draw_figure(spec, dirs, tmp_path / "f.pdf", tmp_path / "f.png", tier="smoke", dataset="toy")
+    rows = frame.set_index("label")
+    assert rows.loc["BPR", "method"] == "mf_bpr_wd1em6"           # best validation, not best test
+    assert rows.loc["BPR", "ratio_mean"] == pytest.approx(0.3)     # mean of 0.2 and 0.4
+    assert rows.loc["BPR", "ndcg_mean"] == pytest.approx(0.2)
+    assert rows.loc["IPL", "ratio_mean"] == pytest.approx(0.5) and rows.loc["IPL", "n_seeds"] == 2
+    assert "MACR" not in rows.index                                # no runs: no point
+    assert (tmp_path / "f.pdf").stat().st_size > 0 and (tmp_path / "f.png").exists()
+
+
+def test_fig4_and_fig5_from_alpha_runs(tmp_path):
+    dirs = [_run(tmp_path, "mf_directau_prism", s, val=0.3, test=0.3, pop=0.2, unpop=0.01, epochs=4 + s)  # 5 and 6 epochs
+            for s in (1, 2)]
+    dirs += [_run(tmp_path, "mf_directau_prism_a000", s, val=0.2, test=0.2, pop=0.1, unpop=0.05, epochs=10)
+             for s in (1, 2)]
+    dirs += [_run(tmp_path, "mf_directau_wd1em6", s, val=0.25, test=0.28, pop=0.2, unpop=0.01, epochs=20)
+             for s in (1, 2)]
+    spec = {"kind": "epochs", "alphas": {"α=0": "mf_directau_prism_a000", "α=1": "mf_directau_prism"},
+            "tuned_candidates": ["mf_directau_wd0", "mf_directau_wd1em6"]}
+    frame = draw_figure(spec, dirs, tmp_path / "4.pdf", tmp_path / "4.png", tier="smoke", dataset="toy")
+    rows = frame.set_index("label")
+    assert rows.loc["α=1", "epochs_mean"] == pytest.approx(5.5) and rows.loc["α=1", "epochs_sd"] > 0
+    assert rows.loc["tuned wd (wd1em6)", "epochs_mean"] == 20
+    spec = {"kind": "alpha", "alphas": {"0": "mf_directau_prism_a000", "1": "mf_directau_prism"}}
+    frame = draw_figure(spec, dirs, tmp_path / "5.pdf", tmp_path / "5.png", tier="smoke", dataset="toy")
+    unpop = frame[frame["series"] == "unpopular"].set_index("alpha")["mean"]
+    assert unpop[0.0] == pytest.approx(0.05) and unpop[1.0] == pytest.approx(0.01)
+
+
+def test_fig6_reads_both_curves(tmp_path):
+    d = _run(tmp_path, "mf_directau_wd0", 1, val=0.3, test=0.3, pop=0.2, unpop=0.01,
+             curves={"val_ndcg": [0.1, 0.2, 0.3], "val_ndcg_cosine": [0.25, 0.26, 0.26]})
+    spec = {"kind": "curves", "curves": [["λ = 0", "mf_directau_wd0", 1]]}
+    frame = draw_figure(spec, [d], tmp_path / "6.pdf", tmp_path / "6.png", tier="smoke", dataset="toy")
+    assert len(frame) == 6
+    assert frame[frame["scores"] == "val_ndcg_cosine"]["ndcg"].tolist() == [0.25, 0.26, 0.26]
+
+
+def test_fig7_theory_grid(tmp_path):
+    grid = figure_theory(tmp_path / "7.pdf", tmp_path / "7.png", tier="smoke", lr=1e-3, weight_decay=1e-6,
+                         norm=1.0, cosine=0.9, max_degree=1e3, batch_fractions=[1e-4, 1.0])
+    # degree 1 at |B|/|E| = 1e-4: P = 1e-4, ranking 1e-4 × 1e-6 × 0.19 < decay 2e-9 -> shrinks;
+    # at |B| = |E| every item is in the batch: 1.9e-7 − 2e-9 > 0 -> grows
+    low = grid[(grid["degree"] == 1.0)].sort_values("batch_fraction")
+    assert low["change"].iloc[0] < 0 < low["change"].iloc[-1]
+    assert low["change"].iloc[-1] == pytest.approx(1e-6 * 0.19 + 1e-9 * (1e-9 - 2))
+    assert (tmp_path / "7.pdf").exists()
+
+
+def test_extra_figure_specs_share_runs(repo_root):
+    import yaml
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    spec, methods = wf.figure_spec(config, "smoke", "synthetic", "fig3_batched_wd")
+    assert methods == ["mf_directau_wd0", "mf_directau_bwd1em6", "mf_directau_bwd1em4"]
+    _, methods = wf.figure_spec(config, "smoke", "synthetic", "fig4_epochs")
+    assert "mf_directau_prism" in methods and "mf_directau_prism_a025" in methods  # α = 1 is Table 1's run
+    spec, _ = wf.figure_spec(config, "smoke", "synthetic", "fig9_debias")
+    assert spec["groups"]["IPL"] == ["mf_ipl_wd0"] and spec["groups"]["PRISM + DirectAU"] == ["mf_directau_prism"]
+    # smoke: Figs. 3-11 read the first seed only
+    assert all(r.endswith("/seed123/metrics.json") for r in wf.figure_runs(config, "smoke", "synthetic", "fig11_nlmf"))
+    distinct = {r for fig in wf.EXTRA_FIGURES for r in wf.figure_runs(config, "smoke", "synthetic", fig)}
+    new = distinct - set(wf.all_runs(config, "smoke"))
+    # batched 2 + α 4 + LightGCN 3 + debias 3 + SSM/MAWU 6 + NL-MF 9 = 27 new runs (one seed)
+    assert len(new) == 27
+    targets = wf.targets(config, "paper")
+    assert "results/paper/prism/figures/fig9_debias_gowalla.pdf" in targets
+    assert "results/paper/prism/figures/fig7_theorem31.pdf" in targets
+    assert "--weight-decay 1e-06" in wf.theory_args(config, "paper")
+
+
+def test_only_fig6_runs_pay_for_cosine_validation():
+    from recrepro.papers.prism.experiments import _records_cosine
+    from recrepro.papers.prism.methods import parse_method
+
+    assert _records_cosine(parse_method("mf_directau_wd1em6"), "fig6")
+    assert _records_cosine(parse_method("mf_directau_wd0"), "fig6")
+    assert not _records_cosine(parse_method("mf_directau_bwd1em6"), "fig6")
+    assert not _records_cosine(parse_method("mf_directau_prism"), "fig6")
+    assert not _records_cosine(parse_method("mf_bpr_wd1em6"), "fig6")
+    assert not _records_cosine(parse_method("lightgcn_directau_wd0"), "fig6")
+    assert _records_cosine(parse_method("mf_bpr_wd0"), True)
