@@ -223,3 +223,19 @@ def test_uniformity_custom_backward_matches_pdist_autograd():
     ref.backward()
     L.uniformity(x).backward()
     torch.testing.assert_close(x.grad, y.grad)
+
+
+@pytest.mark.parametrize("block", [1, 3, 4, 9, 512])
+def test_uniformity_panels_cover_every_pair_once(monkeypatch, block):
+    # The forward walks the upper triangle in panels of `block` rows; any panel size
+    # (one row, uneven last panel, exactly n, larger than n) must give pdist's value and gradient.
+    monkeypatch.setattr(L._UnitUniformity, "block", block)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(10, 5, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = x.detach().clone().requires_grad_(True)
+    ref = torch.pdist(torch.nn.functional.normalize(y, dim=-1)).pow(2).mul(-3).exp().mean().log()
+    ref.backward()
+    value = L.uniformity(x, t=3.0)
+    value.backward()
+    assert value.item() == pytest.approx(ref.item(), rel=1e-12)
+    torch.testing.assert_close(x.grad, y.grad)
