@@ -1,7 +1,7 @@
 # recrepro: from raw data to the papers' figures.
 #
 #   snakemake --cores 2                                   smoke tier (synthetic, offline)
-#   snakemake --cores 8 --config tier=paper data.mirror=../shared/datasets
+#   snakemake --cores 8 --config tier=paper 'data={mirror: ../shared/datasets}'
 #   snakemake --cores 2 results/smoke/baselines/scorecard.md   one target
 
 
