@@ -181,6 +181,42 @@ def sample_negatives(users: np.ndarray, touched: sp.csr_matrix, k: int, rng: np.
     raise RuntimeError("negative sampling did not converge: a user touched (almost) every item")
 
 
+def pointwise_epoch(users_pos: np.ndarray, items_pos: np.ndarray, touched: sp.csr_matrix, k: int,
+                    batch_size: int, rng: np.random.Generator, device: torch.device):
+    """One epoch of pointwise BCE training data (He et al. 2017), in shuffled mini-batches.
+
+    Every positive ``(users_pos[j], items_pos[j])`` with label 1 plus ``k`` fresh negatives per
+    positive (:func:`sample_negatives`) with label 0, permuted once; yields ``(users, items,
+    labels)`` tensors on ``device`` of at most ``batch_size`` rows.  Used by the centralised
+    MF and NCF upper bounds so that both see the same data stream for the same ``rng``.
+    """
+    neg = sample_negatives(users_pos, touched, k, rng)
+    u = np.concatenate([users_pos, np.repeat(users_pos, k)])
+    i = np.concatenate([items_pos, neg.ravel()])
+    r = np.concatenate([np.ones(users_pos.size, np.float32), np.zeros(users_pos.size * k, np.float32)])
+    order = rng.permutation(u.size)
+    for lo in range(0, u.size, batch_size):
+        sel = order[lo:lo + batch_size]
+        yield (torch.as_tensor(u[sel], device=device), torch.as_tensor(i[sel], device=device),
+               torch.as_tensor(r[sel], device=device))
+
+
+def local_convergence(loss_acc: np.ndarray, n_acc: np.ndarray, prev_mean: np.ndarray | None,
+                      active: np.ndarray, epoch: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-client mean local loss of this epoch and the clients still training.
+
+    The official client loop stops a client's local epochs once its mean loss changes by less
+    than ``tol`` relative to the previous epoch; clients without batches this epoch get NaN
+    (never "converged").  Returns ``(mean, active)``.
+    """
+    mean = np.divide(loss_acc, n_acc, out=np.full(loss_acc.shape[0], np.nan), where=n_acc > 0)
+    if epoch > 0:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            converged = np.abs(mean - prev_mean) / np.abs(prev_mean) < tol
+        active = active & ~converged
+    return mean, active
+
+
 def client_batches(owner: np.ndarray, counts: np.ndarray, batch_size: int,
                    rng: np.random.Generator) -> np.ndarray:
     """Mini-batch index of every sample for one local epoch (``DataLoader(shuffle=True)``).
@@ -525,11 +561,7 @@ class FederatedRecommender(Recommender):
                 batch_loss = out.double().cpu().numpy()
                 loss_acc += np.where(step_on, batch_loss * n_t, 0.0)
                 n_acc += np.where(step_on, n_t, 0)
-            mean = np.divide(loss_acc, n_acc, out=np.full(B, np.nan), where=n_acc > 0)
-            if epoch > 0:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    converged = np.abs(mean - prev_mean) / np.abs(prev_mean) < cfg.tol
-                active = active & ~converged
+            mean, active = local_convergence(loss_acc, n_acc, prev_mean, active, epoch, cfg.tol)
             prev_mean = mean
             check_finite("client parameters", w, f"round {self.round} local epoch {epoch}")
             check_finite("client losses", loss_acc, f"round {self.round} local epoch {epoch}")
@@ -658,11 +690,7 @@ class FederatedRecommender(Recommender):
                 loss_acc[c0:] += np.where(on, batch_loss * n_c, 0.0)
                 n_acc[c0:] += np.where(on, n_c, 0)
                 steps_done += step_on
-            mean = np.divide(loss_acc, n_acc, out=np.full(B, np.nan), where=n_acc > 0)
-            if epoch > 0:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    converged = np.abs(mean - prev_mean) / np.abs(prev_mean) < cfg.tol
-                active = active & ~converged
+            mean, active = local_convergence(loss_acc, n_acc, prev_mean, active, epoch, cfg.tol)
             prev_mean = mean
             check_finite("client parameters", w, f"round {self.round} local epoch {epoch}")
             check_finite("client losses", loss_acc, f"round {self.round} local epoch {epoch}")

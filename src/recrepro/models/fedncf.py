@@ -41,7 +41,8 @@ from recrepro.models.federated import (
     FederatedRecommender,
     _check_finite,
     client_batches,
-    sample_negatives,
+    local_convergence,
+    pointwise_epoch,
 )
 from recrepro.records import check_finite
 
@@ -243,11 +244,7 @@ class FedNCF(FederatedRecommender):
                 bl = batch_loss.double().cpu().numpy()
                 loss_acc += np.where(step_on, bl * n_t, 0.0)
                 n_acc += np.where(step_on, n_t, 0)
-            mean = np.divide(loss_acc, n_acc, out=np.full(B, np.nan), where=n_acc > 0)
-            if epoch > 0:
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    converged = np.abs(mean - prev_mean) / np.abs(prev_mean) < cfg.tol
-                active = active & ~converged
+            mean, active = local_convergence(loss_acc, n_acc, prev_mean, active, epoch, cfg.tol)
             prev_mean = mean
             check_finite("FedNCF client losses", loss_acc, f"round {self.round} local epoch {epoch}")
         # gather back to flat rows / stacked clients
@@ -313,26 +310,18 @@ class CentralNCF(Recommender):
         coo = train.tocoo()
         users_pos, items_pos = coo.row.astype(np.int64), coo.col.astype(np.int64)
         k = self.num_negatives
+        n_rows = users_pos.size * (k + 1)
         for epoch in range(self.epochs):
-            neg = sample_negatives(users_pos, touched, k, rng)
-            u = np.concatenate([users_pos, np.repeat(users_pos, k)])
-            i = np.concatenate([items_pos, neg.ravel()])
-            r = np.concatenate([np.ones(users_pos.size, np.float32), np.zeros(users_pos.size * k, np.float32)])
-            order = rng.permutation(u.size)
             total = 0.0
-            for lo in range(0, u.size, self.batch_size):
-                sel = order[lo:lo + self.batch_size]
-                ut = torch.as_tensor(u[sel], device=self.device)
-                it = torch.as_tensor(i[sel], device=self.device)
-                rt = torch.as_tensor(r[sel], device=self.device)
+            for ut, it, rt in pointwise_epoch(users_pos, items_pos, touched, k, self.batch_size, rng, self.device):
                 logit = neumf_logits(p["pg"][ut], p["pm"][ut], p["qg"][it], p["qm"][it], {n: p[n] for n in _NET})
                 loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, rt)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                total += float(loss.detach()) * sel.size
+                total += float(loss.detach()) * ut.numel()
             check_finite("NCF item embeddings", p["qg"], f"epoch {epoch}")
-            info = {"round": epoch + 1, "train_loss": total / max(u.size, 1)}
+            info = {"round": epoch + 1, "train_loss": total / max(n_rows, 1)}
             if eval_fn is not None:
                 info.update(eval_fn(self, epoch + 1))
             self.history.append(info)

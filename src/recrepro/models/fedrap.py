@@ -23,7 +23,7 @@ import scipy.sparse as sp
 import torch
 
 from recrepro.models.base import NotFittedError, Recommender
-from recrepro.models.federated import FederatedConfig, FederatedRecommender, sample_negatives
+from recrepro.models.federated import FederatedConfig, FederatedRecommender, pointwise_epoch
 from recrepro.records import check_finite
 
 __all__ = ["FedRAP", "CentralMF", "make_variant"]
@@ -68,26 +68,18 @@ class CentralMF(Recommender):
         users_pos, items_pos = coo.row.astype(np.int64), coo.col.astype(np.int64)
         k = self.num_negatives
         self.P, self.Q = P, Q
+        n_rows = users_pos.size * (k + 1)
         for epoch in range(self.epochs):
-            neg = sample_negatives(users_pos, touched, k, rng)
-            u = np.concatenate([users_pos, np.repeat(users_pos, k)])
-            i = np.concatenate([items_pos, neg.ravel()])
-            r = np.concatenate([np.ones(users_pos.size, np.float32), np.zeros(users_pos.size * k, np.float32)])
-            order = rng.permutation(u.size)
             total = 0.0
-            for lo in range(0, u.size, self.batch_size):
-                sel = order[lo:lo + self.batch_size]
-                ut = torch.as_tensor(u[sel], device=self.device)
-                it = torch.as_tensor(i[sel], device=self.device)
-                rt = torch.as_tensor(r[sel], device=self.device)
+            for ut, it, rt in pointwise_epoch(users_pos, items_pos, touched, k, self.batch_size, rng, self.device):
                 logit = (P[ut] * Q[it]).sum(-1)
                 loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, rt)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                total += float(loss) * sel.size
+                total += float(loss) * ut.numel()
             check_finite("MF embeddings", Q, f"epoch {epoch}")
-            info = {"round": epoch + 1, "train_loss": total / max(u.size, 1)}
+            info = {"round": epoch + 1, "train_loss": total / max(n_rows, 1)}
             if eval_fn is not None:
                 info.update(eval_fn(self, epoch + 1))
             self.history.append(info)
