@@ -5,6 +5,11 @@ Issue 4, acceptance 4: gowalla (LightGCN train.txt/test.txt from the mirror), d 
 importable; otherwise its rows say "not installed".  Usage::
 
     OMP_NUM_THREADS=2 python benchmarks/bench_ials.py --mirror ../shared/datasets --dim 64 --epochs 3 [--eval-epochs 15]
+
+``--scaling`` instead times iALS and exADMM (no ``implicit``) against the number of users (training
+rows subsampled, and the whole matrix stacked 2x and 4x to go past gowalla's size) at ``--dim``, and
+against d at the full size, then fits seconds = a + b * n_users per family: the scalability claim of
+issue 4, acceptance 4, on a matrix large enough for the epoch time to dominate the fixed costs.
 """
 
 from __future__ import annotations
@@ -72,14 +77,60 @@ def time_implicit(train, dim: int, epochs: int, use_cg: bool):
             "cpu_s_per_epoch": (time.process_time() - cpu) / epochs}
 
 
+def users_axis(train, fractions, stacks, seed: int = 0):
+    """Row-subsampled (fractions < 1) or row-stacked (stacks > 1) copies of ``train``: (label, matrix)."""
+    rng = np.random.default_rng(seed)
+    active = np.flatnonzero(np.diff(train.indptr) > 0)
+    out = []
+    for frac in fractions:
+        keep = np.sort(rng.choice(active, size=int(frac * active.size), replace=False))
+        out.append((f"x{frac:g}", train[keep]))
+    for k in stacks:
+        out.append((f"x{k:g}", sp.vstack([train[active]] * int(k), format="csr")))
+    return out
+
+
+def scaling(train, dim: int, dims, fractions, stacks, epochs: int) -> dict:
+    records = []
+    for label, matrix in users_axis(train, fractions, stacks):
+        for family in ("ials", "exadmm"):
+            timing, _ = time_ours(matrix, family, dim, epochs)
+            records.append({"axis": "users", "family": family, "size": label, "n_users": int(matrix.shape[0]),
+                            "nnz": int(matrix.nnz), "dim": dim, **timing})
+    for d in dims:
+        for family in ("ials", "exadmm"):
+            timing, _ = time_ours(train, family, d, epochs)
+            records.append({"axis": "dim", "family": family, "n_users": int(train.shape[0]), "dim": d, **timing})
+    fits = {}
+    for family in ("ials", "exadmm"):
+        rows = [r for r in records if r["axis"] == "users" and r["family"] == family]
+        n = np.array([r["n_users"] for r in rows], float)
+        t = np.array([r["wall_s_per_epoch"] for r in rows])
+        slope, intercept = np.polyfit(n, t, 1)
+        resid = t - (intercept + slope * n)
+        fits[family] = {"seconds_per_1k_users": 1e3 * slope, "intercept_s": intercept,
+                        "r2": 1.0 - float(resid @ resid) / float(((t - t.mean()) ** 2).sum())}
+    return {"records": records, "linear_fit_users": fits}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", type=Path, required=True)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--eval-epochs", type=int, default=0, help="also fit our iALS this long and evaluate")
+    parser.add_argument("--scaling", action="store_true", help="time vs users and vs d instead (see above)")
+    parser.add_argument("--dims", default="32,64,128,256")
+    parser.add_argument("--fractions", default="0.25,0.5")
+    parser.add_argument("--stacks", default="1,2,4")
     args = parser.parse_args()
     train, test = load_gowalla(args.mirror)
+    if args.scaling:
+        floats = lambda text: [float(x) for x in text.split(",") if x]  # noqa: E731
+        out = scaling(train, args.dim, [int(d) for d in floats(args.dims)], floats(args.fractions),
+                      floats(args.stacks), args.epochs)
+        print(json.dumps({"dataset": "gowalla (LightGCN train)", "threads": torch.get_num_threads(), **out}, indent=2))
+        return
     out = {"dataset": "gowalla (LightGCN train)", "dim": args.dim, "threads": torch.get_num_threads(),
            "train_nnz": int(train.nnz), "shape": list(train.shape)}
     out["ours_ials"], _ = time_ours(train, "ials", args.dim, args.epochs)
