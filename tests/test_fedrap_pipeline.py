@@ -72,6 +72,56 @@ def test_paper_mode_curriculum_in_history(tiny_split, tmp_path):
     np.testing.assert_allclose(hist["mu"], [0.0, 0.2 * np.tanh(0.1)])
 
 
+@pytest.mark.parametrize("pool", ["train", "all_interactions"])
+def test_negative_pool_decides_what_training_negatives_avoid(tiny_split, tmp_path, monkeypatch, pool):
+    import recrepro.models.fedrap as models
+    from recrepro.runs import SplitData
+
+    seen = {}
+    real = models.make_variant
+
+    def spy(settings, **kw):
+        assert "negative_pool" not in settings  # a driver switch, not a model setting
+        model = real(settings, **kw)
+        fit = model.fit
+
+        def fit_spy(train, touched=None, eval_fn=None):
+            seen["train"], seen["touched"] = train.copy(), touched.copy()
+            return fit(train, touched=touched, eval_fn=eval_fn)
+
+        model.fit = fit_spy
+        return model
+
+    monkeypatch.setattr(models, "make_variant", spy)
+    driver.run_variant(split_dir=tiny_split, variant="fedmf",
+                       settings={"method": "fedmf", "mode": "code", "dim": 4, "rounds": 1, "local_epochs": 1,
+                                 "negative_pool": pool},
+                       seed=0, out_dir=tmp_path / pool, meta={"tier": "smoke", "paper": "fedrap"}, evaluation=EVAL)
+    split = SplitData(tiny_split)
+    held = split.csr(["validation", "test"])
+    train, touched = seen["train"], seen["touched"]
+    assert held.nnz > 0
+    if pool == "train":
+        assert (touched != train).nnz == 0  # held-out items may be drawn as negatives
+    else:
+        # the released code's pool: every held-out (user, item) pair is excluded as well
+        assert touched.nnz == train.nnz + held.nnz
+        assert touched.multiply(held).nnz == held.nnz
+    assert read_json(tmp_path / pool / "metrics.json")["negative_pool"] == pool
+
+
+def test_negative_pool_default_and_variant_override(repo_root):
+    import yaml
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    assert config["fedrap"]["negative_pool"] == "train"
+    assert driver.rule_settings(config, "paper", "ml-100k", "fedrap")["negative_pool"] == "train"
+    assert driver.rule_settings(config, "paper", "ml-100k", "fedrap_code_pool")["negative_pool"] == "all_interactions"
+    with pytest.raises(ValueError, match="negative_pool"):
+        driver.run_variant(split_dir="unused", variant="x", settings={"method": "fedmf", "negative_pool": "test"},
+                           seed=0, out_dir="unused", meta={}, evaluation=EVAL)
+
+
 @pytest.mark.realdata
 @pytest.mark.parametrize("dataset,counts,sparsity", [
     ("ml-100k", [100_000, 943, 1_682], 0.9370),               # poster Table 1: 93.70%

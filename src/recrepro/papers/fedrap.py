@@ -45,6 +45,7 @@ __all__ = ["run_variant", "dataset_stats", "main", "rule_embedding_run", "rule_r
            "rule_split_dir", "rule_splits"]
 
 KS = [10]
+NEGATIVE_POOLS = ("train", "all_interactions")
 
 
 def _eval_both(model, split: SplitData, ties: str) -> tuple[Any, Any]:
@@ -90,9 +91,17 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     from recrepro.runs import SplitData
 
     started = time.time()
+    settings = dict(settings)
+    pool = settings.pop("negative_pool", "train")
+    # Items a training negative may not be: the training positives (He et al. 2017's NCF code,
+    # the precedent the paper cites) or, as mtics/FedRAP's ``negative_items``, everything the user
+    # ever interacted with -- the held-out validation/test items included, which a private per-user
+    # item table learns to exploit (docs/deviations.md#fedrap-negative-pool).
+    if pool not in NEGATIVE_POOLS:
+        raise ValueError(f"fedrap: negative_pool must be one of {NEGATIVE_POOLS}, not {pool!r}")
     split = SplitData(split_dir)
     train = split.csr(["train"])
-    touched = split.csr(["train", "validation", "test"])
+    touched = split.csr(["train"] if pool == "train" else ["train", "validation", "test"])
     ties = evaluation.get("ties", "pessimistic")
     model = make_variant(settings, seed=seed, device=device, memory_budget_mb=memory_budget_mb)
     per_round_users: dict[int, pd.DataFrame] = {}
@@ -124,6 +133,7 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
         "rounds_trained": int(hist["round"].max()),
         "round_cap": settings.get("round_cap"),
         "mode": settings.get("mode"),
+        "negative_pool": pool,
         "dp_noise": settings.get("dp_noise") if settings.get("dp_clip") else None,
         "dp_epsilon": (float(hist["dp_epsilon"].dropna().iloc[-1])
                        if "dp_epsilon" in hist and hist["dp_epsilon"].notna().any() else None),
@@ -178,7 +188,8 @@ def rule_settings(config: dict[str, Any], tier: str, dataset: str, variant: str)
     if variant not in block.get("variants", {}):
         raise ValueError(f"fedrap: unknown variant {variant!r}; known: {sorted(block.get('variants', {}))}")
     conf = block.get("tiers", {}).get(tier, {})
-    settings = dict(conf.get("settings", {}))
+    settings = {"negative_pool": block.get("negative_pool", "train")}
+    settings.update(conf.get("settings", {}))
     settings.update(conf.get("datasets", {}).get(dataset, {}))
     settings.update(block["variants"][variant])
     cap = conf.get("round_cap")
@@ -288,7 +299,7 @@ def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str) -> 
 
 
 # ----------------------------------------------------------------------------- figure
-MAIN_METHODS = ("fedrap", "fedrap_code", "fedmf", "pfedrec", "fedncf", "mf", "ncf")
+MAIN_METHODS = ("fedrap", "fedrap_code", "fedrap_pool", "fedrap_code_pool", "fedmf", "pfedrec", "fedncf", "mf", "ncf")
 
 
 def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str) -> None:
