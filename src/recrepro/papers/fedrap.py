@@ -45,7 +45,8 @@ __all__ = ["run_variant", "dataset_stats", "main", "rule_embedding_run", "rule_r
            "rule_split_dir", "rule_splits"]
 
 KS = [10]
-NEGATIVE_POOLS = ("train", "all_interactions")
+# negative_pool -> the split parts whose (user, item) pairs a training negative may not be
+NEGATIVE_POOL_PARTS = {"train": ["train"], "all_interactions": ["train", "validation", "test"]}
 
 
 def _eval_both(model, split: SplitData, ties: str) -> tuple[Any, Any]:
@@ -97,11 +98,11 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     # the precedent the paper cites) or, as mtics/FedRAP's ``negative_items``, everything the user
     # ever interacted with -- the held-out validation/test items included, which a private per-user
     # item table learns to exploit (docs/deviations.md#fedrap-negative-pool).
-    if pool not in NEGATIVE_POOLS:
-        raise ValueError(f"fedrap: negative_pool must be one of {NEGATIVE_POOLS}, not {pool!r}")
+    if pool not in NEGATIVE_POOL_PARTS:
+        raise ValueError(f"fedrap: negative_pool must be one of {sorted(NEGATIVE_POOL_PARTS)}, not {pool!r}")
     split = SplitData(split_dir)
     train = split.csr(["train"])
-    touched = split.csr(["train"] if pool == "train" else ["train", "validation", "test"])
+    touched = split.csr(NEGATIVE_POOL_PARTS[pool])
     ties = evaluation.get("ties", "pessimistic")
     model = make_variant(settings, seed=seed, device=device, memory_budget_mb=memory_budget_mb)
     per_round_users: dict[int, pd.DataFrame] = {}
