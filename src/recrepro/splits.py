@@ -229,8 +229,9 @@ def sample_unseen_items(seen: pd.DataFrame, n_users: int, n_items: int, n_negati
 def split_leave_one_out(data: Interactions, *, seed: int, n_negatives: int = 99) -> Split:
     """Per user the latest row → test, the second latest → validation, the rest → train.
 
-    As FedRAP's loader (``rank(method='first')`` on the timestamp): time ties are broken
-    by file order, the later line counting as later. Users with fewer than 3 rows keep
+    Time ties are broken by file order, the later line counting as later. FedRAP's loader
+    breaks them by the order of a non-stable sort instead, which cannot be reproduced exactly
+    (``docs/deviations.md#leave-one-out-time-ties``). Users with fewer than 3 rows keep
     everything in train. ``negatives`` holds ``n_negatives`` items per user drawn once
     from the items the user never interacted with in any part, shared by validation
     and test.
