@@ -24,7 +24,7 @@ import time
 import torch
 
 from recrepro.models.federated import FederatedConfig, FederatedRecommender
-from recrepro.papers.fedrap import _eval_both
+from recrepro.papers.fedrap import NEGATIVE_POOL_PARTS, _eval_both
 from recrepro.runs import SplitData
 
 
@@ -39,7 +39,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     split = SplitData(args.split_dir)
     train = split.csr(["train"])
-    touched = split.csr(["train", "validation", "test"])  # the released code's negative pool (negative_pool: all_interactions)
+    touched = split.csr(NEGATIVE_POOL_PARTS["all_interactions"])  # the released code's negative pool
     cfg = FederatedConfig(method="fedrap", mode=args.mode, rounds=args.rounds, local_epochs=10, dim=32,
                           lam=0.1, mu=1e-3, l2=1e-6, lr_network=1e-4, lr_args=1e3, seed=args.seed)
     model = FederatedRecommender(cfg)
