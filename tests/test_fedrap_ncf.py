@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 import torch
 
@@ -11,7 +12,7 @@ from recrepro.models.fedncf import _NET, CentralNCF, FedNCF, neumf_logits
 
 
 def _reference_round(model0: FedNCF, train: sp.csr_matrix) -> dict[str, torch.Tensor]:
-    """Per-client torch.optim.SGD + ExponentialLR + autograd, then the unweighted FedAvg."""
+    """Per-client torch.optim.SGD (or Adam) + ExponentialLR + autograd, then the unweighted FedAvg."""
     cfg = model0.config
     coo = train.tocoo()
     owner, item = coo.row.astype(np.int64), coo.col.astype(np.int64)
@@ -26,7 +27,8 @@ def _reference_round(model0: FedNCF, train: sp.csr_matrix) -> dict[str, torch.Te
         p = {k: torch.nn.Parameter(v) for k, v in p.items()}
         groups = [{"params": [p["qg"], p["qm"]], "lr": model0.lr_args},
                   {"params": [p[k] for k in ("pg", "pm", *_NET)], "lr": model0.lr_network}]
-        opt = torch.optim.SGD(groups, weight_decay=cfg.l2)
+        opt = (torch.optim.Adam(groups) if cfg.client_optimizer == "adam"
+               else torch.optim.SGD(groups, weight_decay=cfg.l2))
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.batch_decay)
         mine = np.arange(starts[u], starts[u] + counts[u])
         for batch_of in epochs:
@@ -47,18 +49,25 @@ def _reference_round(model0: FedNCF, train: sp.csr_matrix) -> dict[str, torch.Te
     return avg
 
 
-def test_fedncf_round_equals_per_client_loop_and_fedavg():
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_fedncf_round_equals_per_client_loop_and_fedavg(optimizer):
     rng = np.random.default_rng(4)
-    dense = (rng.random((5, 7)) < 0.5).astype(np.float32)
+    dense = (rng.random((20, 7)) < 0.5).astype(np.float32)
     dense[:, 0] = 1.0
-    dense[0] = 1.0  # client 0 has 7 samples: 3 batches of 3
+    dense[0] = 1.0  # client 0 has 7 samples: 3 batches of 3, the others 1-3 batches
+    # 20 clients share 8 buckets: within a bucket some clients step while others wait (masked)
     train = sp.csr_matrix(dense)
+    lrs = {"lr_network": 0.3, "lr_args": 0.7, "l2": 0.01} if optimizer == "sgd" else \
+        {"lr_network": 0.05, "lr_args": 0.2, "l2": 0.0}
     model = FedNCF(FederatedConfig(method="fedncf", dim=4, rounds=1, local_epochs=2, batch_size=3, num_negatives=0,
-                                   lr_network=0.3, lr_args=0.7, l2=0.01, tol=0.0, init_std=0.5, seed=2))
+                                   tol=0.0, init_std=0.5, seed=2, client_optimizer=optimizer, **lrs))
     model.train_csr, model.touched = train, train
     model.init_state(*train.shape)
+    C0 = model.C.clone()
     ref = _reference_round(model, train)
     model.train_round()
+    # the round moved the shared rows by more than the tolerance below
+    assert float((model.C - C0).abs().max()) > 1e-2
     np.testing.assert_allclose(model.C.numpy(), ref["qg"].numpy(), atol=1e-6)
     np.testing.assert_allclose(model.Cm.numpy(), ref["qm"].numpy(), atol=1e-6)
     np.testing.assert_allclose(model.w.numpy(), ref["pg"].numpy(), atol=1e-6)
@@ -68,6 +77,13 @@ def test_fedncf_round_equals_per_client_loop_and_fedavg():
     # scores: full rows agree with the pair scorer; the round changed the server tables
     np.testing.assert_allclose(model.score(np.array([1, 3]))[:, [2, 5]],
                                model.score_pairs([1, 1, 3, 3], [2, 5, 2, 5]).reshape(2, 2), atol=1e-7)
+
+
+def test_fedncf_adam_needs_zero_l2_and_fedncf():
+    with pytest.raises(ValueError, match="l2=0"):
+        FederatedConfig(method="fedncf", client_optimizer="adam", l2=1e-4)
+    with pytest.raises(ValueError, match="fedncf"):
+        FederatedConfig(method="fedmf", client_optimizer="adam", l2=0.0)
 
 
 def test_neumf_logits_by_hand_and_central_ncf_learns():

@@ -248,6 +248,9 @@ class FederatedConfig:
     normalised by n_items·d; no user bias) | ``code`` (constant λ, μ; batch-row means;
     a user bias), see docs/deviations.md#fedrap-mode.  ``code_curriculum``: code mode with
     the paper's curriculum λ_a, μ_a (an ablation isolating the curriculum; cheap, row path).
+    ``client_optimizer``: ``sgd`` (FedRAP's code: SGD with weight decay ``l2``) | ``adam``
+    (FedNCF only: a fresh ``torch.optim.Adam`` per client and round, as FedNCF's own paper
+    trains its clients; needs ``l2 = 0``, see :mod:`recrepro.models.fedncf`).
     """
 
     method: str = "fedrap"
@@ -268,6 +271,7 @@ class FederatedConfig:
     curriculum: str = "tanh"
     code_curriculum: bool = False
     l1_update: Literal["subgradient", "prox"] = "subgradient"
+    client_optimizer: Literal["sgd", "adam"] = "sgd"
     tol: float = 1e-4
     init_std: float = 1.0
     memory_budget_mb: float = 2048.0
@@ -290,6 +294,12 @@ class FederatedConfig:
             raise ValueError("l1_update='prox' needs mode='paper' (the code's L1 is a batch-row mean)")
         if not 0.0 < self.client_ratio <= 1.0:
             raise ValueError("client_ratio must be in (0, 1]")
+        if self.client_optimizer not in ("sgd", "adam"):
+            raise ValueError(f"client_optimizer must be 'sgd' or 'adam', got {self.client_optimizer!r}")
+        if self.client_optimizer == "adam" and (self.method != "fedncf" or self.l2 != 0):
+            # item rows a client never samples stay put only when nothing but the loss moves
+            # them; Adam's L2 would move every row by ~lr per step
+            raise ValueError("client_optimizer='adam' is implemented for method='fedncf' with l2=0 only")
 
     @property
     def has_private_items(self) -> bool:

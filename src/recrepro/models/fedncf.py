@@ -12,9 +12,13 @@ trained with BCE on the positives and ``num_negatives`` fresh negatives per posi
 (Perifanis & Efraimidis 2022, the FedNCF baseline of the FedRAP and PFedRec papers) keeps the
 user embeddings ``p_u^G, p_u^M`` on the client and shares the item embeddings and the
 network (``W_1, b_1, W_2, b_2, h, h_0``): every round each participant starts from the
-server's copy, trains locally with the same loop as the other federated methods (SGD with
-weight decay, per-batch learning-rate decay, ``local_epochs`` with the code's early stop),
-and the server averages the uploads (FedAvg, unweighted as FedRAP's code).
+server's copy, trains locally with the same loop as the other federated methods
+(per-batch learning-rate decay, ``local_epochs`` with the code's early stop), and the server
+averages the uploads (FedAvg, unweighted as FedRAP's code).  The client step is
+``client_optimizer``: ``sgd`` with weight decay (FedRAP's code, the other federated methods'
+step) or ``adam`` (a fresh Adam per client and round; FedNCF's own paper trains its clients
+with Adam).  FedRAP's code has no FedNCF, so which one its FedNCF column used is unknown
+(docs/deviations.md#fedrap-fedncf-optimiser).
 
 Vectorisation.  All participants train at once: the (client, item) rows a client samples in
 the round live in padded per-bucket tensors ``[n_clients_in_bucket, L, d]`` (clients sorted
@@ -22,7 +26,8 @@ by their number of rows and cut into a few buckets, so padding stays small); eac
 copy of the network is a stacked tensor and its layers are ``bmm``\\ s; autograd of the sum
 of the clients' (separable) losses gives every client its own gradient.  Item rows a client
 does not sample only feel weight decay: one scalar per client (as in
-:mod:`recrepro.models.federated`).
+:mod:`recrepro.models.federated`).  With Adam they do not move at all (zero gradient, zero
+moments), which is why Adam requires ``l2 = 0``: Adam's L2 term would move every row.
 """
 
 from __future__ import annotations
@@ -83,6 +88,29 @@ def _init_net(d: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
             "h": uni((d + h2,), d + h2), "h0": uni((), d + h2)}
 
 
+_ADAM_BETAS, _ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults
+
+
+def _per_client(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``x [B]`` viewed to broadcast over ``like [B, ...]``."""
+    return x.view(-1, *([1] * (like.dim() - 1)))
+
+
+def _adam_step(v: torch.Tensor, g: torch.Tensor, m: torch.Tensor, s: torch.Tensor, lr: torch.Tensor,
+               on: torch.Tensor, t: torch.Tensor) -> None:
+    """One ``torch.optim.Adam`` step (Kingma & Ba 2015, Alg. 1; no weight decay) for every
+    client at once, in place.  ``v, g, m, s`` are ``[B, ...]``; ``lr``, ``on`` (1 where the
+    client steps, 0 where it has no batch left: its moments must not decay) and ``t`` (the
+    client's step count, from 1, for the bias corrections) are ``[B]``."""
+    b1, b2 = _ADAM_BETAS
+    on = _per_client(on, v)
+    m.add_(on * (1 - b1) * (g - m))
+    s.add_(on * (1 - b2) * (g * g - s))
+    bc1 = _per_client((1 - b1 ** t).to(v.dtype), v)
+    bc2 = _per_client((1 - b2 ** t).sqrt().to(v.dtype), v)
+    v.sub_(_per_client(lr, v) / bc1 * m / (s.sqrt() / bc2 + _ADAM_EPS))
+
+
 def _bce(logit: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     """``torch.nn.BCELoss`` on ``σ(logit)`` (logs clamped at −100), elementwise."""
     p = torch.sigmoid(logit)
@@ -106,8 +134,8 @@ class FedNCF(FederatedRecommender):
 
     Settings are :class:`~recrepro.models.federated.FederatedConfig`'s (``method='fedncf'``):
     ``lr_network`` for the user embeddings and the network, ``lr_args`` for the item
-    embeddings, ``init_std`` for the embeddings' normal init; ``mode``, ``lam``, ``mu`` are
-    unused.
+    embeddings (step sizes of SGD or Adam, see ``client_optimizer``), ``init_std`` for the
+    embeddings' normal init; ``mode``, ``lam``, ``mu`` are unused.
     """
 
     def __init__(self, config: FederatedConfig | None = None, **kwargs: Any) -> None:
@@ -202,6 +230,9 @@ class FedNCF(FederatedRecommender):
             for v in p.values():
                 v.requires_grad_(True)
             params.append(p)
+        adam = cfg.client_optimizer == "adam"
+        # Adam moments per client (fresh every round, as a client's new optimiser)
+        moments = [{k: (torch.zeros_like(v), torch.zeros_like(v)) for k, v in p.items()} for p in params] if adam else []
         shrink = torch.ones(B, dtype=torch.float64, device=dev)
         steps_done = np.zeros(B, np.int64)
         active = counts > 0
@@ -224,7 +255,9 @@ class FedNCF(FederatedRecommender):
                 lr_scale = torch.as_tensor(np.where(step_on, cfg.batch_decay ** steps_done, 0.0),
                                            dtype=torch.float32, device=dev)
                 batch_loss = torch.zeros(B, device=dev)
-                for (cl, idx), p in zip(buckets, params):
+                on_t = torch.as_tensor(step_on, dtype=torch.float32, device=dev)
+                step_t = torch.as_tensor(steps_done + 1, dtype=torch.float64, device=dev)
+                for b, ((cl, idx), p) in enumerate(zip(buckets, params)):
                     if not step_on[cl.cpu().numpy()].any():
                         continue
                     wt = wt_ext[idx]
@@ -236,7 +269,10 @@ class FedNCF(FederatedRecommender):
                         lr_i = self.lr_args * lr_scale[cl]
                         for (name, v), g in zip(p.items(), grads):
                             lr = lr_i if name in ("qg", "qm") else lr_n
-                            v.sub_(lr.view(-1, *([1] * (v.dim() - 1))) * (g + cfg.l2 * v))
+                            if adam:
+                                _adam_step(v, g, *moments[b][name], lr, on_t[cl], step_t[cl])
+                            else:
+                                v.sub_(_per_client(lr, v) * (g + cfg.l2 * v))
                     batch_loss[cl] = loss_c.detach()
                 if cfg.l2:
                     shrink.mul_(1 - (self.lr_args * lr_scale).to(torch.float64) * cfg.l2)
