@@ -8,7 +8,7 @@ import scipy.sparse as sp
 import torch
 
 from recrepro.models.federated import FederatedConfig, client_batches
-from recrepro.models.fedncf import _NET, CentralNCF, FedNCF, neumf_logits
+from recrepro.models.fedncf import _NET, CentralNCF, FedNCF, _bce, neumf_logits
 
 
 def _reference_round(model0: FedNCF, train: sp.csr_matrix) -> dict[str, torch.Tensor]:
@@ -77,6 +77,16 @@ def test_fedncf_round_equals_per_client_loop_and_fedavg(optimizer):
     # scores: full rows agree with the pair scorer; the round changed the server tables
     np.testing.assert_allclose(model.score(np.array([1, 3]))[:, [2, 5]],
                                model.score_pairs([1, 1, 3, 3], [2, 5, 2, 5]).reshape(2, 2), atol=1e-7)
+
+
+def test_bce_of_a_saturated_logit_is_clamped_with_a_zero_gradient():
+    # σ(40) rounds to exactly 1 in float32: log(1 - p) = -inf, clamped to -100 (BCELoss), and the
+    # gradient is 0, not the NaN of autograd through clamp(log1p(-p))
+    logit = torch.tensor([40.0, 0.0], requires_grad=True)
+    loss = _bce(logit, torch.tensor([0.0, 1.0]))
+    loss.sum().backward()
+    np.testing.assert_allclose(loss.detach().numpy(), [100.0, np.log(2)], rtol=1e-6)
+    np.testing.assert_allclose(logit.grad.numpy(), [0.0, -0.5], atol=1e-7)
 
 
 def test_fedncf_adam_needs_zero_l2_and_fedncf():

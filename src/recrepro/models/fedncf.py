@@ -112,9 +112,11 @@ def _adam_step(v: torch.Tensor, g: torch.Tensor, m: torch.Tensor, s: torch.Tenso
 
 
 def _bce(logit: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
-    """``torch.nn.BCELoss`` on ``σ(logit)`` (logs clamped at −100), elementwise."""
-    p = torch.sigmoid(logit)
-    return -(label * torch.clamp(torch.log(p), min=-100) + (1 - label) * torch.clamp(torch.log1p(-p), min=-100))
+    """``torch.nn.BCELoss`` on ``σ(logit)`` (logs clamped at −100), elementwise.  Its own
+    backward, not autograd through a clamped ``log1p(-p)``: where σ saturates to exactly 1 that
+    chain gives 0 · (1 / 0) = NaN, BCELoss's gives 0 (a saturated sample stops learning, as in
+    FedRAP's code)."""
+    return torch.nn.functional.binary_cross_entropy(torch.sigmoid(logit), label, reduction="none")
 
 
 def _grid_scores(score_pairs, user_ids: np.ndarray, n_items: int) -> np.ndarray:
