@@ -122,6 +122,26 @@ def test_negative_pool_default_and_variant_override(repo_root):
                            seed=0, out_dir="unused", meta={}, evaluation=EVAL)
 
 
+def test_every_configured_variant_builds_a_model_in_every_tier(repo_root):
+    import yaml
+
+    from recrepro.models.fedrap import make_variant
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    built = {}
+    for tier, conf in config["fedrap"]["tiers"].items():
+        for dataset in ["synthetic", *conf.get("datasets", {})]:
+            for variant in config["fedrap"]["variants"]:
+                settings = driver.rule_settings(config, tier, dataset, variant)
+                settings.pop("negative_pool")  # the driver's, not the model's
+                built[tier, dataset, variant] = make_variant(settings, seed=0)
+    ncf = built["paper", "ml-100k", "fedncf"].config
+    # FedNCF's own Adam step overrides the dataset's SGD flags; fedncf_sgd keeps them
+    assert (ncf.client_optimizer, ncf.lr_network, ncf.l2) == ("adam", 1e-3, 0.0)
+    sgd = built["paper", "ml-100k", "fedncf_sgd"].config
+    assert (sgd.client_optimizer, sgd.lr_network, sgd.lr_args) == ("sgd", 1e-4, 1000.0)
+
+
 @pytest.mark.realdata
 @pytest.mark.parametrize("dataset,counts,sparsity", [
     ("ml-100k", [100_000, 943, 1_682], 0.9370),               # poster Table 1: 93.70%
