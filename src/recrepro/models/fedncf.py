@@ -234,7 +234,8 @@ class FedNCF(FederatedRecommender):
             params.append(p)
         adam = cfg.client_optimizer == "adam"
         # Adam moments per client (fresh every round, as a client's new optimiser)
-        moments = [{k: (torch.zeros_like(v), torch.zeros_like(v)) for k, v in p.items()} for p in params] if adam else []
+        moments = ([{k: (torch.zeros_like(v), torch.zeros_like(v)) for k, v in p.items()} for p in params]
+                   if adam else [])
         shrink = torch.ones(B, dtype=torch.float64, device=dev)
         steps_done = np.zeros(B, np.int64)
         active = counts > 0
