@@ -258,8 +258,9 @@ class FedNCF(FederatedRecommender):
                 lr_scale = torch.as_tensor(np.where(step_on, cfg.batch_decay ** steps_done, 0.0),
                                            dtype=torch.float32, device=dev)
                 batch_loss = torch.zeros(B, device=dev)
-                on_t = torch.as_tensor(step_on, dtype=torch.float32, device=dev)
-                step_t = torch.as_tensor(steps_done + 1, dtype=torch.float64, device=dev)
+                if adam:  # which clients step now, and their Adam step counts (from 1)
+                    on_t = torch.as_tensor(step_on, dtype=torch.float32, device=dev)
+                    step_t = torch.as_tensor(steps_done + 1, dtype=torch.float64, device=dev)
                 for b, ((cl, idx), p) in enumerate(zip(buckets, params)):
                     if not step_on[cl.cpu().numpy()].any():
                         continue
