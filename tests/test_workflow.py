@@ -91,7 +91,8 @@ def test_smoke_tier_builds_every_split_and_the_scorecard(smoke_run):
     assert {"users", "items", "interactions", "density"} <= set(stats)
     card = pd.read_csv(smoke_run / "results/smoke/baselines/scorecard.csv")
     assert list(card.columns) == ["paper", "source", "dataset", "method", "metric", "published", "tolerance",
-                                  "ours_mean", "ours_sd", "n_seeds", "diff", "verdict", "note"]
+                                  "ours_mean", "ours_sd", "n_seeds", "seeds_required", "budget", "diff", "verdict",
+                                  "note"]
     md = (smoke_run / "results/smoke/baselines/scorecard.md").read_text()
     assert "not comparable" in md.lower()
     assert (smoke_run / "results/smoke/baselines/figures/baselines.pdf").read_bytes()[:4] == b"%PDF"

@@ -129,6 +129,13 @@ def cmd_scorecard(args: argparse.Namespace) -> None:
     from recrepro.config import repo_root
     from recrepro.scorecard import build_scorecard
 
+    if args.summary:
+        _scorecard_summary(args)
+        return
+    missing = [flag for flag, value in (("--paper", args.paper), ("--expected", args.expected),
+                                        ("--out-md", args.out_md), ("--out-csv", args.out_csv)) if not value]
+    if missing:
+        raise SystemExit(f"recrepro scorecard: {', '.join(missing)} required (or --summary)")
     build_scorecard(
         paper=args.paper,
         tier=args.tier,
@@ -137,7 +144,46 @@ def cmd_scorecard(args: argparse.Namespace) -> None:
         out_md=Path(args.out_md),
         out_csv=Path(args.out_csv),
         deviations_doc=Path(args.deviations_doc) if args.deviations_doc else repo_root() / "docs" / "deviations.md",
+        seeds_required=args.seeds_required,
     )
+
+
+def _scorecard_summary(args: argparse.Namespace) -> None:
+    """Per paper, then one JSON line: published / reachable / run / full budget / within / capped."""
+    from recrepro.config import repo_root
+    from recrepro.io import read_json
+    from recrepro.scorecard import SUMMARY_PAPERS, summarise_scorecards
+
+    results = Path(args.results) if args.results else repo_root() / "results" / args.tier
+    availability_file = results / "datasets.json"
+    if not availability_file.is_file():
+        raise SystemExit(f"recrepro scorecard --summary: {availability_file} not found "
+                         "(written by `recrepro data availability`)")
+    availability = read_json(availability_file)["datasets"]
+    for paper in SUMMARY_PAPERS:
+        print(paper, json.dumps(summarise_scorecards(results, availability, papers=[paper]), sort_keys=False))
+    print(json.dumps(summarise_scorecards(results, availability), sort_keys=False))
+
+
+def cmd_records_normalise(args: argparse.Namespace) -> None:
+    from recrepro.records import METRICS_FILE, normalise_run_dir
+
+    run_dirs = sorted({p.parent for root in args.paths for p in Path(root).rglob(METRICS_FILE)})
+    for run_dir in run_dirs:
+        for change in normalise_run_dir(run_dir):
+            print(f"{run_dir}: {change}")
+    print(f"{len(run_dirs)} run records checked")
+
+
+def cmd_data_availability(args: argparse.Namespace) -> None:
+    from recrepro.datasets.download import dataset_availability
+    from recrepro.io import write_json
+
+    availability = dataset_availability(args.mirror)
+    # the mirror's location stays on this machine: the record says what it held, not where
+    write_json(Path(args.out), {"datasets": availability})
+    for name, state in availability.items():
+        print(f"{name:24s} {state}")
 
 
 def cmd_figure_baselines(args: argparse.Namespace) -> None:
@@ -166,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mirror", default=None)
     p.add_argument("--no-download", action="store_true", help="never use the network")
     p.set_defaults(func=cmd_data_fetch)
+
+    p = dsub.add_parser("availability", help="which datasets a mirror holds (results/<tier>/datasets.json)")
+    p.add_argument("--mirror", default=None)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_data_availability)
 
     p = dsub.add_parser("describe", help="print a dataset's registry entry and processed statistics")
     p.add_argument("dataset")
@@ -203,15 +254,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark-file", default=None)
     p.set_defaults(func=cmd_baseline)
 
-    p = sub.add_parser("scorecard", help="compare runs with the published numbers")
-    p.add_argument("--paper", required=True)
+    p = sub.add_parser("scorecard", help="compare runs with the published numbers (or --summary over papers)")
+    p.add_argument("--paper")
     p.add_argument("--tier", required=True)
-    p.add_argument("--expected", required=True)
-    p.add_argument("--out-md", required=True)
-    p.add_argument("--out-csv", required=True)
+    p.add_argument("--expected")
+    p.add_argument("--out-md")
+    p.add_argument("--out-csv")
+    p.add_argument("--seeds-required", type=int, default=None,
+                   help="seeds the tier runs per cell: fewer is reported as a cap")
+    p.add_argument("--summary", action="store_true",
+                   help="count published / reachable / run / full-budget / within / capped cells of every paper "
+                        "from results/<tier>/<paper>/scorecard.csv and results/<tier>/datasets.json")
+    p.add_argument("--results", default=None, help="with --summary: the results/<tier> folder (default: this checkout's)")
     p.add_argument("--deviations-doc", default=None, help="default: docs/deviations.md of this checkout")
     p.add_argument("runs", nargs="*", help="run directories or their metrics.json")
     p.set_defaults(func=cmd_scorecard)
+
+    records = sub.add_parser("records", help="maintain run records")
+    rsub = records.add_subparsers(dest="records_command", required=True)
+    p = rsub.add_parser("normalise", help="bring records of earlier versions into the current layout (idempotent)")
+    p.add_argument("paths", nargs="+", help="folders searched for run records (metrics.json)")
+    p.set_defaults(func=cmd_records_normalise)
 
     p = sub.add_parser("figure-baselines", help="bar chart of the reference baselines")
     p.add_argument("--tier", required=True)

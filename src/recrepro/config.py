@@ -47,6 +47,22 @@ def expand_dotted_keys(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Top-level switches a user flips on the command line (``--config from_records=true``).
+#: Snakemake hands ``--config`` values over as strings; these are read as YAML booleans.
+CLI_BOOLEAN_KEYS = ("from_records",)
+_BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "1": True,
+                  "false": False, "no": False, "off": False, "0": False}
+
+
+def coerce_cli_booleans(config: dict[str, Any]) -> dict[str, Any]:
+    """``{"from_records": "true"}`` -> ``{"from_records": True}``; other words are left for the schema to reject."""
+    for key in CLI_BOOLEAN_KEYS:
+        value = config.get(key)
+        if isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS:
+            config[key] = _BOOLEAN_WORDS[value.strip().lower()]
+    return config
+
+
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):

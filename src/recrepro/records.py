@@ -13,6 +13,13 @@ A run directory ``results/<tier>/<paper>/runs/<dataset>/<split>/<method>/seed<k>
     hash, the split files' hashes, git commit, library versions, seed, device, thread
     settings, host, wall time, peak memory and the Snakemake benchmark file.
 
+``timings.json``
+    Wall-clock measurements of the run (seconds per epoch or round, seconds to the best
+    epoch, ...), split off ``metrics.json`` and the histories by :func:`write_history`
+    and :func:`write_run_record`. A rerun with the same seed on the same device leaves
+    metrics and histories byte-identical; only ``timings.json`` and ``provenance.json``
+    change, so ``git diff results/paper`` shows only real differences.
+
 ``metrics.json`` is written last and removed first, so its presence means the record
 is complete. :func:`check_finite` is the guard training code calls on tensors; a run
 that trips it raises before anything is written.
@@ -45,6 +52,7 @@ PROVENANCE_SCHEMA_VERSION = 1
 METRICS_FILE = "metrics.json"
 PER_USER_FILE = "per_user.parquet"
 PROVENANCE_FILE = "provenance.json"
+TIMINGS_FILE = "timings.json"
 
 #: Keys ``meta`` must provide; they identify the run inside metrics.json.
 REQUIRED_META_KEYS = ("dataset", "split", "method", "tier")
@@ -193,11 +201,21 @@ def split_file_hashes(split_manifest: str | Path, *, verify: bool = True) -> dic
                     f"{manifest_path}; the split changed after its manifest was written - rebuild the split"
                 )
     return {
-        "manifest": str(manifest_path),
+        "manifest": portable_split_path(manifest_path),
         "manifest_sha256": sha256_file(manifest_path),
         "files": recorded,
         "verified": verify,
     }
+
+
+def portable_split_path(manifest_path: str | Path) -> str:
+    """``splits/<dataset>/<protocol>/<split>/seed<k>/manifest.json``: the manifest's path below the
+    data root, so that a record names its split without the machine's folders (records are shared)."""
+    parts = Path(manifest_path).parts
+    if "splits" in parts:
+        index = len(parts) - 1 - parts[::-1].index("splits")
+        return "/".join(parts[index:])
+    return "/".join(parts[-5:])
 
 
 def git_state(repo_dir: str | Path | None = None) -> dict[str, Any]:
@@ -471,6 +489,8 @@ def write_run_record(
     reserved = [key for key in _RESERVED_METRICS_KEYS if key in meta]
     if reserved:
         raise RunRecordError(f"meta may not set {reserved}; pass them as their own arguments")
+    meta_timings = {str(k): v for k, v in meta.items() if is_timing_key(k)}
+    meta = {k: v for k, v in meta.items() if not is_timing_key(k)}
     clean_overall, clean_strata = _clean_metrics(overall, strata)
     clean_counts: dict[str, int] = {}
     for key, value in counts.items():
@@ -502,16 +522,159 @@ def write_run_record(
     paths["metrics"].unlink(missing_ok=True)
     write_parquet(paths["per_user"], per_user_frame)
     write_json(paths["provenance"], provenance)
+    _update_timings(run_dir, "meta", meta_timings or None)
     write_json(paths["metrics"], metrics)
     return paths
 
 
 def read_metrics(run_dir: str | Path) -> dict[str, Any]:
-    """Load a run's ``metrics.json`` (raises ``FileNotFoundError`` naming the path)."""
-    return read_json(Path(run_dir) / METRICS_FILE)
+    """Load a run's ``metrics.json`` (raises ``FileNotFoundError`` naming the path).
+
+    The run's timing keys (``seconds_per_epoch``, ...), kept in ``timings.json``, are
+    merged back in, so readers see one dict as before the split.
+    """
+    metrics = read_json(Path(run_dir) / METRICS_FILE)
+    timings = read_timings(run_dir).get("meta", {})
+    return {**metrics, **{k: v for k, v in timings.items() if k not in metrics}}
+
+
+# ---------------------------------------------------------------- timings
+
+#: Keys that hold wall-clock measurements: these go to ``timings.json``.
+_TIMING_WORDS = ("seconds", "wall", "elapsed")
+
+
+def is_timing_key(key: str) -> bool:
+    """``seconds``, ``epoch_seconds``, ``seconds_per_round``, ``wall_seconds``: a wall-clock measurement."""
+    return any(word in str(key).split("_") for word in _TIMING_WORDS)
+
+
+def read_timings(run_dir: str | Path) -> dict[str, Any]:
+    """``timings.json`` of a run (``{}`` if it has none)."""
+    path = Path(run_dir) / TIMINGS_FILE
+    return read_json(path) if path.is_file() else {}
+
+
+def _update_timings(run_dir: Path, section: str, values: Any) -> None:
+    """Replace one section of ``timings.json`` (others are kept: history and meta are written apart)."""
+    timings = read_timings(run_dir)
+    if values in ({}, None):
+        timings.pop(section, None)
+    else:
+        timings[section] = values
+    if timings:
+        write_json(run_dir / TIMINGS_FILE, timings)
+    else:
+        (run_dir / TIMINGS_FILE).unlink(missing_ok=True)
+
+
+def _split_timing_values(obj: Any) -> tuple[Any, Any]:
+    """``obj`` without its timing keys, and those keys' values (same nesting); dicts and lists of dicts."""
+    if isinstance(obj, Mapping):
+        clean, timing = {}, {}
+        for key, value in obj.items():
+            if is_timing_key(key):
+                timing[key] = value
+                continue
+            sub_clean, sub_timing = _split_timing_values(value)
+            clean[key] = sub_clean
+            if sub_timing not in (None, {}, []):
+                timing[key] = sub_timing
+        return clean, timing
+    if isinstance(obj, list) and obj and all(isinstance(item, Mapping) for item in obj):
+        pairs = [_split_timing_values(item) for item in obj]
+        timing = [p[1] for p in pairs]
+        return [p[0] for p in pairs], (timing if any(timing) else [])
+    return obj, None
+
+
+def _merge_timing_values(clean: Any, timing: Any) -> Any:
+    if isinstance(clean, Mapping) and isinstance(timing, Mapping):
+        out = dict(clean)
+        for key, value in timing.items():
+            out[key] = _merge_timing_values(out[key], value) if key in out else value
+        return out
+    if isinstance(clean, list) and isinstance(timing, list) and len(clean) == len(timing):
+        return [_merge_timing_values(c, t) for c, t in zip(clean, timing)]
+    return clean
+
+
+def write_history(run_dir: str | Path, history: Mapping[str, Any] | pd.DataFrame,
+                  name: str = "history.json") -> Path:
+    """Write a run's training history without its wall-clock values; those go to ``timings.json``.
+
+    ``history`` is a JSON-able mapping (``name`` ending in ``.json``) or a frame (``.parquet``):
+    keys or columns for which :func:`is_timing_key` holds are split off, so the history
+    itself is byte-identical between two runs with the same seed.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / name
+    if isinstance(history, pd.DataFrame):
+        timing_cols = [c for c in history.columns if is_timing_key(c)]
+        write_parquet(path, history.drop(columns=timing_cols))
+        _update_timings(run_dir, name, {c: history[c].tolist() for c in timing_cols} or None)
+    else:
+        clean, timing = _split_timing_values(history)
+        write_json(path, clean)
+        _update_timings(run_dir, name, timing or None)
+    return path
+
+
+def read_history(run_dir: str | Path, name: str = "history.json") -> Any:
+    """A history written by :func:`write_history`, with its timings merged back."""
+    run_dir = Path(run_dir)
+    timing = read_timings(run_dir).get(name)
+    if name.endswith(".parquet"):
+        frame = pd.read_parquet(run_dir / name)
+        for col, values in (timing or {}).items():
+            if len(values) == len(frame):
+                frame[col] = values
+        return frame
+    history = read_json(run_dir / name)
+    return _merge_timing_values(history, timing) if timing else history
 
 
 def read_per_user(run_dir: str | Path) -> pd.DataFrame | None:
     """Load a run's ``per_user.parquet``, or ``None`` if the run has none."""
     path = Path(run_dir) / PER_USER_FILE
     return pd.read_parquet(path) if path.is_file() else None
+
+
+def normalise_run_dir(run_dir: str | Path) -> list[str]:
+    """Bring a record written by an earlier version into the current layout; returns what changed.
+
+    Timing keys leave ``metrics.json`` and the histories for ``timings.json``; the split
+    manifest in ``provenance.json`` is named below the data root. Metric values are not
+    touched, so a record normalised here equals one written by the current code from the
+    same run. Idempotent.
+    """
+    run_dir = Path(run_dir)
+    changed: list[str] = []
+    metrics_path = run_dir / METRICS_FILE
+    if metrics_path.is_file():
+        metrics = read_json(metrics_path)
+        moved = {k: v for k, v in metrics.items() if is_timing_key(k)}
+        if moved:
+            _update_timings(run_dir, "meta", {**read_timings(run_dir).get("meta", {}), **moved})
+            write_json(metrics_path, {k: v for k, v in metrics.items() if k not in moved})
+            changed.append(f"{METRICS_FILE}: {sorted(moved)} -> {TIMINGS_FILE}")
+    for name in ("history.json", "history.parquet"):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        history = read_history(run_dir, name)
+        has_timing = (any(is_timing_key(c) for c in history.columns) if isinstance(history, pd.DataFrame)
+                      else _split_timing_values(history)[1] not in (None, {}, []))
+        if has_timing and name not in read_timings(run_dir):
+            write_history(run_dir, history, name)
+            changed.append(f"{name}: timings -> {TIMINGS_FILE}")
+    prov_path = run_dir / PROVENANCE_FILE
+    if prov_path.is_file():
+        prov = read_json(prov_path)
+        split = prov.get("split") or {}
+        if split.get("manifest") and split["manifest"] != portable_split_path(split["manifest"]):
+            split["manifest"] = portable_split_path(split["manifest"])
+            write_json(prov_path, prov)
+            changed.append(f"{PROVENANCE_FILE}: split manifest named below the data root")
+    return changed

@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from recrepro.io import write_text
-from recrepro.records import METRICS_FILE, git_state, read_metrics, read_per_user
+from recrepro.io import read_json, write_text
+from recrepro.records import METRICS_FILE, PROVENANCE_FILE, git_state, read_metrics, read_per_user
 
 #: Columns of scorecard.csv, in order.
 SCORECARD_COLUMNS = (
     "paper", "source", "dataset", "method", "metric", "published", "tolerance",
-    "ours_mean", "ours_sd", "n_seeds", "diff", "verdict", "note",
+    "ours_mean", "ours_sd", "n_seeds", "seeds_required", "budget", "diff", "verdict", "note",
 )
 VERDICT_WITHIN = "within"
 VERDICT_DEVIATES = "deviates"
@@ -301,10 +301,47 @@ def load_runs(run_dirs: Iterable[str | Path]) -> pd.DataFrame:
             rows.append({
                 "dataset": identity[0], "split": identity[1], "method": identity[2], "seed": identity[3],
                 "metric": metric, "value": float(value), "tier": metrics["tier"],
-                "paper": metrics.get("paper"), "run_dir": str(run_dir),
+                "paper": metrics.get("paper"), "run_dir": str(run_dir), "budget": run_budget(metrics),
             })
-    columns = ["dataset", "split", "method", "seed", "metric", "value", "tier", "paper", "run_dir"]
+    columns = ["dataset", "split", "method", "seed", "metric", "value", "tier", "paper", "run_dir", "budget"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def run_budget(metrics: Mapping[str, Any]) -> str:
+    """How a run's compute budget was cut, in words (``""``: the protocol's full budget).
+
+    A run says so itself: a ``budget`` string, or the ``round_cap`` / ``epoch_cap`` its
+    settings applied (FedRAP, λOpt), with the rounds or epochs it trained.
+    """
+    if metrics.get("budget"):
+        return str(metrics["budget"])
+    for cap_key, done_key, unit in (("round_cap", "rounds_trained", "rounds"), ("epoch_cap", "epochs_run", "epochs")):
+        cap = metrics.get(cap_key)
+        if cap:
+            done = metrics.get(done_key) or (metrics.get("counts") or {}).get(done_key)
+            return f"capped at {int(cap)} {unit}" + (f" ({int(done)} trained)" if done else "")
+    return ""
+
+
+def records_stamp(run_dirs: Iterable[str | Path]) -> tuple[str | None, list[str], bool]:
+    """(latest finish date, code commits, any dirty) of the runs' ``provenance.json``.
+
+    A scorecard built from the same records is then the same file on every machine and
+    day: its header names the records, not the moment it was drawn.
+    """
+    dates, commits, dirty = [], set(), False
+    for run_dir in map(Path, run_dirs):
+        path = run_dir / PROVENANCE_FILE
+        if not path.is_file():
+            continue
+        prov = read_json(path)
+        if prov.get("finished_at"):
+            dates.append(str(prov["finished_at"])[:10])
+        git = prov.get("git") or {}
+        if git.get("commit"):
+            commits.add(str(git["commit"])[:12])
+        dirty = dirty or bool(git.get("dirty"))
+    return (max(dates) if dates else None), sorted(commits), dirty
 
 
 def summarise_runs(tidy: pd.DataFrame) -> pd.DataFrame:
@@ -405,9 +442,16 @@ class _RunIndex:
         self._per_user: dict[str, pd.DataFrame | None] = {}
         self._values: dict[tuple[str, str, str, str], dict[int, float]] = {}
         self._run_dirs: dict[tuple[str, str, str, int], str] = {}
+        self._budgets: dict[tuple[str, str, str], set[str]] = {}
         for row in tidy.itertuples(index=False):
             self._values.setdefault((row.dataset, row.split, row.method, row.metric), {})[row.seed] = row.value
             self._run_dirs[(row.dataset, row.split, row.method, row.seed)] = row.run_dir
+            if row.budget:
+                self._budgets.setdefault((row.dataset, row.split, row.method), set()).add(row.budget)
+
+    def budget(self, dataset: str, split: str, method: str) -> str:
+        """The caps of the cell's runs in words (``""``: every run had the full budget)."""
+        return "; ".join(sorted(self._budgets.get((dataset, split, method), ())))
 
     def splits_of(self, dataset: str, method: str) -> list[str]:
         rows = self.tidy[(self.tidy["dataset"] == dataset) & (self.tidy["method"] == method)]
@@ -518,6 +562,7 @@ def build_scorecard(
     *,
     default_baselines: Mapping[str, str] = DEFAULT_BASELINES,
     generated_on: dt.date | None = None,
+    seeds_required: int | None = None,
 ) -> Scorecard:
     """Compare our runs with a paper's published numbers; write scorecard.csv and .md.
 
@@ -541,7 +586,12 @@ def build_scorecard(
         Baseline to paired-test each method against in the table of our runs without a
         published value (``mostpop`` vs ``random`` by default).
     generated_on:
-        Date in the header (default: today).
+        Date in the header (default: the latest ``finished_at`` of the runs' provenance,
+        else today); the commit in the header is the runs' code commit(s), so that the
+        scorecard of the same records is byte-identical wherever it is drawn.
+    seeds_required:
+        Seeds the protocol runs per cell (the tier's seed list); a row with fewer says
+        ``n of N seeds`` in its note and counts as capped in :func:`summarise_scorecards`.
 
     Returns
     -------
@@ -575,6 +625,8 @@ def build_scorecard(
     deviations_doc = Path(deviations_doc)
     known_anchors = _markdown_anchors(deviations_doc)
     deviation_href = Path(os.path.relpath(deviations_doc.resolve(), out_md.resolve().parent)).as_posix()
+    # the doc's name as the reader knows it, never the machine's folders (scorecards are shared)
+    doc_label = f"{deviations_doc.parent.name}/{deviations_doc.name}" if deviations_doc.parent.name else deviations_doc.name
 
     csv_rows: list[dict[str, Any]] = []
     md_rows: list[list[str]] = []
@@ -591,6 +643,7 @@ def build_scorecard(
         ours_sd = float(seeds_values.std(ddof=1)) if n_seeds > 1 else math.nan
         tolerance = entry.absolute_tolerance()
         diff = ours_mean - entry.published if (n_seeds and entry.published is not None) else math.nan
+        budget = runs.budget(entry.dataset, split, entry.method) if (split is not None and n_seeds) else ""
 
         # Each note part has a plain form (csv) and a markdown form (md, with links).
         note_parts: list[tuple[str, str]] = [(entry.note, entry.note)] if entry.note else []
@@ -609,10 +662,15 @@ def build_scorecard(
             note_parts.append(("no published value: not judged",) * 2)
         else:
             verdict = VERDICT_WITHIN if abs(diff) <= tolerance + TOLERANCE_SLACK else VERDICT_DEVIATES
+        if n_seeds and seeds_required and n_seeds < seeds_required:
+            text = f"{n_seeds} of {seeds_required} seeds"
+            note_parts.append((text, text))
+        if budget:
+            note_parts.append((budget, budget))
         if entry.deviation:
             missing = known_anchors is not None and entry.deviation not in known_anchors
-            flag = f" (anchor missing in {deviations_doc.as_posix()})" if missing else ""
-            target = f"{deviations_doc.as_posix()}#{entry.deviation}"
+            flag = f" (anchor missing in {doc_label})" if missing else ""
+            target = f"{doc_label}#{entry.deviation}"
             note_parts.append((f"deviation: {target}{flag}",
                                f"deviation: [{target}]({deviation_href}#{entry.deviation}){flag}"))
         if entry.baseline and n_seeds and split is not None:
@@ -626,7 +684,8 @@ def build_scorecard(
         csv_rows.append({
             "paper": paper, "source": entry.source, "dataset": entry.dataset, "method": entry.method,
             "metric": entry.metric, "published": entry.published, "tolerance": tolerance,
-            "ours_mean": ours_mean, "ours_sd": ours_sd, "n_seeds": n_seeds, "diff": diff,
+            "ours_mean": ours_mean, "ours_sd": ours_sd, "n_seeds": n_seeds,
+            "seeds_required": seeds_required if seeds_required else math.nan, "budget": budget, "diff": diff,
             "verdict": verdict, "note": "; ".join(plain for plain, _ in note_parts),
         })
         md_rows.append([
@@ -655,9 +714,12 @@ def build_scorecard(
     unmatched = unmatched.assign(paired_test=unmatched_tests)
 
     csv_text = rows.to_csv(index=False, float_format="%.10g", na_rep="", lineterminator="\n")
+    last_date, commits, dirty = records_stamp(sorted(set(tidy["run_dir"])))
+    if generated_on is None:
+        generated_on = dt.date.fromisoformat(last_date) if last_date else dt.date.today()
     md_text = _render_markdown(
         paper=paper, tier=tier, expected=expected, md_rows=md_rows, unmatched=unmatched,
-        generated_on=generated_on or dt.date.today(),
+        generated_on=generated_on, commits=commits, dirty=dirty, n_runs=int(tidy["run_dir"].nunique()),
     )
     write_text(out_csv, csv_text)
     write_text(out_md, md_text)
@@ -672,15 +734,23 @@ def _render_markdown(
     md_rows: list[list[str]],
     unmatched: pd.DataFrame,
     generated_on: dt.date,
+    commits: Sequence[str] = (),
+    dirty: bool = False,
+    n_runs: int = 0,
 ) -> str:
-    git = git_state()
-    commit = "not a git checkout (or no commit yet)" if git["commit"] is None else f"`{git['commit'][:12]}`"
-    if git["dirty"]:
-        commit += " (uncommitted changes)"
+    if commits:
+        commit = ", ".join(f"`{c}`" for c in commits) + (" (with uncommitted changes)" if dirty else "")
+        stamp = f"{n_runs} runs · date: {generated_on.isoformat()} (last run) · commit: {commit}"
+    else:  # runs without provenance (tests, hand-made records): the checkout that draws it
+        git = git_state()
+        commit = "not a git checkout (or no commit yet)" if git["commit"] is None else f"`{git['commit'][:12]}`"
+        if git["dirty"]:
+            commit += " (uncommitted changes)"
+        stamp = f"date: {generated_on.isoformat()} · commit: {commit}"
     lines = [
         f"# Scorecard: {paper}",
         "",
-        f"paper: `{paper}` · tier: `{tier}` · date: {generated_on.isoformat()} · commit: {commit}",
+        f"paper: `{paper}` · tier: `{tier}` · {stamp}",
         "",
     ]
     if tier == "smoke":
@@ -706,6 +776,7 @@ def _render_markdown(
     ]
     header = ["source", "dataset", "split", "method", "metric", "published", "tolerance",
               "ours_mean", "ours_sd", "n_seeds", "diff", "verdict", "note"]
+    # md_rows carry the note last; seeds_required and budget are in the csv and in the note
     lines += _md_table(header, md_rows) if md_rows else ["(no expected entries)"]
     lines += ["", "## Our runs without a published value", ""]
     if unmatched.empty:
@@ -720,3 +791,68 @@ def _render_markdown(
             ),
         )
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- summary over papers
+
+#: Papers whose published numbers the summary counts, in the README's order.
+SUMMARY_PAPERS = ("exadmm", "prism", "lambdaopt", "fedrap", "lrs")
+
+
+def summarise_scorecards(results_dir: str | Path, availability: Mapping[str, str],
+                         papers: Sequence[str] = SUMMARY_PAPERS) -> dict[str, int]:
+    """Count the published cells of every paper against the committed scorecards.
+
+    Parameters
+    ----------
+    results_dir:
+        ``results/<tier>/``: ``<paper>/scorecard.csv`` is read where it exists (a paper
+        without one counts as not run).
+    availability:
+        Dataset -> ``generated`` | ``mirror`` | ``missing``
+        (:func:`recrepro.datasets.download.dataset_availability`, kept in
+        ``results/<tier>/datasets.json``).
+
+    Returns
+    -------
+    dict
+        ``published`` (entries with a published value), ``reachable`` (of those, whose
+        dataset was generated or in the mirror), ``run`` (reachable with at least one
+        seed), ``full_budget_all_seeds`` (run with every required seed and no cap),
+        ``within_tolerance`` and ``capped`` (run, but short of seeds or budget).
+    """
+    counts = dict.fromkeys(("published", "reachable", "run", "full_budget_all_seeds", "within_tolerance",
+                            "capped"), 0)
+    results_dir = Path(results_dir)
+    for paper in papers:
+        expected = load_expected(expected_path(paper))
+        card_path = results_dir / paper / "scorecard.csv"
+        card = pd.read_csv(card_path, keep_default_na=False, na_values=[""]) if card_path.is_file() else None
+        for index, entry in enumerate(expected.entries):
+            if entry.published is None:
+                continue
+            counts["published"] += 1
+            if availability.get(entry.dataset, "missing") == "missing":
+                continue
+            counts["reachable"] += 1
+            row = _card_row(card, entry, index)
+            if row is None or not row.get("n_seeds"):
+                continue
+            counts["run"] += 1
+            required = row.get("seeds_required")
+            short = required is not None and not pd.isna(required) and int(row["n_seeds"]) < int(required)
+            capped = short or bool(row.get("budget") if isinstance(row.get("budget"), str) else False)
+            counts["capped" if capped else "full_budget_all_seeds"] += 1
+            counts["within_tolerance"] += int(row.get("verdict") == VERDICT_WITHIN)
+    return counts
+
+
+def _card_row(card: pd.DataFrame | None, entry: ExpectedEntry, index: int) -> dict[str, Any] | None:
+    """The scorecard row of ``entry``: rows are written in the expected file's order."""
+    if card is None or index >= len(card):
+        return None
+    row = card.iloc[index].to_dict()
+    if (row.get("dataset"), row.get("method"), row.get("metric")) != (entry.dataset, entry.method, entry.metric):
+        return None  # a scorecard of another expected file: treat the cell as not run
+    return row
+

@@ -1,4 +1,9 @@
-# Data stage: raw files (generated or fetched and verified) -> processed parquet -> splits.
+# Data stage: raw files (generated or fetched and verified) -> processed parquet -> splits;
+# datasets.json says which datasets the mirror held (the reach of the reproduction).
+
+
+localrules:
+    data_availability,
 
 
 rule synthesize_data:
@@ -103,3 +108,27 @@ rule split_dataset:
     shell:
         "{params.cli} data split --processed-dir {params.processed} --split {wildcards.split} "
         "--seed {wildcards.seed} --params {params.split_params} --out-dir {params.out} > {log} 2>&1"
+
+
+rule data_availability:
+    output:
+        "results/{tier}/datasets.json",
+    log:
+        "logs/data/{tier}/availability.log",
+    benchmark:
+        "logs/benchmarks/data/{tier}/availability.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO,
+        mirror=(
+            f"--mirror {shlex.quote(str(config['data']['mirror']))}"
+            if config["data"].get("mirror")
+            else ""
+        ),
+    shell:
+        "{params.cli} data availability {params.mirror} --out {output} > {log} 2>&1"

@@ -23,87 +23,10 @@ localrules:
     lambdaopt_scorecard,
 
 
-rule lambdaopt_train:
-    input:
-        manifest=lambda wc: f"{lambdaopt_split_dir(config, wc.tier, wc.dataset, wc.split)}/manifest.json",
-    output:
-        metrics="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/metrics.json",
-        per_user="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/per_user.parquet",
-        provenance="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/provenance.json",
-        history="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/history.parquet",
-        trajectory="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/trajectory.parquet",
-    log:
-        "logs/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.log",
-    benchmark:
-        "logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv"
-    conda:
-        ENV_CPU
-    threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
-    resources:
-        mem_mb=res_mem_mb("train"),
-        runtime=res_runtime("train"),
-        gpu=res_gpu("train"),
-    params:
-        cli=RECREPRO_MODULE,
-        settings=lambda wc: as_json(
-            lambdaopt_settings(config, wc.tier, wc.dataset, wc.method)
-        ),
-        evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
-        meta=lambda wc: as_json(
-            {"tier": wc.tier, "paper": "lambdaopt", "dataset": wc.dataset}
-        ),
-        batch_size=config["evaluation"]["batch_size"],
-        device=config["device"],
-        split_dir=lambda wc, input: str(Path(input.manifest).parent),
-        out=lambda wc, output: str(Path(output.metrics).parent),
-        bench="logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
-    shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lambdaopt run --split-dir {params.split_dir} "
-        "--variant {wildcards.method} --settings {params.settings} --seed {wildcards.seed} "
-        "--out-dir {params.out} --meta {params.meta} --evaluation {params.evaluation} "
-        "--device {params.device} --batch-size {params.batch_size} --threads {threads} "
-        "--benchmark-file {params.bench} > {log} 2>&1"
-
-
-rule lambdaopt_sensitivity:
-    input:
-        manifest=lambda wc: f"{lambdaopt_split_dir(config, wc.tier, wc.dataset, wc.split)}/manifest.json",
-    output:
-        table="results/{tier}/lambdaopt/sensitivity/{dataset}/{split}/val_auc.parquet",
-    log:
-        "logs/lambdaopt/{tier}/sensitivity/{dataset}/{split}.log",
-    benchmark:
-        "logs/benchmarks/lambdaopt/{tier}/sensitivity/{dataset}/{split}.tsv"
-    conda:
-        ENV_CPU
-    threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
-    resources:
-        mem_mb=res_mem_mb("train"),
-        runtime=res_runtime("train"),
-        gpu=res_gpu("train"),
-    params:
-        cli=RECREPRO_MODULE,
-        settings=lambda wc: as_json(
-            lambdaopt_settings(config, wc.tier, wc.dataset, "lambdafix")
-        ),
-        lambdas=lambda wc: as_json(
-            lambdaopt_tier(config, wc.tier)["sensitivity"]["lambdas"]
-        ),
-        epochs=lambda wc: lambdaopt_sensitivity_epochs(config, wc.tier),
-        seed=lambda wc: lambdaopt_first_seed(config, wc.tier),
-        evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
-        device=config["device"],
-        split_dir=lambda wc, input: str(Path(input.manifest).parent),
-    shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lambdaopt sensitivity "
-        "--split-dir {params.split_dir} --settings {params.settings} --lambdas {params.lambdas} "
-        "--epochs {params.epochs} --seed {params.seed} --evaluation {params.evaluation} "
-        "--device {params.device} --threads {threads} --out {output.table} > {log} 2>&1"
-
-
 rule lambdaopt_table:
     input:
-        runs=lambda wc: lambdaopt_runs(config, wc.tier),
+        redraw=REDRAW,
+        runs=lambda wc: recorded(lambdaopt_runs(config, wc.tier)),
     output:
         md="results/{tier}/lambdaopt/tables/results.md",
         csv="results/{tier}/lambdaopt/tables/results.csv",
@@ -127,6 +50,7 @@ rule lambdaopt_table:
 
 rule lambdaopt_figure_trajectory:
     input:
+        redraw=REDRAW,
         trajectory=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, 'lambdaopt_dui')}/trajectory.parquet",
     output:
         pdf=report(
@@ -156,6 +80,7 @@ rule lambdaopt_figure_trajectory:
 
 rule lambdaopt_figure_sensitivity:
     input:
+        redraw=REDRAW,
         table=lambda wc: [
             f"results/{wc.tier}/lambdaopt/sensitivity/{d}/{s}/val_auc.parquet"
             for d, s, _ in lambdaopt_splits(config, wc.tier)
@@ -188,13 +113,10 @@ rule lambdaopt_figure_sensitivity:
 
 rule lambdaopt_figure_groups:
     input:
+        redraw=REDRAW,
         a=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][0])}/per_user.parquet",
         b=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][1])}/per_user.parquet",
-        manifest=lambda wc: [
-            f"{lambdaopt_split_dir(config, wc.tier, d, s)}/manifest.json"
-            for d, s, _ in lambdaopt_splits(config, wc.tier)
-            if d == wc.dataset
-        ],
+        counts=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][0])}/train_counts.parquet",
     output:
         pdf=report(
             "results/{tier}/lambdaopt/figures/groups_{dataset}.pdf",
@@ -217,17 +139,16 @@ rule lambdaopt_figure_groups:
         cli=RECREPRO_MODULE,
         run_a=lambda wc, input: str(Path(input.a).parent),
         run_b=lambda wc, input: str(Path(input.b).parent),
-        split_dir=lambda wc, input: str(Path(input.manifest[0]).parent),
     shell:
         "{params.cli} recrepro.papers.lambdaopt figure-groups --tier {wildcards.tier} "
         "--dataset {wildcards.dataset} --run-a {params.run_a} --run-b {params.run_b} "
-        "--split-dir {params.split_dir} --out-pdf {output.pdf} --out-png {output.png} "
-        "--out-csv {output.csv} > {log} 2>&1"
+        "--out-pdf {output.pdf} --out-png {output.png} --out-csv {output.csv} > {log} 2>&1"
 
 
 rule lambdaopt_scorecard:
     input:
-        runs=lambda wc: lambdaopt_runs(config, wc.tier),
+        redraw=REDRAW,
+        runs=lambda wc: recorded(lambdaopt_runs(config, wc.tier)),
         expected=f"{EXPECTED}/lambdaopt.yaml",
     output:
         md="results/{tier}/lambdaopt/scorecard.md",
@@ -244,8 +165,10 @@ rule lambdaopt_scorecard:
         runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
+        seeds=lambda wc: seeds_required("lambdaopt", wc.tier),
     shell:
         "{params.cli} scorecard --paper lambdaopt --tier {wildcards.tier} --expected {input.expected} "
+        "--seeds-required {params.seeds} "
         "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
 
 

@@ -15,57 +15,13 @@ localrules:
     prism_scorecard,
 
 
-rule prism_train:
-    input:
-        manifest=f"{DATA}/splits/{{dataset}}/{{protocol}}/{{split}}/seed{{seed}}/manifest.json",
-    output:
-        metrics="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/metrics.json",
-        per_user="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/per_user.parquet",
-        provenance="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/provenance.json",
-        history="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/history.json",
-        magnitudes="results/{tier}/prism/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/magnitudes.parquet",
-    log:
-        "logs/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.log",
-    benchmark:
-        "logs/benchmarks/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv"
-    conda:
-        ENV_CPU
-    threads: prism_wf.tier_conf(config, TIER).get("threads", config["threads"])
-    resources:
-        gpu=res_gpu("train"),
-        mem_mb=res_mem_mb("train"),
-        runtime=res_runtime("train"),
-    params:
-        cli=RECREPRO_MODULE,
-        tier_conf=lambda wc: as_json(prism_wf.tier_conf(config, wc.tier)),
-        switches=as_json(config["prism"]["switches"]),
-        evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
-        meta=lambda wc: as_json(
-            {
-                "tier": wc.tier,
-                "paper": "prism",
-                "dataset": wc.dataset,
-                "protocol": wc.protocol,
-                "split": wc.split,
-            }
-        ),
-        batch_size=config["evaluation"]["batch_size"],
-        device=config["device"],
-        split_dir=lambda wc, input: str(Path(input.manifest).parent),
-        out=lambda wc, output: str(Path(output.metrics).parent),
-        bench="logs/benchmarks/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv",
-    shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.prism train --split-dir {params.split_dir} "
-        "--method {wildcards.method} --seed {wildcards.seed} --out-dir {params.out} "
-        "--tier-conf {params.tier_conf} --switches {params.switches} --evaluation {params.evaluation} "
-        "--meta {params.meta} --device {params.device} --batch-size {params.batch_size} "
-        "--benchmark-file {params.bench} > {log} 2>&1"
-
-
 rule prism_figure_wd:
     input:
-        runs=lambda wc: prism_wf.runs(
-            config, wc.tier, wc.dataset, prism_wf.fig1_methods(config, wc.tier)
+        redraw=REDRAW,
+        runs=lambda wc: recorded(
+            prism_wf.runs(
+                config, wc.tier, wc.dataset, prism_wf.fig1_methods(config, wc.tier)
+            )
         ),
     output:
         pdf=report(
@@ -102,7 +58,8 @@ rule prism_figure_wd:
 
 rule prism_figure_magnitudes:
     input:
-        runs=lambda wc: prism_wf.fig2_runs(config, wc.tier, wc.dataset)[1],
+        redraw=REDRAW,
+        runs=lambda wc: recorded(prism_wf.fig2_runs(config, wc.tier, wc.dataset)[1]),
     output:
         pdf=report(
             "results/{tier}/prism/figures/fig2_magnitudes_{dataset}.pdf",
@@ -131,7 +88,10 @@ rule prism_figure_magnitudes:
 
 rule prism_figure:
     input:
-        runs=lambda wc: prism_wf.figure_runs(config, wc.tier, wc.dataset, wc.fig),
+        redraw=REDRAW,
+        runs=lambda wc: recorded(
+            prism_wf.figure_runs(config, wc.tier, wc.dataset, wc.fig)
+        ),
     output:
         pdf=report(
             "results/{tier}/prism/figures/{fig}_{dataset}.pdf",
@@ -163,6 +123,8 @@ rule prism_figure:
 
 
 rule prism_figure_theory:
+    input:
+        redraw=REDRAW,
     output:
         pdf=report(
             "results/{tier}/prism/figures/fig7_theorem31.pdf",
@@ -190,8 +152,11 @@ rule prism_figure_theory:
 
 rule prism_table:
     input:
-        runs=lambda wc: prism_wf.runs(
-            config, wc.tier, wc.dataset, prism_wf.table_methods(config, wc.tier)
+        redraw=REDRAW,
+        runs=lambda wc: recorded(
+            prism_wf.runs(
+                config, wc.tier, wc.dataset, prism_wf.table_methods(config, wc.tier)
+            )
         ),
     output:
         md=report(
@@ -233,7 +198,8 @@ rule prism_table:
 
 rule prism_scorecard:
     input:
-        runs=lambda wc: prism_wf.all_runs(config, wc.tier),
+        redraw=REDRAW,
+        runs=lambda wc: recorded(prism_wf.all_runs(config, wc.tier)),
         tuned=lambda wc: [
             f"results/{wc.tier}/prism/tuned/{d[0]}"
             for d in prism_wf.entries(config, wc.tier)
@@ -254,9 +220,11 @@ rule prism_scorecard:
         runtime=res_runtime("light"),
     params:
         cli=RECREPRO,
+        seeds=lambda wc: seeds_required("prism", wc.tier),
         tuned=lambda wc: " ".join(prism_wf.tuned_dirs(config, wc.tier)),
     shell:
         "{params.cli} scorecard --paper prism --tier {wildcards.tier} --expected {input.expected} "
+        "--seeds-required {params.seeds} "
         "--out-md {output.md} --out-csv {output.csv} {input.runs} {params.tuned} > {log} 2>&1"
 
 

@@ -6,6 +6,8 @@ import re
 
 from snakemake.io import is_flagged, regex_from_filepattern
 
+from recrepro.scorecard import SUMMARY_PAPERS
+
 REPORT_CATEGORIES = {
     "baselines": "Baselines",
     "exadmm": "exADMM",
@@ -19,10 +21,13 @@ REPORT_CATEGORIES = {
 localrules:
     scorecard_html,
     table_html,
+    reference_readme,
+    compute_doc,
 
 
 rule scorecard_html:
     input:
+        redraw=REDRAW,
         md="results/{tier}/{paper}/scorecard.md",
         csv="results/{tier}/{paper}/scorecard.csv",
     output:
@@ -51,6 +56,7 @@ rule scorecard_html:
 
 rule table_html:
     input:
+        redraw=REDRAW,
         md="results/{tier}/{paper}/{table}.md",
     output:
         html=report(
@@ -100,3 +106,58 @@ PAPER_TARGETS["report"] = [
     )
     if not any(p.match(md) for p in _REPORTED_MD)
 ]
+
+
+rule reference_readme:
+    input:
+        redraw=REDRAW,
+        cards=lambda wc: recorded(
+            [f"results/{wc.tier}/{p}/scorecard.csv" for p in SUMMARY_PAPERS]
+        ),
+        availability="results/{tier}/datasets.json",
+    output:
+        "results/{tier}/README.md",
+    log:
+        "logs/report/{tier}/reference_readme.log",
+    benchmark:
+        "logs/benchmarks/report/{tier}/reference_readme.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+        results=lambda wc, output: str(Path(output[0]).parent),
+    shell:
+        "{params.cli} recrepro.reference --results {params.results} --out {output} > {log} 2>&1"
+
+
+rule compute_doc:
+    input:
+        redraw=REDRAW,
+        runs=lambda wc: recorded(tier_run_records("paper")),
+        availability="results/paper/datasets.json",
+    output:
+        "docs/compute.md",
+    log:
+        "logs/report/compute_doc.log",
+    benchmark:
+        "logs/benchmarks/report/compute_doc.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+        expected=as_json(tier_run_records("paper")),
+    shell:
+        "{params.cli} recrepro.compute --expected-runs {params.expected} "
+        "--availability {input.availability} --out {output} > {log} 2>&1"
+
+
+if TIER == "paper":
+    PAPER_TARGETS["reference"] = [f"results/{TIER}/README.md", "docs/compute.md"]

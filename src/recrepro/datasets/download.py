@@ -499,3 +499,28 @@ def _unavailable(state: _Fetch, mirror: str | Path | None) -> DatasetUnavailable
     if state.network_error is not None:
         error.__cause__ = state.network_error
     return error
+
+
+def mirror_holds(spec: DatasetSpec, mirror: str | Path | None) -> bool:
+    """Whether ``mirror/<name>/`` holds every member of ``spec`` (or its release archive).
+
+    Looks at file names only (nothing is read or verified: the fetch does that); used to
+    say which published cells a reproduction could reach with the data it had.
+    """
+    if mirror is None:
+        return False
+    folder = Path(mirror) / spec.name
+    if not folder.is_dir():
+        return False
+    if spec.archive and (folder / spec.archive).is_file():
+        return True
+    return bool(spec.members) and all((folder / member).is_file() for member in spec.members)
+
+
+def dataset_availability(mirror: str | Path | None) -> dict[str, str]:
+    """Registry name -> ``generated`` | ``mirror`` | ``missing`` (see :func:`mirror_holds`)."""
+    from recrepro.datasets.registry import DATASETS
+
+    return {name: "generated" if spec.generated else ("mirror" if mirror_holds(spec, mirror) else "missing")
+            for name, spec in sorted(DATASETS.items())}
+

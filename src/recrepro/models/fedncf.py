@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,10 @@ class FedNCF(FederatedRecommender):
     embeddings (step sizes of SGD or Adam, see ``client_optimizer``), ``init_std`` for the
     embeddings' normal init; ``mode``, ``lam``, ``mu`` are unused.
     """
+
+    #: FedNCF's extra state across rounds: the private MLP-side user embeddings, the server's
+    #: MLP-side item table and network (see FederatedRecommender._ROUND_STATE)
+    _ROUND_STATE = FederatedRecommender._ROUND_STATE + ("pm", "Cm", "net")
 
     def __init__(self, config: FederatedConfig | None = None, **kwargs: Any) -> None:
         if config is None:
@@ -331,8 +336,13 @@ class CentralNCF(Recommender):
         self.params: dict[str, torch.Tensor] | None = None
         self.history: list[dict[str, Any]] = []
 
-    def fit(self, train: sp.csr_matrix, touched: sp.csr_matrix | None = None, eval_fn=None,
-            **_: Any) -> CentralNCF:
+    def fit(self, train: sp.csr_matrix, touched: sp.csr_matrix | None = None, eval_fn=None, *,
+            checkpoint: str | Path | None = None, checkpoint_state: Any = None,
+            checkpoint_min_seconds: float = 0.0, **_: Any) -> CentralNCF:
+        """Train ``epochs`` epochs; ``eval_fn(model, epoch)`` after each; ``checkpoint``: resume
+        from / save to this file after every epoch, as :meth:`recrepro.models.fedrap.CentralMF.fit`."""
+        from recrepro.models.fedrap import _resume_central, _save_central
+
         train = sp.csr_matrix(train)
         touched = sp.csr_matrix(touched) if touched is not None else train
         self.n_users, self.n_items = train.shape
@@ -351,7 +361,9 @@ class CentralNCF(Recommender):
         users_pos, items_pos = coo.row.astype(np.int64), coo.col.astype(np.int64)
         k = self.num_negatives
         n_rows = users_pos.size * (k + 1)
-        for epoch in range(self.epochs):
+        ckpt, first = _resume_central(self, p, opt, rng, train, touched, checkpoint, checkpoint_state,
+                                      checkpoint_min_seconds)
+        for epoch in range(first, self.epochs):
             total = 0.0
             for ut, it, rt in pointwise_epoch(users_pos, items_pos, touched, k, self.batch_size, rng, self.device):
                 logit = neumf_logits(p["pg"][ut], p["pm"][ut], p["qg"][it], p["qm"][it], {n: p[n] for n in _NET})
@@ -365,6 +377,7 @@ class CentralNCF(Recommender):
             if eval_fn is not None:
                 info.update(eval_fn(self, epoch + 1))
             self.history.append(info)
+            _save_central(ckpt, self, p, opt, rng, checkpoint_state, epoch + 1)
         return self
 
     def score_pairs(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:

@@ -16,12 +16,14 @@ objective (poster, "FedRAP – Objective"), with a the round::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
+from recrepro.checkpoints import Checkpointer, data_fingerprint, generator_state, set_generator_state, settings_key
 from recrepro.models.base import NotFittedError, Recommender
 from recrepro.models.federated import FederatedConfig, FederatedRecommender, pointwise_epoch
 from recrepro.records import check_finite
@@ -54,8 +56,16 @@ class CentralMF(Recommender):
         self.P: torch.Tensor | None = None
         self.history: list[dict[str, Any]] = []
 
-    def fit(self, train: sp.csr_matrix, touched: sp.csr_matrix | None = None, eval_fn=None,
-            **_: Any) -> CentralMF:
+    def fit(self, train: sp.csr_matrix, touched: sp.csr_matrix | None = None, eval_fn=None, *,
+            checkpoint: str | Path | None = None, checkpoint_state: Any = None,
+            checkpoint_min_seconds: float = 0.0, **_: Any) -> CentralMF:
+        """Train ``epochs`` epochs; ``eval_fn(model, epoch)`` after each.
+
+        ``checkpoint`` (:mod:`recrepro.checkpoints`): after every epoch save P, Q, Adam's
+        state, the numpy generator that draws negatives and orders the data, the history and
+        ``checkpoint_state.state_dict()`` (the caller's); a rerun resumes from it bit for bit.
+        See :meth:`recrepro.models.federated.FederatedRecommender.fit`.
+        """
         train = sp.csr_matrix(train)
         touched = sp.csr_matrix(touched) if touched is not None else train
         self.n_users, self.n_items = train.shape
@@ -69,7 +79,9 @@ class CentralMF(Recommender):
         k = self.num_negatives
         self.P, self.Q = P, Q
         n_rows = users_pos.size * (k + 1)
-        for epoch in range(self.epochs):
+        ckpt, first = _resume_central(self, {"P": P, "Q": Q}, opt, rng, train, touched, checkpoint,
+                                      checkpoint_state, checkpoint_min_seconds)
+        for epoch in range(first, self.epochs):
             total = 0.0
             for ut, it, rt in pointwise_epoch(users_pos, items_pos, touched, k, self.batch_size, rng, self.device):
                 logit = (P[ut] * Q[it]).sum(-1)
@@ -83,6 +95,7 @@ class CentralMF(Recommender):
             if eval_fn is not None:
                 info.update(eval_fn(self, epoch + 1))
             self.history.append(info)
+            _save_central(ckpt, self, {"P": P, "Q": Q}, opt, rng, checkpoint_state, epoch + 1)
         return self
 
     @property
@@ -102,6 +115,48 @@ class CentralMF(Recommender):
 
 
 _MF_KEYS = ("dim", "epochs", "lr", "batch_size", "num_negatives", "l2", "init_std")
+
+
+def _resume_central(model: Any, params: dict[str, torch.Tensor], opt: torch.optim.Optimizer,
+                    rng: np.random.Generator, train: sp.csr_matrix, touched: sp.csr_matrix,
+                    checkpoint: str | Path | None, caller: Any,
+                    min_seconds: float) -> tuple[Checkpointer | None, int]:
+    """Restore a centralised upper bound (CentralMF, CentralNCF) from its checkpoint.
+
+    Its state across epochs: the parameters, Adam's moments, the numpy generator (negatives
+    and the order of the data are drawn from it every epoch), the history and the caller's
+    state.  Returns the :class:`~recrepro.checkpoints.Checkpointer` (``None`` without a
+    path) and the number of epochs already done.
+    """
+    if checkpoint is None:
+        return None, 0
+    settings = {name: getattr(model, name) for name in (*_MF_KEYS, "seed")}
+    key = settings_key({"model": type(model).__name__, "settings": settings, "device": str(model.device),
+                        "data": data_fingerprint(train, touched)})
+    ckpt = Checkpointer(checkpoint, key, min_seconds=min_seconds)
+    saved = ckpt.load()
+    if saved is None:
+        return ckpt, 0
+    with torch.no_grad():
+        for name, tensor in params.items():
+            tensor.copy_(saved["params"][name])
+    opt.load_state_dict(saved["optimizer"])
+    set_generator_state(rng, saved["rng"])
+    model.history = list(saved["history"])
+    if caller is not None:
+        caller.load_state_dict(saved["caller"])
+    return ckpt, int(saved["epoch"])
+
+
+def _save_central(ckpt: Checkpointer | None, model: Any, params: dict[str, torch.Tensor],
+                  opt: torch.optim.Optimizer, rng: np.random.Generator, caller: Any, epoch: int) -> None:
+    """The checkpoint of :func:`_resume_central` after ``epoch`` epochs (if any)."""
+    if ckpt is None:
+        return
+    ckpt.save(lambda: {"epoch": epoch, "params": params, "optimizer": opt.state_dict(),
+                       "rng": generator_state(rng), "history": model.history,
+                       "caller": None if caller is None else caller.state_dict()},
+              final=epoch >= model.epochs)
 
 
 def make_variant(settings: dict[str, Any], *, seed: int, device: str = "cpu",

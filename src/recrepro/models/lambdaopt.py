@@ -302,6 +302,26 @@ class MFLambdaOpt(MFBPR):
             else float("nan")
         return float(np.mean(losses))
 
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self) -> dict[str, Any]:
+        """MF-BPR's state plus Λ, its Adam(amsgrad) state, the validation stream's pending
+        batches (the λ step cycles through validation passes across epochs) and the λ
+        trajectory; the numpy generator the validation sampler shares with the training
+        sampler is saved by :meth:`MFBPR.fit`."""
+        return {**MFBPR.checkpoint_state(self), "lam_user": self.lam_user.detach(),
+                "lam_item": self.lam_item.detach(), "lambda_optimizer": self.lambda_optimizer.state_dict(),
+                "val_queue": list(self.val_sampler._queue), "lambda_trajectory": self.lambda_trajectory}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        MFBPR.load_checkpoint_state(self, state)
+        with torch.no_grad():
+            self.lam_user.copy_(state["lam_user"])
+            if self.lam_item is not self.lam_user:
+                self.lam_item.copy_(state["lam_item"])
+        self.lambda_optimizer.load_state_dict(state["lambda_optimizer"])
+        self.val_sampler._queue = [tuple(t.to(self.device) for t in batch) for batch in state["val_queue"]]
+        self.lambda_trajectory = list(state["lambda_trajectory"])
+
     def fit(self, train, validation=None, on_epoch=None, **kwargs):
         super().fit(train, validation=validation, on_epoch=on_epoch, **kwargs)
         for row, traj in zip(self.history, self.lambda_trajectory):

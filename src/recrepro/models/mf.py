@@ -19,6 +19,7 @@ mapping index tensors to final embeddings (LightGCN propagates once per call).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -159,8 +160,15 @@ class EmbeddingRecommender(Recommender):
         self._user: np.ndarray | None = None
         self._item: np.ndarray | None = None
 
-    def fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None = None, **kwargs: Any) -> EmbeddingRecommender:
+    def fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None = None, *,
+            checkpoint: str | Path | None = None, **kwargs: Any) -> EmbeddingRecommender:
+        """Train (early-stopping on ``validation``); ``checkpoint``: resume from / save to this
+        file after every epoch (:func:`recrepro.papers.prism.trainer.train`); other keyword
+        arguments (``on_epoch``, ``checkpoint_min_seconds``) go to the trainer too."""
         from recrepro.papers.prism.trainer import TrainSettings, train as run_training
+
+        if checkpoint is not None:
+            kwargs["checkpoint"] = checkpoint
 
         matrix = self._as_train_matrix(train)
         self.n_users, self.n_items = matrix.shape

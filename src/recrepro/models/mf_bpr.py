@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -201,8 +202,47 @@ class MFBPR(Recommender):
         losses = [self.real_step(batch) for batch in sampler.epoch()]
         return float(np.mean(losses))
 
+    # ------------------------------------------------------------------ checkpoints
+    @property
+    def resumable(self) -> bool:
+        """Whether ``fit(checkpoint=...)`` is supported: only classes that define their own
+        :meth:`checkpoint_state` (a subclass may carry more state across epochs than its
+        parent knows of; AMF and SGDA do not declare theirs yet)."""
+        return "checkpoint_state" in type(self).__dict__
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What the next epoch reads besides the samplers' generator: P, Q and Adam's state."""
+        return {"P": self.P.detach(), "Q": self.Q.detach(), "optimizer": self.optimizer.state_dict()}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`checkpoint_state` (after :meth:`init_params` / :meth:`before_fit`)."""
+        with torch.no_grad():
+            self.P.copy_(state["P"])
+            self.Q.copy_(state["Q"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def checkpoint_key(self, train: sp.csr_matrix, validation: sp.csr_matrix | None) -> str:
+        from recrepro.checkpoints import data_fingerprint, settings_key
+
+        return settings_key({"model": type(self).__name__, "config": asdict(self.config), "seed": self.seed,
+                             "data": data_fingerprint(train, validation)})
+
+    # ------------------------------------------------------------------ training
     def fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None = None,
-            on_epoch: Callable[[MFBPR, int], None] | None = None, **kwargs: Any) -> MFBPR:
+            on_epoch: Callable[[MFBPR, int], None] | None = None, *, checkpoint: str | Path | None = None,
+            checkpoint_min_seconds: float = 0.0, **kwargs: Any) -> MFBPR:
+        """Train ``config.epochs`` epochs.
+
+        ``checkpoint`` (:mod:`recrepro.checkpoints`): after every epoch save
+        :meth:`checkpoint_state`, the numpy generator of the samplers (negatives and order),
+        torch's global RNG, the epoch and the history; a rerun resumes from it bit for bit.
+        Only for :attr:`resumable` classes (``NotImplementedError`` otherwise).
+        """
+        from recrepro.checkpoints import (Checkpointer, generator_state, global_rng_state, set_generator_state,
+                                          set_global_rng_state)
+
+        if checkpoint is not None and not self.resumable:
+            raise NotImplementedError(f"{type(self).__name__} does not support checkpoints")
         torch.manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
         train = sp.csr_matrix(train)
@@ -210,13 +250,27 @@ class MFBPR(Recommender):
         self.before_fit(train, validation, rng)
         sampler = TripleSampler(train, train, self.config.batch_size, rng, self.device)
         self.history = []
-        for epoch in range(self.config.epochs):
+        first, ckpt = 0, None
+        if checkpoint is not None:
+            ckpt = Checkpointer(checkpoint, self.checkpoint_key(train, validation), min_seconds=checkpoint_min_seconds)
+            saved = ckpt.load()
+            if saved is not None:
+                self.load_checkpoint_state(saved["model"])
+                set_generator_state(rng, saved["rng"])
+                set_global_rng_state(saved["global_rng"])
+                self.history = list(saved["history"])
+                first = int(saved["epoch"])
+        for epoch in range(first, self.config.epochs):
             started = time.perf_counter()
             loss = self.train_epoch(sampler, epoch)
             check_finite("training loss", loss, f"epoch {epoch}")
             check_finite("user factors", self.P.detach(), f"epoch {epoch}")
             check_finite("item factors", self.Q.detach(), f"epoch {epoch}")
             self.history.append({"epoch": epoch, "loss": loss, "seconds": time.perf_counter() - started})
+            if ckpt is not None:
+                ckpt.save(lambda: {"epoch": epoch + 1, "model": self.checkpoint_state(), "rng": generator_state(rng),
+                                   "global_rng": global_rng_state(), "history": self.history},
+                          final=epoch + 1 >= self.config.epochs)
             if on_epoch is not None:
                 on_epoch(self, epoch)
         return self

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import read_json, write_json, write_text
+from recrepro.records import read_history, write_history
 
 # torch, the evaluation core and the models are imported where they are used, so the
 # Snakefile can import operating_points cheaply.
@@ -201,8 +202,8 @@ def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str,
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, result in results.items():  # validation.json selects operating points
         write_json(out_dir / f"{name}.json", {"overall": result.overall, "counts": result.counts})
-    write_json(out_dir / "history.json", {"train": getattr(model, "history", []),
-                                         "fold_in": getattr(model, "fold_in_history", [])})
+    write_history(out_dir, {"train": getattr(model, "history", []),
+                            "fold_in": getattr(model, "fold_in_history", [])})
     test = results[record_part]
     return write_run_record(
         out_dir,
@@ -282,7 +283,7 @@ def figure_convergence(history_files, out_pdf, out_png, *, tier: str) -> None:
     fig, axes = new_figure(ncols=2, width=7.0)
     datasets = []
     for f in history_files:
-        hist = pd.DataFrame(read_json(f)["train"])
+        hist = pd.DataFrame(read_history(Path(f).parent, Path(f).name)["train"])
         d = read_json(Path(f).parent / "metrics.json")["dataset"]
         datasets.append(d)
         for key in ("residual_V", "residual_U", "residual_s", "residual_w"):

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import write_parquet, write_text
+from recrepro.records import read_history, write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
@@ -82,11 +83,36 @@ def _last_best_round(history: pd.DataFrame, column: str) -> int:
     return int(history["round"].to_numpy()[len(values) - 1 - int(np.argmax(values[::-1]))])
 
 
+class _RoundResults:
+    """Test per-user results of every evaluated round (the record keeps the selected round's).
+
+    Carried across rounds, so it is part of a checkpoint (``state_dict`` / ``load_state_dict``:
+    columns as numpy arrays, which :mod:`recrepro.checkpoints` stores exactly).
+    """
+
+    def __init__(self) -> None:
+        self.per_user: dict[int, pd.DataFrame] = {}
+
+    def state_dict(self) -> dict[int, dict[str, np.ndarray]]:
+        return {int(a): {str(c): frame[c].to_numpy() for c in frame.columns} for a, frame in self.per_user.items()}
+
+    def load_state_dict(self, state: Mapping[int, Mapping[str, np.ndarray]]) -> None:
+        self.per_user = {int(a): pd.DataFrame(dict(cols)) for a, cols in state.items()}
+
+
 def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any], seed: int,
                 out_dir: str | Path, meta: dict[str, Any], evaluation: dict[str, Any],
                 device: str = "cpu", benchmark_file: str | None = None,
-                memory_budget_mb: float | None = None) -> dict[str, Any]:
-    """Train ``variant`` with ``settings``, evaluate every round, write the run record."""
+                memory_budget_mb: float | None = None, checkpoint: str | Path | None = None) -> dict[str, Any]:
+    """Train ``variant`` with ``settings``, evaluate every round, write the run record.
+
+    ``checkpoint``: a file the model saves its state (and the per-round results so far) to
+    after every round / epoch and resumes from when restarted (:mod:`recrepro.checkpoints`);
+    deleted once the record is written.  A resumed run writes the same record, history and
+    embeddings as an uninterrupted one, except wall-clock fields (``seconds``,
+    ``seconds_per_round``, provenance times).
+    """
+    from recrepro.checkpoints import remove_checkpoint
     from recrepro.models.fedrap import make_variant
     from recrepro.records import write_run_record
     from recrepro.runs import SplitData
@@ -105,16 +131,18 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     touched = split.csr(NEGATIVE_POOL_PARTS[pool])
     ties = evaluation.get("ties", "pessimistic")
     model = make_variant(settings, seed=seed, device=device, memory_budget_mb=memory_budget_mb)
-    per_round_users: dict[int, pd.DataFrame] = {}
+    results = _RoundResults()
 
     def eval_fn(m, a):
         val, test = _eval_both(m, split, ties)
-        per_round_users[a] = test.per_user
+        results.per_user[a] = test.per_user
         return {"val_hr@10": val.overall["hr@10"], "val_ndcg@10": val.overall["ndcg@10"],
                 "test_hr@10": test.overall["hr@10"], "test_ndcg@10": test.overall["ndcg@10"],
                 "_counts": test.counts}
 
-    model.fit(train, touched=touched, eval_fn=eval_fn)
+    resume = {} if checkpoint is None else {"checkpoint": Path(checkpoint), "checkpoint_state": results}
+    model.fit(train, touched=touched, eval_fn=eval_fn, **resume)
+    per_round_users = results.per_user  # read after fit: a restore replaces the dict
     hist = pd.DataFrame([{k: v for k, v in h.items() if not k.startswith("_")} for h in model.history])
     evaluated = hist.dropna(subset=["val_hr@10"])
     # validation selection: best val HR@10, later round wins a tie (as the code's >=)
@@ -142,8 +170,8 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     }
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_parquet(out_dir / "history.parquet", hist)
-    _save_embeddings(model, out_dir / "embeddings.npz")
+    write_history(out_dir, hist, "history.parquet")
+    _save_projection(model, out_dir / "projection.parquet")
     per_user = per_round_users[best_val][["user", "hr@10", "ndcg@10"]]
     counts = dict(model.history[best_val - 1].get("_counts", {}))
     counts.setdefault("n_users_skipped_no_targets", 0)
@@ -154,23 +182,42 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
                       "memory_budget_mb": memory_budget_mb},
         split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
         wall_seconds=time.time() - started, benchmark_file=benchmark_file)
+    remove_checkpoint(checkpoint)  # the record is complete: a rerun must not resume a finished run
     return {"overall": overall, **selection}
 
 
-def _save_embeddings(model, path: Path, n_users: int = 3) -> None:
-    """Item embeddings for the PCA figure: the global table C and, for FedRAP, the private
-    tables D⁽ⁱ⁾ of the first ``n_users`` users (``embeddings.npz``; empty for MF/NCF)."""
-    arrays: dict[str, np.ndarray] = {}
+def embedding_projection(C: np.ndarray, D: np.ndarray | None, users: np.ndarray | None,
+                         n_items: int = 300) -> pd.DataFrame:
+    """PCA (not t-SNE: deterministic and fast) of item embeddings for the embeddings figure.
+
+    ``n_items`` random items (fixed generator) of the global table ``C`` and of each private
+    table ``D[k]`` (user ``users[k]``) are projected on the top-2 principal axes of their
+    union. Returns columns ``table`` (``"C"`` or ``"D"``), ``user`` (-1 for C), ``pc1``, ``pc2``:
+    the run record keeps this projection, never the tables themselves (they are model weights).
+    """
+    items = np.random.default_rng(0).choice(C.shape[0], min(n_items, C.shape[0]), replace=False)
+    n_private = 0 if D is None else D.shape[0]
+    parts = [C[items]] + [D[k][items] for k in range(n_private)]
+    stacked = np.concatenate(parts).astype(np.float64)
+    centred = stacked - stacked.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    proj = centred @ vt[:2].T
+    table = np.repeat(np.array(["C"] + ["D"] * n_private), items.size)
+    user = np.repeat(np.array([-1] + [int(u) for u in (users if users is not None else [])], dtype=np.int64),
+                     items.size)
+    return pd.DataFrame({"table": table, "user": user, "pc1": proj[:, 0], "pc2": proj[:, 1]})
+
+
+def _save_projection(model, path: Path, n_users: int = 3) -> None:
+    """``projection.parquet`` for the embeddings figure: :func:`embedding_projection` of the global
+    table C and, for FedRAP, the private tables D⁽ⁱ⁾ of the first ``n_users`` users (empty for MF/NCF)."""
     C = getattr(model, "C", None)
-    if C is not None and hasattr(C, "cpu"):
-        arrays["C"] = C.cpu().numpy()
-        if getattr(getattr(model, "config", None), "has_private_items", False):
-            users = np.arange(min(n_users, model.n_users))
-            arrays["D"] = model.private_items(users).cpu().numpy()
-            arrays["users"] = users
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    tmp.replace(path)
+    frame = pd.DataFrame({"table": pd.Series(dtype=str), "user": pd.Series(dtype=np.int64),
+                          "pc1": pd.Series(dtype=float), "pc2": pd.Series(dtype=float)})
+    if C is not None and hasattr(C, "cpu") and getattr(getattr(model, "config", None), "has_private_items", False):
+        users = np.arange(min(n_users, model.n_users))
+        frame = embedding_projection(C.detach().cpu().numpy(), model.private_items(users).cpu().numpy(), users)
+    write_parquet(path, frame)
 
 
 # ----------------------------------------------------------------------------- rule helpers
@@ -212,7 +259,7 @@ def rule_runs(config: dict[str, Any], tier: str) -> list[str]:
 
 
 def rule_embedding_run(config: dict[str, Any], tier: str) -> tuple[str, str] | None:
-    """(dataset, embeddings.npz) of the PCA figure: the first dataset's ``fedrap`` (else
+    """(dataset, projection.parquet) of the PCA figure: the first dataset's ``fedrap`` (else
     ``fedrap_code``) run with the tier's first seed; ``None`` if the tier has neither."""
     conf = config.get("fedrap", {}).get("tiers", {}).get(tier, {})
     variants = conf.get("variants", [])
@@ -222,7 +269,7 @@ def rule_embedding_run(config: dict[str, Any], tier: str) -> tuple[str, str] | N
         return None
     d, s, _ = splits[0]
     seed = conf.get("seeds", [0])[0]
-    return d, f"results/{tier}/fedrap/runs/{d}/{s}/{name}/seed{seed}/embeddings.npz"
+    return d, f"results/{tier}/fedrap/runs/{d}/{s}/{name}/seed{seed}/projection.parquet"
 
 
 # ----------------------------------------------------------------------------- tables
@@ -320,7 +367,7 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
         ax_hr, ax_nd, ax_loss, ax_sec, ax_sp, ax_up = axes[row]
         sub = runs[runs["dataset"] == dataset]
         for method in methods:
-            hists = [pd.read_parquet(Path(d) / "history.parquet") for d in sub[sub["method"] == method]["dir"]]
+            hists = [read_history(d, "history.parquet") for d in sub[sub["method"] == method]["dir"]]
             if not hists:
                 continue
             h = pd.concat(hists).groupby("round").mean(numeric_only=True).reset_index()
@@ -388,29 +435,23 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
                 caption="FedRAP ablations, curricula and differential privacy")
 
 
-def embeddings_figure(npz_path: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str,
-                      n_items: int = 300) -> None:
-    """PCA (not t-SNE: deterministic and fast) of item embeddings: the global C against the
-    private D⁽ⁱ⁾ of a few users, projected on the top-2 principal axes of their union."""
+def embeddings_figure(projection_path: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
+    """PCA of item embeddings: the global C against the private D⁽ⁱ⁾ of a few users, from the
+    run's ``projection.parquet`` (:func:`embedding_projection`)."""
     from recrepro.plotting import new_figure, save_figure
 
-    data = np.load(npz_path)
+    data = pd.read_parquet(projection_path)
     fig, ax = new_figure(1, 1, width=5.0, height=4.0)
-    if "D" not in data or "C" not in data:
+    if not (data["table"] == "D").any():
         ax.text(0.5, 0.5, "no private item tables in this run", ha="center")
     else:
-        C, D, users = data["C"], data["D"], data["users"]
-        items = np.random.default_rng(0).choice(C.shape[0], min(n_items, C.shape[0]), replace=False)
-        parts = [C[items]] + [D[k][items] for k in range(D.shape[0])]
-        stacked = np.concatenate(parts)
-        centred = stacked - stacked.mean(0)
-        _, _, vt = np.linalg.svd(centred, full_matrices=False)
-        proj = centred @ vt[:2].T
-        labels = ["C (global)"] + [f"D⁽ⁱ⁾, user {u}" for u in users]
+        groups = [("C (global)", data[data["table"] == "C"])]
+        groups += [(f"D⁽ⁱ⁾, user {u}", part) for u, part in data[data["table"] == "D"].groupby("user", sort=True)]
         markers = ["o", "^", "s", "D", "v"]
-        for k, label in enumerate(labels):
-            block = proj[k * items.size:(k + 1) * items.size]
-            ax.scatter(block[:, 0], block[:, 1], s=4, alpha=0.6, marker=markers[k % len(markers)], label=label)
+        for k, (label, block) in enumerate(groups):
+            ax.scatter(block["pc1"], block["pc2"], s=4, alpha=0.6, marker=markers[k % len(markers)], label=label,
+                       rasterized=True)
+        proj = data[["pc1", "pc2"]].to_numpy()
         # a few rows that a user trained hard (|D − C| grown large) would squash the rest: show the
         # central 98% of the points and say how many fall outside
         lo, hi = np.percentile(proj, 1, axis=0), np.percentile(proj, 99, axis=0)
@@ -419,8 +460,9 @@ def embeddings_figure(npz_path: str | Path, out_pdf: str, out_png: str, tier: st
         ax.set_xlim(lo[0] - pad[0], hi[0] + pad[0])
         ax.set_ylim(lo[1] - pad[1], hi[1] + pad[1])
         ax.legend(fontsize=6, markerscale=2)
+        n_items = int((data["table"] == "C").sum())
         ax.set(xlabel="PC 1", ylabel="PC 2",
-               title=f"item embeddings, {items.size} random items ({outside} points outside the view)")
+               title=f"item embeddings, {n_items} random items ({outside} points outside the view)")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="PCA of FedRAP's global item table C vs the private D⁽ⁱ⁾ (first seed, last round)")
 
@@ -445,6 +487,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--memory-budget-mb", type=float, default=None)
     p.add_argument("--benchmark-file", default=None)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="save the training state here after every round (MF/NCF: epoch) and resume from it "
+                        "when rerun (deleted once the run record is written); default: no checkpointing")
     s = sub.add_parser("stats")
     s.add_argument("--out-csv", required=True)
     s.add_argument("split_dirs", nargs="+")
@@ -463,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     e = sub.add_parser("embeddings")
     e.add_argument("--tier", required=True)
     e.add_argument("--dataset", required=True)
-    e.add_argument("--npz", required=True)
+    e.add_argument("--projection", required=True)
     e.add_argument("--out-pdf", required=True)
     e.add_argument("--out-png", required=True)
     args = parser.parse_args(argv)
@@ -476,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
                              seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
                              device=args.device, benchmark_file=args.benchmark_file,
-                             memory_budget_mb=args.memory_budget_mb)
+                             memory_budget_mb=args.memory_budget_mb, checkpoint=args.checkpoint)
         print(json.dumps(result, indent=1))
     elif args.command == "stats":
         stats = dataset_stats(args.split_dirs)
@@ -494,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
         (ablation_figure if args.kind == "ablation" else curves_figure)(runs, args.out_pdf, args.out_png, args.tier)
     elif args.command == "embeddings":
-        embeddings_figure(args.npz, args.out_pdf, args.out_png, args.tier, args.dataset)
+        embeddings_figure(args.projection, args.out_pdf, args.out_png, args.tier, args.dataset)
     return 0
 
 

@@ -30,6 +30,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import write_parquet, write_text
+from recrepro.records import write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits
 
 __all__ = ["main", "run_variant", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed",
@@ -164,10 +166,30 @@ def trajectory_frame(model, train) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def _resume_kwargs(model: Any, checkpoint: Path | None) -> dict[str, Any]:
+    """``fit`` keywords for ``checkpoint``: none without a path or for a model that cannot resume."""
+    if checkpoint is None:
+        return {}
+    if not getattr(model, "resumable", False):
+        warnings.warn(f"lambdaopt: {type(model).__name__} cannot resume from checkpoints; training without",
+                      stacklevel=2)
+        return {}
+    return {"checkpoint": checkpoint}
+
+
 def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, Any], seed: int,
                 out_dir: str | Path, evaluation: Mapping[str, Any], meta: Mapping[str, Any],
-                device: str = "cpu", batch_size: int = 2048, benchmark_file: str | None = None) -> dict[str, Any]:
-    """Train ``variant`` (see module docstring), evaluate on test, write the run record."""
+                device: str = "cpu", batch_size: int = 2048, benchmark_file: str | None = None,
+                checkpoint: str | Path | None = None) -> dict[str, Any]:
+    """Train ``variant`` (see module docstring), evaluate on test, write the run record.
+
+    ``checkpoint``: the model saves its state after every epoch to this file (MF-λFix's grid:
+    one file per λ, ``<checkpoint>.lam<k>``) and resumes from it when restarted
+    (:mod:`recrepro.checkpoints`); deleted once the record is written.  Only MF-λFix and
+    λOpt resume (:attr:`recrepro.models.mf_bpr.MFBPR.resumable`); the other methods
+    ignore the option with a warning.
+    """
+    from recrepro.checkpoints import remove_checkpoint
     from recrepro.records import write_run_record
     from recrepro.runs import SplitData, evaluate_on_split
 
@@ -178,10 +200,13 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
     val_section = _validation_section(evaluation)
     selection: dict[str, Any] = {}
     grid_rows = []
+    files: list[Path | None] = []  # checkpoints, removed once the record is written
     if settings["method"] == "lambdafix":
         best = None
-        for lam in settings.get("lambdafix_grid", [settings.get("lam", 0.0)]):
-            model = make_model(settings, seed, device, lam=lam).fit(train)
+        for k, lam in enumerate(settings.get("lambdafix_grid", [settings.get("lam", 0.0)])):
+            model = make_model(settings, seed, device, lam=lam)
+            files.append(None if checkpoint is None else Path(f"{checkpoint}.lam{k}"))
+            model.fit(train, **_resume_kwargs(model, files[-1]))
             val_auc = float(evaluate_on_split(model, split, val_section, device=device,
                                               batch_size=batch_size).overall["auc"])
             grid_rows.append({"lam": float(lam), "val_auc": val_auc})
@@ -191,7 +216,9 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
         selection = {"selected_lam": best[1], "selected_val_auc": best[0]}
         model = best[2]
     else:
-        model = make_model(settings, seed, device).fit(train, validation=validation)
+        model = make_model(settings, seed, device)
+        files.append(None if checkpoint is None else Path(checkpoint))
+        model.fit(train, validation=validation, **_resume_kwargs(model, files[-1]))
     result = evaluate_on_split(model, split, evaluation, device=device, batch_size=batch_size)
     out = Path(out_dir)
     hist = pd.DataFrame(model.history)
@@ -205,8 +232,14 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
         config_slice={"variant": variant, "settings": dict(settings), "evaluation": dict(evaluation)},
         split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
         wall_seconds=time.time() - started, benchmark_file=benchmark_file)
-    write_parquet(out / "history.parquet", hist)
+    write_history(out, hist, "history.parquet")
     write_parquet(out / "trajectory.parquet", trajectory_frame(model, train))
+    # per-user training counts for the frequency-group figure, so that it redraws without the split
+    write_parquet(out / "train_counts.parquet", pd.DataFrame({
+        "user": np.arange(train.shape[0], dtype=np.int64),
+        "train_count": np.diff(train.indptr).astype(np.int64)}))
+    for path in files:  # the record is complete: a rerun must not resume a finished run
+        remove_checkpoint(path)
     return {"overall": {k: overall[k] for k in TABLE_METRICS if k in overall}, **selection}
 
 
@@ -392,15 +425,15 @@ def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: st
                 caption="MF-λFix: sensitivity to λ (poster Fig. 2)")
 
 
-def figure_groups(run_a: str | Path, run_b: str | Path, split_dir: str | Path, out_pdf: str, out_png: str,
+def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: str,
                   tier: str, dataset: str) -> pd.DataFrame:
     """HR@100 / NDCG@100 of two runs by user-frequency quartile (training counts); returns the data."""
     from recrepro.io import read_json
     from recrepro.plotting import method_colors, new_figure, save_figure
-    from recrepro.runs import SplitData
 
-    split = SplitData(split_dir)
-    freq = np.asarray(split.csr(["train"]).sum(axis=1)).ravel()
+    counts = pd.read_parquet(Path(run_a) / "train_counts.parquet")
+    freq = np.zeros(int(counts["user"].max()) + 1, dtype=np.int64)
+    freq[counts["user"].to_numpy()] = counts["train_count"].to_numpy()
     rows = []
     for run in (run_a, run_b):
         method = read_json(Path(run) / "metrics.json")["method"]
@@ -457,6 +490,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=2048)
     p.add_argument("--benchmark-file", default=None)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="save the training state here after every epoch and resume from it when rerun "
+                        "(MF-λFix and λOpt; deleted once the run record is written); default: no checkpointing")
     s = sub.add_parser("sensitivity")
     s.add_argument("--split-dir", required=True)
     s.add_argument("--settings", type=_json, required=True)
@@ -485,7 +521,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     fs.add_argument("--table", required=True)
     fg.add_argument("--run-a", required=True)
     fg.add_argument("--run-b", required=True)
-    fg.add_argument("--split-dir", required=True)
     fg.add_argument("--out-csv", required=True)
     args = parser.parse_args(argv)
 
@@ -496,7 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
                              seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
-                             device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file)
+                             device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file,
+                             checkpoint=args.checkpoint)
         print(json.dumps(result, indent=1))
     elif args.command == "sensitivity":
         table = sensitivity(split_dir=args.split_dir, settings=args.settings, lambdas=args.lambdas,
@@ -518,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "figure-sensitivity":
         figure_sensitivity(pd.read_parquet(args.table), args.out_pdf, args.out_png, args.tier, args.dataset)
     elif args.command == "figure-groups":
-        data = figure_groups(args.run_a, args.run_b, args.split_dir, args.out_pdf, args.out_png, args.tier,
+        data = figure_groups(args.run_a, args.run_b, args.out_pdf, args.out_png, args.tier,
                              args.dataset)
         write_text(args.out_csv, data.to_csv(index=False))
     return 0

@@ -24,7 +24,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     run_method(split_dir=Path(args.split_dir), method=args.method, seed=args.seed, out_dir=Path(args.out_dir),
                tier_conf=args.tier_conf, switches=args.switches, evaluation=args.evaluation, meta=args.meta,
-               device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file)
+               device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file,
+               checkpoint=Path(args.checkpoint) if args.checkpoint else None)
 
 
 def cmd_figure_wd(args: argparse.Namespace) -> None:
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch-size", type=int, default=2048)
     p.add_argument("--benchmark-file", default=None)
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="save the training state here after every epoch and resume from it when rerun "
+                        "(deleted once the run record is written); default: no checkpointing")
     p.set_defaults(func=cmd_train)
 
     for name, func in (("figure-wd", cmd_figure_wd), ("figure-magnitudes", cmd_figure_magnitudes),

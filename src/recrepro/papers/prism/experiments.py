@@ -17,11 +17,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from recrepro.checkpoints import remove_checkpoint
 from recrepro.evaluation import evaluate_full_ranking
 from recrepro.io import read_json, write_json, write_parquet, write_text
 from recrepro.models.mf import EmbeddingRecommender
 from recrepro.papers.prism.methods import method_name, parse_method
-from recrepro.records import write_run_record
+from recrepro.records import TIMINGS_FILE, read_history, write_history, write_run_record
 from recrepro.runs import SplitData
 
 __all__ = ["evaluate_prism", "figure_magnitudes", "figure_weight_decay", "run_method", "table_prism"]
@@ -103,24 +104,30 @@ def evaluate_prism(model: Any, split: SplitData, evaluation: Mapping[str, Any], 
 
 def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_conf: Mapping[str, Any],
                switches: Mapping[str, Any], evaluation: Mapping[str, Any], meta: Mapping[str, Any],
-               device: str = "cpu", batch_size: int = 2048, benchmark_file: str | None = None) -> dict[str, Path]:
+               device: str = "cpu", batch_size: int = 2048, benchmark_file: str | None = None,
+               checkpoint: str | Path | None = None) -> dict[str, Path]:
     """Train ``method`` on the split, early-stop on validation, evaluate on test, write the record.
 
     Besides the run record, writes ``history.json`` (per-epoch validation NDCG@20 and
     seconds, epochs to best) and ``magnitudes.parquet`` (item, train degree, ‖e_i‖ of the
     raw ID embedding after training, and right after init) for Fig. 2.
+
+    ``checkpoint``: a file the trainer saves its state to after every epoch and resumes
+    from when restarted (:mod:`recrepro.checkpoints`); deleted once the record is written.
+    A resumed run writes the same record as an uninterrupted one, except wall-clock fields
+    (``seconds_per_epoch``, ``epoch_seconds``, provenance times).
     """
     started = time.time()
     split = SplitData(split_dir)
     backbone, settings = settings_for(method, tier_conf, switches, seed, device, dataset=meta.get("dataset"))
     train = split.csr(evaluation["fit"])
     validation = split.csr(["validation"])
-    model = EmbeddingRecommender(backbone, **settings).fit(train, validation)
+    model = EmbeddingRecommender(backbone, **settings).fit(train, validation, checkpoint=checkpoint)
     result = evaluate_prism(model, split, evaluation, switches["strata_degrees"], device=device, batch_size=batch_size)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     history = dict(model.history)
-    write_json(out_dir / "history.json", history)
+    write_history(out_dir, history)
     item_degree = np.bincount(train.indices, minlength=split.n_items)
     write_parquet(out_dir / "magnitudes.parquet", pd.DataFrame({
         "item": np.arange(split.n_items, dtype=np.int64),
@@ -129,7 +136,7 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
     }))
     overall = dict(result.overall)
     metrics_cols = [c for c in overall if c in result.per_user.columns]
-    return write_run_record(
+    paths = write_run_record(
         out_dir,
         overall=overall,
         strata=getattr(result, "strata", {}) or {},
@@ -147,6 +154,8 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
         wall_seconds=time.time() - started,
         benchmark_file=benchmark_file,
     )
+    remove_checkpoint(checkpoint)  # the record is complete: a rerun must not resume a finished run
+    return paths
 
 
 # ------------------------------------------------------------------------- reading runs
@@ -157,7 +166,7 @@ def load_prism_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
     rows = []
     for run_dir in map(Path, run_dirs):
         metrics = read_json(run_dir / "metrics.json")
-        history = read_json(run_dir / "history.json") if (run_dir / "history.json").exists() else {}
+        history = read_history(run_dir) if (run_dir / "history.json").exists() else {}
         row = {"run_dir": str(run_dir), "dataset": metrics["dataset"], "method": metrics["method"],
                "seed": int(metrics["seed"]), "ndcg": metrics["overall"].get("ndcg@20"),
                "best_val_ndcg": history.get("best_val_ndcg", metrics.get("best_val_ndcg")),
@@ -315,7 +324,7 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
 def _copy_as(src: Path, dst: Path, method: str, selected: str) -> None:
     """Copy a run record under a new method name (the tuned-weight-decay alias)."""
     dst.mkdir(parents=True, exist_ok=True)
-    for name in ("per_user.parquet", "provenance.json", "history.json"):
+    for name in ("per_user.parquet", "provenance.json", "history.json", TIMINGS_FILE):
         if (src / name).exists():
             shutil.copyfile(src / name, dst / name)
     metrics = json.loads((src / "metrics.json").read_text())

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import read_json
+from recrepro.records import read_history
 
 __all__ = ["draw_figure", "figure_alpha", "figure_curves", "figure_debias", "figure_epochs", "figure_theory",
            "select_by_validation", "theorem31_change"]
@@ -148,7 +149,7 @@ def figure_curves(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *,
     fig, axes = new_figure(2, 1, height=2.6, sharey=False)
     rows = []
     for label, run_dir in run_dirs.items():
-        history = read_json(Path(run_dir) / "history.json")
+        history = read_history(run_dir)
         for ax, key in zip(axes, ("val_ndcg_cosine", "val_ndcg"), strict=True):
             values = history.get(key) or []
             epochs = np.arange(1, len(values) + 1)

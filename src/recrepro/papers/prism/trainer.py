@@ -22,6 +22,15 @@ users and items) and ``macr`` (MACR's BCE multi-task loss; the net is wrapped in
 Each epoch records its training seconds and the validation NDCG@20 (dot-product scores,
 training items masked), computed by the batched evaluation core.  ``check_finite``
 guards the loss every step and the embedding tables every epoch.
+
+Resuming (``checkpoint=PATH``, :mod:`recrepro.checkpoints`): after every epoch — after the
+validation and early-stopping bookkeeping — the trainer writes the epoch number, the net's
+and Adam's state, MAWU's margins, the explicit generator ``gen`` (negatives, edge order),
+torch's global RNG, the history so far, ``best``/``best_epoch``/``bad`` and the best epoch's
+net and margins.  A restarted run restores all of it and continues with the next epoch
+(straight to the end if the saved run had already stopped), so it returns the very same
+net and history as an uninterrupted run; only ``epoch_seconds`` (wall clock) of the epochs
+trained after the restart differ.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import copy
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,13 +47,15 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
+from recrepro.checkpoints import (Checkpointer, data_fingerprint, global_rng_state, set_global_rng_state,
+                                  settings_key)
 from recrepro.evaluation import evaluate_full_ranking
 from recrepro.models import debias as D
 from recrepro.models import losses as L
 from recrepro.models.mf import build_net
 from recrepro.records import check_finite
 
-__all__ = ["TrainSettings", "train"]
+__all__ = ["TrainSettings", "checkpoint_key", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -201,9 +213,30 @@ def validation_ndcg(net: torch.nn.Module, exclude: sp.csr_matrix, target: sp.csr
     return float(result.overall[f"ndcg@{k}"])
 
 
+def checkpoint_key(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings) -> str:
+    """The :func:`~recrepro.checkpoints.settings_key` of a run: its settings and its data."""
+    return settings_key({"trainer": "prism", "settings": settings.as_dict(),
+                         "data": data_fingerprint(train_matrix, validation)})
+
+
 def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings,
-          *, on_epoch: Any = None) -> tuple[torch.nn.Module, dict[str, Any]]:
+          *, on_epoch: Any = None, checkpoint: str | Path | None = None,
+          checkpoint_min_seconds: float = 0.0) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Train a backbone on ``train_matrix``; early-stop on ``validation`` (if given).
+
+    Parameters
+    ----------
+    on_epoch:
+        ``on_epoch(epoch, val_ndcg)`` after each validated epoch (before the early-stopping
+        bookkeeping and the checkpoint of that epoch).
+    checkpoint:
+        Resume from / save to this file (module docstring); ``None``: no checkpointing.
+        A file written for other settings or data, or an unreadable one, is ignored with a
+        warning.  The caller deletes it once the run's record is written
+        (:func:`recrepro.checkpoints.remove_checkpoint`).
+    checkpoint_min_seconds:
+        Write at most every this many seconds (default 0: after every epoch; the epoch the
+        run stops at is always written).
 
     Returns
     -------
@@ -244,7 +277,37 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
     best, best_epoch, bad = -np.inf, 0, 0
     best_state = copy.deepcopy(net.state_dict())
     best_margins = None
-    for epoch in range(1, settings.epochs + 1):
+    start_epoch, finished = 1, False
+    ckpt = None
+    if checkpoint is not None:
+        ckpt = Checkpointer(checkpoint, checkpoint_key(train_matrix, validation, settings),
+                            min_seconds=checkpoint_min_seconds)
+        saved = ckpt.load()
+        if saved is not None:
+            net.load_state_dict(saved["net"])
+            optimizer.load_state_dict(saved["optimizer"])
+            if margins is not None:
+                with torch.no_grad():
+                    margins[0].copy_(saved["margins"][0])
+                    margins[1].copy_(saved["margins"][1])
+            gen.set_state(saved["gen"])
+            set_global_rng_state(saved["global_rng"])
+            history = saved["history"]
+            best, best_epoch, bad = saved["best"], saved["best_epoch"], saved["bad"]
+            best_state = saved["best_state"]
+            best_margins = saved["best_margins"]
+            start_epoch, finished = saved["epoch"] + 1, saved["finished"]
+
+    def state(epoch: int, stop: bool) -> dict[str, Any]:
+        return {"epoch": epoch, "finished": stop, "net": net.state_dict(), "optimizer": optimizer.state_dict(),
+                "margins": None if margins is None else (margins[0].detach(), margins[1].detach()),
+                "gen": gen.get_state(), "global_rng": global_rng_state(), "history": history,
+                "best": best, "best_epoch": best_epoch, "bad": bad, "best_state": best_state,
+                "best_margins": best_margins}
+
+    for epoch in range(start_epoch, settings.epochs + 1):
+        if finished:
+            break
         started = time.perf_counter()
         net.train()
         order = torch.randperm(n_edges, generator=gen)
@@ -274,29 +337,34 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
         history["loss"].append(total / max(batches, 1))
         check_finite("user embeddings", net.user_emb, f"epoch {epoch}")
         check_finite("item embeddings", net.item_emb, f"epoch {epoch}")
+        stop = epoch == settings.epochs
         if validation is None:
             best_epoch = epoch
-            continue
-        score = validation_ndcg(net, train_matrix, validation, settings.eval_k, settings.eval_batch_size,
-                                settings.device)
-        history["val_ndcg"].append(score)
-        if settings.record_cosine:
-            history["val_ndcg_cosine"].append(validation_ndcg(net, train_matrix, validation, settings.eval_k,
-                                                              settings.eval_batch_size, settings.device,
-                                                              cosine=True))
-        if on_epoch is not None:
-            on_epoch(epoch, score)
-        log.info("epoch %d loss %.5f val ndcg@%d %.5f (%.2fs)", epoch, history["loss"][-1], settings.eval_k, score,
-                 history["epoch_seconds"][-1])
-        if score > best:
-            best, best_epoch, bad = score, epoch, 0
-            best_state = copy.deepcopy(net.state_dict())
-            if margins is not None:
-                best_margins = (margins[0].detach().clone(), margins[1].detach().clone())
         else:
-            bad += 1
-            if bad >= settings.patience:
-                break
+            score = validation_ndcg(net, train_matrix, validation, settings.eval_k, settings.eval_batch_size,
+                                    settings.device)
+            history["val_ndcg"].append(score)
+            if settings.record_cosine:
+                history["val_ndcg_cosine"].append(validation_ndcg(net, train_matrix, validation, settings.eval_k,
+                                                                  settings.eval_batch_size, settings.device,
+                                                                  cosine=True))
+            if on_epoch is not None:
+                on_epoch(epoch, score)
+            log.info("epoch %d loss %.5f val ndcg@%d %.5f (%.2fs)", epoch, history["loss"][-1], settings.eval_k,
+                     score, history["epoch_seconds"][-1])
+            if score > best:
+                best, best_epoch, bad = score, epoch, 0
+                best_state = copy.deepcopy(net.state_dict())
+                if margins is not None:
+                    best_margins = (margins[0].detach().clone(), margins[1].detach().clone())
+            else:
+                bad += 1
+                stop = stop or bad >= settings.patience
+        if ckpt is not None:
+            # the state *after* this epoch's bookkeeping: a restart continues with epoch + 1
+            ckpt.save(lambda: state(epoch, stop), final=stop)
+        if stop:
+            break
     if validation is not None:
         net.load_state_dict(best_state)
     net.eval()

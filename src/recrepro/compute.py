@@ -1,0 +1,144 @@
+"""``docs/compute.md``: what the paper tier costs, what ran, what remains — from the records.
+
+Each run record's ``provenance.json`` holds its wall time, threads, device and peak memory.
+Grouped by paper, dataset and method family (the method name up to its first ``_``
+suffix that names a setting), these give measured CPU-hours per job; the jobs of the tier
+that have no record yet are priced at the mean of the same group (else of the same paper and
+dataset), and marked "no data here" when the mirror lacked their dataset
+(``results/<tier>/datasets.json``).
+
+    python -m recrepro.compute --results results/paper --expected-runs runs.json --out docs/compute.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from recrepro.io import read_json, write_text
+from recrepro.records import PROVENANCE_FILE
+
+__all__ = ["compute_table", "compute_markdown"]
+
+
+def _run_identity(path: str | Path) -> dict[str, str] | None:
+    """paper, dataset, method of ``results/<tier>/<paper>/runs/<dataset>/.../<method>/seed<k>/...``."""
+    parts = Path(path).parts
+    if "runs" not in parts:
+        return None
+    i = parts.index("runs")
+    tail = [p for p in parts[i + 1:] if not p.endswith(".json") and not p.endswith(".parquet")]
+    if len(tail) < 3 or not tail[-1].startswith("seed"):
+        return None
+    return {"paper": parts[i - 1], "dataset": tail[0], "method": tail[-2],
+            "run_dir": str(Path(*parts[:i + 1 + len(tail)]))}
+
+
+def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") -> pd.DataFrame:
+    """One row per expected run: identity, whether its record exists, and its measured cost."""
+    rows = []
+    root = Path(results_root)
+    for path in dict.fromkeys(expected_runs):
+        ident = _run_identity(path)
+        if ident is None:
+            continue
+        run_dir = root / ident["run_dir"]
+        prov_path = run_dir / PROVENANCE_FILE
+        row: dict[str, Any] = {**ident, "recorded": (run_dir / "metrics.json").is_file()}
+        if row["recorded"] and prov_path.is_file():
+            prov = read_json(prov_path)
+            threads = (prov.get("threads") or {}).get("torch_num_threads") or 1
+            wall = float(prov.get("wall_seconds") or 0.0)
+            row.update({"wall_hours": wall / 3600, "cpu_hours": wall * int(threads) / 3600,
+                        "threads": int(threads), "peak_rss_mb": prov.get("peak_rss_mb"),
+                        "device": prov.get("device_name") or prov.get("device") or "cpu"})
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    for col in ("wall_hours", "cpu_hours", "peak_rss_mb", "threads", "device"):
+        if col not in frame:
+            frame[col] = pd.NA
+    frame["family"] = frame["method"].str.replace(r"_(wd|bwd|sw|a)[0-9a-z]*$", "", regex=True)
+    return frame
+
+
+def _hours(x: float) -> str:
+    return f"{x:.2f}" if x >= 0.01 else ("0" if x == 0 else "<0.01")
+
+
+def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> str:
+    """The markdown of ``docs/compute.md`` (see the module docstring)."""
+    lines = [
+        "# Compute: the paper tier",
+        "",
+        "Generated from the run records under `results/paper/` (their `provenance.json`: wall time, torch "
+        "threads, device, peak memory) and the paper tier's list of jobs; redraw with "
+        "`snakemake --cores 2 docs/compute.md --config tier=paper from_records=true`. CPU-hours are wall "
+        "hours × torch threads of each job; a job not run yet is priced at the mean of the recorded jobs of "
+        "the same paper, dataset and method family (else of the same paper and dataset; else not priced).",
+        "",
+    ]
+    if frame.empty:
+        return "\n".join(lines + ["No paper-tier jobs."]) + "\n"
+    done = frame[frame["recorded"]]
+    lines += ["## Recorded", "",
+              "| paper | dataset | jobs | CPU-hours | wall hours | mean CPU-h / job | peak RSS (MB) | device |",
+              "|---|---|---:|---:|---:|---:|---:|---|"]
+    for (paper, dataset), g in done.groupby(["paper", "dataset"], sort=True):
+        cpu = g["cpu_hours"].astype(float)
+        rss = pd.to_numeric(g["peak_rss_mb"], errors="coerce")
+        devices = ", ".join(sorted({str(d) for d in g["device"].dropna()}))
+        lines.append(f"| {paper} | {dataset} | {len(g)} | {_hours(cpu.sum())} | {_hours(g['wall_hours'].astype(float).sum())} | "
+                     f"{_hours(cpu.mean())} | {rss.max():.0f} | {devices} |")
+    lines.append("")
+    todo = frame[~frame["recorded"]].copy()
+    if len(todo):
+        family_mean = done.groupby(["paper", "dataset", "family"])["cpu_hours"].mean()
+        dataset_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
+
+        def price(r: pd.Series) -> float | None:
+            for table, key in ((family_mean, (r.paper, r.dataset, r.family)), (dataset_mean, (r.paper, r.dataset))):
+                if key in table.index and pd.notna(table[key]):
+                    return float(table[key])
+            return None
+
+        todo["estimate"] = [price(r) for r in todo.itertuples(index=False)]
+        lines += ["## Remaining", "",
+                  "| paper | dataset | data here | jobs | priced jobs | estimated CPU-hours |",
+                  "|---|---|---|---:|---:|---:|"]
+        total, unpriced = 0.0, 0
+        for (paper, dataset), g in todo.groupby(["paper", "dataset"], sort=True):
+            here = availability.get(dataset, "missing")
+            est = g["estimate"].dropna()
+            total += float(est.sum())
+            unpriced += int(g["estimate"].isna().sum())
+            lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | {len(est)} | "
+                         f"{_hours(float(est.sum())) if len(est) else 'not measured'} |")
+        lines += ["", f"Remaining: {len(todo)} jobs; the {len(todo) - unpriced} priced ones ≈ {_hours(total)} CPU-hours "
+                  f"on this tier's settings; {unpriced} jobs have no measured job of their kind yet.", ""]
+    lines += [f"Recorded: {len(done)} of {len(frame)} paper-tier jobs, "
+              f"{_hours(float(done['cpu_hours'].astype(float).sum()))} CPU-hours.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recrepro.compute", description=__doc__.splitlines()[0])
+    parser.add_argument("--expected-runs", required=True, help="JSON list of the tier's run-record paths")
+    parser.add_argument("--availability", default=None, help="results/<tier>/datasets.json")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    text = args.expected_runs
+    runs = json.loads(text if text.lstrip().startswith("[") else Path(text).read_text())
+    availability = read_json(args.availability)["datasets"] if args.availability and Path(args.availability).is_file() else {}
+    write_text(args.out, compute_markdown(compute_table(runs), availability))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""The reference reproduction's front page, ``results/<tier>/README.md``, drawn from the records.
+
+Per paper: the summary counts (:func:`recrepro.scorecard.summarise_scorecards`), the
+published-vs-ours table of its ``scorecard.csv`` (each deviation linked to
+``docs/deviations.md``), and its committed tables and figures. Every number comes from the
+scorecards, which come from the run records: nothing is typed in by hand, so the page is
+redrawn with the figures (``from_records=true``) and changes only when a record does.
+
+    python -m recrepro.reference --results results/paper --out results/paper/README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from recrepro.io import read_json, write_text
+from recrepro.scorecard import SUMMARY_PAPERS, summarise_scorecards
+
+__all__ = ["reference_readme"]
+
+PAPER_TITLES: Mapping[str, str] = {
+    "exadmm": "exADMM — Togashi et al. 2024, fair exposure control for iALS",
+    "prism": "PRISM — Loveland et al. 2025, weight decay and popularity",
+    "lambdaopt": "λOpt — Chen et al. 2019, learned fine-grained regularisation",
+    "fedrap": "FedRAP — Li et al. 2024, federated additive personalisation",
+    "lrs": "AMHT-LRS — Pal et al. 2023, low-rank + sparse personalisation",
+}
+
+_DEVIATION = re.compile(r"deviation: docs/deviations\.md#([a-z0-9][a-z0-9_-]*)")
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _cell(text: str) -> str:
+    """Markdown table cell: pipes escaped; metric names in code spans so no renderer links them."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _ours(row: Mapping[str, Any]) -> str:
+    mean, sd, n = row.get("ours_mean"), row.get("ours_sd"), row.get("n_seeds")
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    text = _fmt(mean)
+    if sd is not None and not (isinstance(sd, float) and math.isnan(sd)):
+        text += f" ± {_fmt(sd)}"
+    required = row.get("seeds_required")
+    seeds = f"{int(n)}" if required is None or (isinstance(required, float) and math.isnan(required)) \
+        else f"{int(n)}/{int(required)}"
+    return f"{text} ({seeds} seeds)"
+
+
+def _note(row: Mapping[str, Any], deviations_href: str) -> str:
+    parts = []
+    budget = row.get("budget")
+    if isinstance(budget, str) and budget:
+        parts.append(budget)
+    note = row.get("note") if isinstance(row.get("note"), str) else ""
+    for anchor in dict.fromkeys(_DEVIATION.findall(note)):
+        parts.append(f"[deviation: {anchor}]({deviations_href}#{anchor})")
+    return "; ".join(parts)
+
+
+def _paper_section(paper: str, results: Path, availability: Mapping[str, str], deviations_href: str) -> list[str]:
+    lines = [f"## {PAPER_TITLES.get(paper, paper)}", "", f"<a id=\"{paper}\"></a>", ""]
+    counts = summarise_scorecards(results, availability, papers=[paper])
+    lines += [
+        f"Published cells: **{counts['published']}**; with data here: **{counts['reachable']}**; run: "
+        f"**{counts['run']}** (full budget, every seed: {counts['full_budget_all_seeds']}; capped: "
+        f"{counts['capped']}); within tolerance: **{counts['within_tolerance']}**.",
+        "",
+    ]
+    card_path = results / paper / "scorecard.csv"
+    if card_path.is_file():
+        card = pd.read_csv(card_path, keep_default_na=False, na_values=[""])
+        shown = card[card["published"].notna() | card["n_seeds"].gt(0)]
+        shown = shown[shown["n_seeds"].gt(0)]
+        not_run = card[card["published"].notna() & card["n_seeds"].eq(0)]
+        if len(shown):
+            lines += ["| dataset | method | metric | published | ours (mean ± sd) | diff | verdict | budget / deviation |",
+                      "|---|---|---|---:|---:|---:|---|---|"]
+            for row in shown.to_dict("records"):
+                verdict = row.get("verdict") if isinstance(row.get("verdict"), str) else ""
+                lines.append("| " + " | ".join(_cell(x) for x in [
+                    row["dataset"], f"`{row['method']}`", f"`{row['metric']}`", _fmt(row.get("published")),
+                    _ours(row), _fmt(row.get("diff")), f"**{verdict}**" if verdict == "deviates" else verdict,
+                    _note(row, deviations_href)]) + " |")
+            lines.append("")
+        if len(not_run):
+            by_dataset = not_run.groupby("dataset").size().to_dict()
+            missing = [d for d in by_dataset if availability.get(d, "missing") == "missing"]
+            pending = {d: n for d, n in by_dataset.items() if d not in missing}
+            text = []
+            if missing:
+                text.append("no data here for " + ", ".join(f"{d} ({by_dataset[d]} cells)" for d in sorted(missing)))
+            if pending:
+                text.append("not run yet: " + ", ".join(f"{d} ({n} cells)" for d, n in sorted(pending.items())))
+            lines += ["Published cells without a run: " + "; ".join(text) + ".", ""]
+        lines += [f"Full scorecard: [{paper}/scorecard.md]({paper}/scorecard.md).", ""]
+    else:
+        lines += ["No scorecard yet: none of this paper's cells has a committed run record.", ""]
+    tables = sorted(p for p in (results / paper).rglob("*.md") if p.name != "scorecard.md" and "runs" not in p.parts)
+    if tables:
+        lines += ["Tables: " + ", ".join(f"[{p.relative_to(results / paper).as_posix()}]({p.relative_to(results).as_posix()})"
+                                         for p in tables) + ".", ""]
+    figures = sorted((results / paper / "figures").glob("*.png")) if (results / paper / "figures").is_dir() else []
+    for fig in figures:
+        rel = fig.relative_to(results).as_posix()
+        lines += [f"![{paper}: {fig.stem}]({rel})", ""]
+    return lines
+
+
+def reference_readme(results: str | Path, out: str | Path, *, deviations_href: str = "../../docs/deviations.md",
+                     papers: Sequence[str] = SUMMARY_PAPERS) -> str:
+    """Write ``results/<tier>/README.md`` from the scorecards, tables and figures under ``results``."""
+    results = Path(results)
+    availability_file = results / "datasets.json"
+    availability = read_json(availability_file)["datasets"] if availability_file.is_file() else {}
+    total = summarise_scorecards(results, availability, papers=papers)
+    lines = [
+        "# Reference reproduction",
+        "",
+        "The paper tier of recrepro, run on the public datasets that were at hand, at the papers' protocols. "
+        "Every number below is read from the run records in this folder (`<paper>/runs/`), through each "
+        "paper's `scorecard.csv`; published values and tolerances come from `src/recrepro/expected/`. "
+        "Redraw every table, figure and this page from the records, with no data and no training:",
+        "",
+        "```bash",
+        "snakemake --cores 2 --config tier=paper from_records=true",
+        "```",
+        "",
+        "Summary over all papers (`recrepro scorecard --tier paper --summary`):",
+        "",
+        "```json",
+        json.dumps(total),
+        "```",
+        "",
+        "`published`: cells with a published value; `reachable`: of those, the ones whose dataset the data "
+        "mirror held (`datasets.json`); `run`: with at least one seed; `full_budget_all_seeds`: every seed of "
+        "the protocol at its full budget; `capped`: run with fewer seeds or a cut budget, said in the row.",
+        "",
+        "| paper | published | reachable | run | full budget, all seeds | within tolerance | capped |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for paper in papers:
+        c = summarise_scorecards(results, availability, papers=[paper])
+        lines.append(f"| [{paper}](#{paper}) | {c['published']} | {c['reachable']} | {c['run']} | "
+                     f"{c['full_budget_all_seeds']} | {c['within_tolerance']} | {c['capped']} |")
+    lines.append("")
+    for paper in papers:
+        lines += _paper_section(paper, results, availability, deviations_href)
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    write_text(out, text)
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recrepro.reference", description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True, help="results/<tier>")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--deviations-href", default="../../docs/deviations.md")
+    args = parser.parse_args(argv)
+    reference_readme(args.results, args.out, deviations_href=args.deviations_href)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

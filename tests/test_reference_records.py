@@ -1,0 +1,265 @@
+"""The committed reference reproduction (results/paper/): what it may hold, and its redraw from records.
+
+``snakemake --config tier=paper from_records=true`` on a copy of the checkout with no data, no
+mirror and no network must rebuild every committed table and scorecard byte for byte and redraw
+every committed figure, with no training, fetching or splitting job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "results" / "paper"
+
+MAX_TOTAL_BYTES = 30 * 1024 * 1024
+MAX_FILE_BYTES = 2 * 1024 * 1024
+#: What a record may be made of: small JSON/CSV/Markdown/parquet, figures. Anything else (model
+#: weights, arrays, archives, split parts) is refused.
+ALLOWED_SUFFIXES = {".json", ".csv", ".md", ".parquet", ".png", ".pdf", ".html", ".tsv"}
+#: File names that are data, splits or per-user recommendation lists, whatever their suffix.
+FORBIDDEN_NAMES = re.compile(
+    r"^(train|test|validation|test_tr|test_te|validation_tr|validation_te|interactions|item_index|"
+    r"user_map|item_map|ratings?)\.(parquet|csv|txt)$|^(recommendations?|topk|.*_lists?)\.(parquet|csv|json|txt)$"
+)
+#: Rules that make records: none of them may run in a redraw.
+RECORD_RULES = re.compile(r"\b(\w+_train|fetch_dataset|preprocess_dataset|split_dataset|synthesize_data|"
+                          r"evaluate_baseline|exadmm_scalability|lambdaopt_sensitivity|fedrap_stats|"
+                          r"lrs_sweep|lrs_acceptance|lrs_ml100k)\b")
+#: Redraw outputs compared byte for byte (figures are compared by being rewritten).
+EXACT_SUFFIXES = {".md", ".csv"}
+
+
+def tracked_files() -> list[Path]:
+    """Files of this checkout as a clean clone would have them (tracked, plus new files not ignored)."""
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    return [Path(p) for p in out.split("\0") if p and (REPO / p).is_file()]
+
+
+def committed_results() -> list[Path]:
+    return [p for p in tracked_files() if p.parts[:2] == ("results", "paper")]
+
+
+def test_results_paper_is_small_and_holds_no_forbidden_files():
+    files = committed_results()
+    total = sum((REPO / p).stat().st_size for p in files)
+    assert total <= MAX_TOTAL_BYTES, f"results/paper holds {total / 2**20:.1f} MB (limit 30 MB)"
+    big = [f"{p} ({(REPO / p).stat().st_size / 2**20:.2f} MB)" for p in files if (REPO / p).stat().st_size > MAX_FILE_BYTES]
+    assert not big, f"files over 2 MB: {big[:5]}"
+    bad_kind = [str(p) for p in files if p.suffix not in ALLOWED_SUFFIXES]
+    assert not bad_kind, f"not a record, table or figure (weights, arrays, archives?): {bad_kind[:5]}"
+    bad_name = [str(p) for p in files if FORBIDDEN_NAMES.match(p.name)]
+    assert not bad_name, f"data, splits or recommendation lists must not be committed: {bad_name[:5]}"
+
+
+def test_committed_records_name_no_local_paths():
+    """Records are shared: provenance names the split below the data root, never this machine's folders."""
+    leaks = []
+    for p in committed_results():
+        if p.suffix in {".json", ".md", ".csv", ".html"}:
+            text = (REPO / p).read_text(errors="replace")
+            if re.search(r"(/work/|/home/|/Users/|/tmp/|\.venv/bin)", text):
+                leaks.append(str(p))
+    assert not leaks, f"local paths in {leaks[:5]}"
+
+
+def test_no_local_paths_check_can_fail(tmp_path):
+    assert re.search(r"(/work/|/home/)", '{"manifest": "/home/me/data/splits/x/manifest.json"}')
+
+
+def _copy_checkout(dest: Path) -> None:
+    for rel in tracked_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, target)
+
+
+def _snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # no network: a redraw must not need one (an attempt fails fast instead of hanging)
+    env.update({"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def redraw(tmp_path_factory):
+    """A copy of the checkout with no data, redrawn from its records; (copy, dry-run output, seconds)."""
+    if not any(p.name == "metrics.json" for p in committed_results()):
+        pytest.skip("results/paper holds no run records yet")
+    copy = tmp_path_factory.mktemp("clone")
+    _copy_checkout(copy)
+    assert not (copy / "data").exists()
+    dry = _snakemake(copy, "-n", "--config", "tier=paper", "from_records=true")
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    before = {p: (copy / p).stat().st_mtime for p in committed_results()}
+    time.sleep(1.1)  # the redrawn files' times must be visibly newer
+    started = time.perf_counter()
+    proc = _snakemake(copy, "--config", "tier=paper", "from_records=true")
+    seconds = time.perf_counter() - started
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return copy, dry.stdout + dry.stderr, before, seconds
+
+
+def test_redraw_runs_no_record_making_job(redraw):
+    _, dry, _, _ = redraw
+    jobs = re.findall(r"^(?:local)?rule (\w+):", dry, flags=re.MULTILINE)
+    assert jobs, dry[-2000:]
+    assert not [j for j in jobs if RECORD_RULES.search(j)], f"record-making jobs in a redraw: {jobs}"
+
+
+def test_redraw_is_fast(redraw):
+    assert redraw[3] < 120, f"redraw took {redraw[3]:.0f} s (limit 2 min)"
+
+
+@pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
+def test_redraw_rebuilds_tables_and_scorecards_byte_identical(redraw, paper):
+    copy, _, _, _ = redraw
+    outputs = [p for p in committed_results() if p.parts[2] == paper and p.suffix in EXACT_SUFFIXES
+               and "runs" not in p.parts and "sweeps" not in p.parts]
+    if not outputs:
+        pytest.skip(f"no committed {paper} tables or scorecards")
+    differ = [str(p) for p in outputs if (copy / p).read_bytes() != (REPO / p).read_bytes()]
+    assert not differ, f"redraw differs from the committed file: {differ}"
+
+
+@pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
+def test_redraw_redraws_every_figure(redraw, paper):
+    copy, _, before, _ = redraw
+    figures = [p for p in committed_results() if p.parts[2] == paper and "figures" in p.parts
+               and p.suffix in {".png", ".pdf"}]
+    if not figures:
+        pytest.skip(f"no committed {paper} figures")
+    stale = [str(p) for p in figures if (copy / p).stat().st_mtime <= before[p]]
+    assert not stale, f"figures not redrawn: {stale}"
+
+
+def test_redraw_one_file_redraws_only_that_file(redraw):
+    copy, _, _, _ = redraw
+    figures = sorted(p for p in committed_results() if "figures" in p.parts and p.suffix == ".png")
+    if not figures:
+        pytest.skip("no committed figures")
+    target = figures[0].with_suffix(".pdf")
+    proc = _snakemake(copy, "-n", str(target), "--config", "tier=paper", "from_records=true")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, flags=re.MULTILINE)
+    assert len(jobs) == 1, (jobs, proc.stdout[-1500:], proc.stderr[-1500:])
+
+
+# ---------------------------------------------------------------- units behind the records
+
+def test_write_history_splits_timings_and_read_history_merges_them(tmp_path):
+    import pandas as pd
+
+    from recrepro.records import read_history, read_timings, write_history
+
+    history = {"train": [{"epoch": 1, "loss": 0.5, "seconds": 1.25}, {"epoch": 2, "loss": 0.25, "seconds": 1.5}],
+               "best_epoch": 2, "seconds_per_epoch": 1.375, "epoch_seconds": [1.25, 1.5], "val_ndcg": [0.1, 0.2]}
+    write_history(tmp_path, history)
+    stored = (tmp_path / "history.json").read_text()
+    assert "seconds" not in stored and '"loss": 0.25' in stored
+    assert read_timings(tmp_path)["history.json"]["seconds_per_epoch"] == 1.375
+    assert read_history(tmp_path) == history
+    # the same run with other timings: history.json byte-identical, only timings.json differs
+    before = (tmp_path / "history.json").read_bytes()
+    write_history(tmp_path, {**history, "seconds_per_epoch": 9.0, "epoch_seconds": [9.0, 9.0]})
+    assert (tmp_path / "history.json").read_bytes() == before
+    frame = pd.DataFrame({"round": [1, 2], "hr@10": [0.1, 0.2], "seconds": [3.0, 4.0]})
+    write_history(tmp_path, frame, "history.parquet")
+    assert list(pd.read_parquet(tmp_path / "history.parquet").columns) == ["round", "hr@10"]
+    assert read_history(tmp_path, "history.parquet")["seconds"].tolist() == [3.0, 4.0]
+
+
+def test_run_record_keeps_timing_meta_out_of_metrics(tmp_path):
+    import pandas as pd
+
+    from recrepro.records import read_metrics, write_run_record
+
+    write_run_record(tmp_path, overall={"ndcg@20": 0.5}, strata={}, per_user=pd.DataFrame({"user": [0], "ndcg@20": [0.5]}),
+                     counts={"n_users_evaluated": 1}, meta={"dataset": "d", "split": "s", "method": "m", "tier": "smoke",
+                                                             "seconds_per_epoch": 2.5, "best_epoch": 3},
+                     config_slice={}, split_manifest=None, seed=0, device="cpu")
+    assert "seconds" not in (tmp_path / "metrics.json").read_text()
+    assert read_metrics(tmp_path)["seconds_per_epoch"] == 2.5 and read_metrics(tmp_path)["best_epoch"] == 3
+
+
+def test_normalise_moves_old_timings_and_local_paths(tmp_path):
+    import json
+
+    from recrepro.records import normalise_run_dir, read_history
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"method": "m", "seconds_per_round": 1.0, "overall": {}}))
+    (tmp_path / "history.json").write_text(json.dumps({"train": [{"epoch": 1, "seconds": 2.0}]}))
+    (tmp_path / "provenance.json").write_text(json.dumps(
+        {"split": {"manifest": "/home/me/data/splits/ml-100k/fedrap/leave_one_out/seed0/manifest.json"}}))
+    changed = normalise_run_dir(tmp_path)
+    assert len(changed) == 3
+    assert "seconds" not in (tmp_path / "metrics.json").read_text()
+    assert json.loads((tmp_path / "provenance.json").read_text())["split"]["manifest"] == \
+        "splits/ml-100k/fedrap/leave_one_out/seed0/manifest.json"
+    assert read_history(tmp_path)["train"][0]["seconds"] == 2.0
+    assert normalise_run_dir(tmp_path) == []  # idempotent
+
+
+def _card(path, rows):
+    import pandas as pd
+
+    from recrepro.scorecard import SCORECARD_COLUMNS
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=list(SCORECARD_COLUMNS)).to_csv(path, index=False)
+
+
+def test_summary_counts_by_hand(tmp_path):
+    """exadmm's expected file, a hand-made scorecard: 2 rows run (one short of seeds), Epinions missing."""
+    from recrepro.scorecard import expected_path, load_expected, summarise_scorecards
+
+    entries = load_expected(expected_path("exadmm")).entries
+    rows = []
+    for i, e in enumerate(entries):
+        n = 3 if i == 0 else (1 if i == 1 else 0)
+        rows.append({"paper": "exadmm", "source": e.source, "dataset": e.dataset, "method": e.method, "metric": e.metric,
+                     "published": e.published, "n_seeds": n, "seeds_required": 3, "budget": "",
+                     "verdict": "within" if n else "not_run"})
+    _card(tmp_path / "exadmm" / "scorecard.csv", rows)
+    published = sum(e.published is not None for e in entries)
+    fixture = sum(e.published is not None and e.dataset == "ml-1m-exadmm-split" for e in entries)
+    counts = summarise_scorecards(tmp_path, {"ml-1m-exadmm-split": "mirror"}, papers=["exadmm"])
+    assert counts == {"published": published, "reachable": fixture, "run": 2, "full_budget_all_seeds": 1,
+                      "within_tolerance": 2, "capped": 1}
+
+
+def test_reference_readme_and_compute_page(tmp_path):
+    import json
+
+    from recrepro.compute import compute_markdown, compute_table
+    from recrepro.reference import reference_readme
+
+    run = tmp_path / "results/paper/exadmm/runs/epinions/strong_generalization/ials/seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text("{}")
+    (run / "provenance.json").write_text(json.dumps({"wall_seconds": 7200.0, "threads": {"torch_num_threads": 2},
+                                                     "peak_rss_mb": 512.0, "device": "cpu"}))
+    expected = [str(run.relative_to(tmp_path) / "metrics.json"),
+                "results/paper/exadmm/runs/epinions/strong_generalization/ials/seed1/metrics.json",
+                "results/paper/exadmm/runs/msd/strong_generalization/ials/seed0/metrics.json"]
+    frame = compute_table(expected, results_root=tmp_path)
+    assert frame["recorded"].tolist() == [True, False, False]
+    page = compute_markdown(frame, {"epinions": "mirror"})
+    assert "| exadmm | epinions | 1 | 4.00 | 2.00 | 4.00 | 512 | cpu |" in page  # 2 h x 2 threads
+    assert "| exadmm | epinions | yes | 1 | 1 | 4.00 |" in page  # priced at the recorded job's mean
+    assert "| exadmm | msd | no | 1 | 0 | not measured |" in page
+    results = tmp_path / "results/paper"
+    (results / "datasets.json").write_text(json.dumps({"datasets": {"epinions": "mirror"}}))
+    text = reference_readme(results, results / "README.md")
+    assert '"published":' in text and "## exADMM" in text and "/work/" not in text

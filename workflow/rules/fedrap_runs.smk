@@ -1,0 +1,74 @@
+# fedrap: the jobs that train, evaluate or read data (run records). Left out when
+# from_records=true: the committed records are then the inputs of fedrap.smk's figures and tables.
+
+
+localrules:
+    fedrap_stats,
+
+
+rule fedrap_train:
+    input:
+        manifest=lambda wc: f"{fedrap_split_dir(config, wc.tier, wc.dataset, wc.split)}/manifest.json",
+    output:
+        metrics="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/metrics.json",
+        per_user="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/per_user.parquet",
+        provenance="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/provenance.json",
+        history="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/history.parquet",
+        projection="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/projection.parquet",
+    log:
+        "logs/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv"
+    conda:
+        ENV_CPU
+    threads: config["threads"]
+    resources:
+        mem_mb=res_mem_mb("train", extra_mb=config["fedrap"]["memory_budget_mb"]),
+        runtime=res_runtime("train", extra_mb=config["fedrap"]["memory_budget_mb"]),
+        gpu=res_gpu("train"),
+    params:
+        cli=RECREPRO_MODULE,
+        settings=lambda wc: as_json(
+            fedrap_settings(config, wc.tier, wc.dataset, wc.method)
+        ),
+        evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
+        meta=lambda wc: as_json(
+            {"tier": wc.tier, "paper": "fedrap", "dataset": wc.dataset}
+        ),
+        budget=FEDRAP.get("memory_budget_mb", 2048),
+        device=config["device"],
+        split_dir=lambda wc, input: str(Path(input.manifest).parent),
+        out=lambda wc, output: str(Path(output.metrics).parent),
+        bench="logs/benchmarks/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
+        checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/fedrap/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
+    shell:
+        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.fedrap run --split-dir {params.split_dir} "
+        "--variant {wildcards.method} --settings {params.settings} --seed {wildcards.seed} "
+        "--out-dir {params.out} --meta {params.meta} --evaluation {params.evaluation} "
+        "--device {params.device} --memory-budget-mb {params.budget} --threads {threads} "
+        "--benchmark-file {params.bench} --checkpoint {params.checkpoint} > {log} 2>&1"
+
+
+rule fedrap_stats:
+    input:
+        manifests=lambda wc: [
+            f"{split_dir(d, 'fedrap', s, seed)}/manifest.json"
+            for d, s, seed in fedrap_splits(config, wc.tier)
+        ],
+    output:
+        csv="results/{tier}/fedrap/tables/dataset_stats.csv",
+    log:
+        "logs/fedrap/{tier}/stats.log",
+    benchmark:
+        "logs/benchmarks/fedrap/{tier}/stats.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        cli=RECREPRO_MODULE,
+        dirs=lambda wc, input: " ".join(str(Path(m).parent) for m in input.manifests),
+    shell:
+        "{params.cli} recrepro.papers.fedrap stats --out-csv {output.csv} {params.dirs} > {log} 2>&1"
