@@ -9,6 +9,10 @@
 configfile: "config.yaml"
 
 
+# The landing text of the HTML report (snakemake --report results/<tier>-report.html).
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 # Figures, tables, scorecards and reports: drawn from run records only.
 include: "workflow/rules/baselines.smk"

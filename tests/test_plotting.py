@@ -116,9 +116,9 @@ def test_new_figure_shapes_and_style():
     assert tuple(fig.get_size_inches()) == pytest.approx((6.0, 4.5))
     _, row = new_figure(3)
     assert row.shape == (3,)
-    fig, grid = new_figure(2, 3, width=8.0)
+    fig, grid = new_figure(2, 3, width=7.0)
     assert grid.shape == (3, 2)
-    assert tuple(fig.get_size_inches()) == pytest.approx((8.0, 8.0 / 2 * 0.75 * 3))
+    assert tuple(fig.get_size_inches()) == pytest.approx((7.0, 7.0 / 2 * 0.75 * 3))
     with pytest.raises(ValueError):
         new_figure(0)
 
@@ -180,3 +180,109 @@ def test_plot_metric_bars_heights_labels_and_errors():
     assert [t.get_text() for t in ax.texts] == ["0.0100", "0.1000", "0.2000"]
     segments = bars.errorbar.lines[2][0].get_segments()
     np.testing.assert_allclose([s[:, 1] for s in segments], [[0.008, 0.012], [0.1, 0.1], [0.19, 0.21]])
+
+
+# ------------------------------------------------------------------ house style (issue 26)
+
+
+def test_fixed_colors_follow_the_paper_order_not_the_figure():
+    from recrepro.plotting import COLORS, fixed_colors, method_styles
+
+    order = ["fedrap", "fedmf", "pfedrec", "mf", "random"]
+    colors = fixed_colors(order)
+    assert colors["fedrap"] == COLORS[0] and colors["fedmf"] == COLORS[1] and colors["mf"] == COLORS[3]
+    assert colors["random"] == FIXED_METHOD_COLORS["random"]
+    # a figure showing a subset looks its methods up in the same mapping: same colour everywhere
+    assert {m: colors[m] for m in ["mf", "fedrap"]} == {"mf": COLORS[3], "fedrap": COLORS[0]}
+    # more methods than colours: colours repeat, but (colour, marker, dash) stays distinct
+    many = [f"m{i}" for i in range(len(COLORS) + 3)]
+    styles = method_styles(many)
+    assert len({(s["color"], s["marker"], s["linestyle"]) for s in styles.values()}) == len(many)
+    assert styles["m0"]["color"] == styles[f"m{len(COLORS)}"]["color"]
+    assert styles["m0"]["linestyle"] != styles[f"m{len(COLORS)}"]["linestyle"]
+
+
+def test_figures_are_at_most_max_width_and_panel_grid_wraps():
+    from recrepro.plotting import MAX_WIDTH_IN, panel_grid
+
+    fig, _ = new_figure(6, width=15.0)
+    assert fig.get_size_inches()[0] == pytest.approx(MAX_WIDTH_IN)
+    fig, axes = panel_grid(7, max_cols=3, panel_width=2.5, panel_height=2.0)
+    assert len(axes) == 7 and all(ax.get_visible() for ax in axes)
+    assert len(fig.axes) == 9 and sum(ax.get_visible() for ax in fig.axes) == 7  # 3 x 3 grid, 2 hidden
+    assert tuple(fig.get_size_inches()) == pytest.approx((7.5, 6.0))
+
+
+def test_one_figure_legend_collects_every_panel_once(tmp_path):
+    from recrepro.plotting import figure_legend
+
+    fig, axes = new_figure(2)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], label="mf")
+        ax.plot([0, 1], [1, 0], label="random")
+        ax.legend()
+    axes[1].plot([0, 1], [0.5, 0.5], label="ease")
+    legend = figure_legend(fig)
+    assert [t.get_text() for t in legend.get_texts()] == ["mf", "random", "ease"]
+    assert all(ax.get_legend() is None for ax in axes)  # no panel legends left
+    assert fig.legends == [legend]
+    with pytest.raises(ValueError, match="caption"):
+        figure_legend(fig, loc="outside lower center")
+    axes[0].legend()  # a second legend breaks the house style: saving refuses
+    with pytest.raises(ValueError, match="2 legends"):
+        save_figure(fig, tmp_path / "two.pdf", tier="smoke", dataset="synthetic")
+    axes[0].get_legend().remove()
+    save_figure(fig, tmp_path / "f.pdf", tmp_path / "f.png", tier="smoke", dataset="synthetic", caption="x")
+    # the caption sits below the legend, never on it
+    renderer = fig._get_renderer()
+    caption = next(t for t in fig.texts if t.get_gid() == CAPTION_GID)
+    assert caption.get_window_extent(renderer).y1 < legend.get_window_extent(renderer).y0
+
+
+def test_published_values_are_hollow_and_the_legend_says_which_is_which():
+    from recrepro.plotting import figure_legend, plot_published, published_handles
+
+    fig, ax = new_figure()
+    ax.plot([1.0], [0.30], marker="o", color="#0072B2", label="mf")
+    line = plot_published(ax, 1.0, 0.31, color="#0072B2")
+    assert line.get_markerfacecolor() == "none" and line.get_markeredgecolor() == "#0072B2"
+    assert line.get_linestyle() == "None"
+    legend = figure_legend(fig, extra=published_handles("Table 1"))
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == ["mf", "ours (filled)", "published, Table 1 (hollow)"]
+
+
+def test_dense_scatter_is_rasterised_and_colorbar_uses_house_fonts():
+    from recrepro.plotting import DENSE_POINTS, FONT_SIZES, add_colorbar, scatter
+
+    fig, ax = new_figure()
+    few = scatter(ax, np.arange(10), np.arange(10))
+    many = scatter(ax, np.arange(DENSE_POINTS + 1), np.arange(DENSE_POINTS + 1))
+    assert not few.get_rasterized() and many.get_rasterized()
+    image = ax.imshow(np.eye(3))
+    bar = add_colorbar(fig, image, ax, "mean λ")
+    assert bar.ax.yaxis.label.get_size() == FONT_SIZES["label"]
+    assert all(t.get_size() == FONT_SIZES["tick"] for t in bar.ax.get_yticklabels())
+
+
+def test_errorbar_lines_band_shades_the_sd():
+    fig, ax = new_figure()
+    errorbar_lines(ax, [1.0, 2.0], {"mf": ([0.1, 0.2], [0.01, 0.02])}, band=True, legend=False)
+    assert not ax.containers  # no error bars
+    (band,) = ax.collections
+    vertices = band.get_paths()[0].vertices
+    assert vertices[:, 1].min() == pytest.approx(0.09) and vertices[:, 1].max() == pytest.approx(0.22)
+    assert ax.get_legend() is None
+
+
+def test_png_resolution_is_at_least_150_dpi(tmp_path):
+    from PIL import Image
+
+    from recrepro.plotting import PNG_DPI
+
+    fig, ax = new_figure(width=5.0, height=3.0)
+    ax.plot([0, 1], [0, 1])
+    save_figure(fig, tmp_path / "f.pdf", tmp_path / "f.png", tier="smoke", dataset="synthetic")
+    assert PNG_DPI >= 150
+    width_px = Image.open(tmp_path / "f.png").size[0]
+    assert width_px >= 150 * 5.0 * 0.9  # bbox "tight" trims a little whitespace

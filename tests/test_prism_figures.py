@@ -101,7 +101,8 @@ def test_extra_figure_specs_share_runs(repo_root):
     targets = wf.targets(config, "paper")
     assert "results/paper/prism/figures/fig9_debias_gowalla.pdf" in targets
     assert "results/paper/prism/figures/fig7_theorem31.pdf" in targets
-    assert "--weight-decay 1e-06" in wf.theory_args(config, "paper")
+    args = wf.theory_args(config, "paper")
+    assert args[args.index("--weight-decay") + 1] == "1e-06"
 
 
 def test_only_fig6_runs_pay_for_cosine_validation():
@@ -115,3 +116,38 @@ def test_only_fig6_runs_pay_for_cosine_validation():
     assert not _records_cosine(parse_method("mf_bpr_wd1em6"), "fig6")
     assert not _records_cosine(parse_method("lightgcn_directau_wd0"), "fig6")
     assert _records_cosine(parse_method("mf_bpr_wd0"), True)
+
+
+def test_published_values_are_overlaid_where_the_paper_gives_them(tmp_path, monkeypatch):
+    """Issue 26: Table 1's cells (and the epochs §5.2.1 states) as hollow markers, only on their dataset."""
+    import recrepro.plotting as plotting
+
+    saved = []
+    real_save = plotting.save_figure
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, *a, **k: (saved.append(fig), real_save(fig, *a, **k)))
+
+    def published(fig):
+        return [(float(line.get_xdata()[0]), float(line.get_ydata()[0]))
+                for ax in fig.axes for line in ax.lines if line.get_gid() == "recrepro-published"]
+
+    dirs = [_run(tmp_path, "mf_directau_prism", s, val=0.3, test=0.12, pop=0.05, unpop=0.01) for s in (1, 2)]
+    dirs += [_run(tmp_path, "mf_directau_prism_a000", s, val=0.2, test=0.2, pop=0.1, unpop=0.05) for s in (1, 2)]
+    dirs += [_run(tmp_path, f"mf_directau_wd{wd}", s, val=v, test=0.11, pop=0.05, unpop=0.01, epochs=200)
+             for s in (1, 2) for wd, v in (("0", 0.1), ("1em6", 0.3))]
+    alpha = {"kind": "alpha", "alphas": {"0": "mf_directau_prism_a000", "1": "mf_directau_prism"}}
+    epochs = {"kind": "epochs", "alphas": {"α=1": "mf_directau_prism"},
+              "tuned_candidates": ["mf_directau_wd0", "mf_directau_wd1em6"]}
+    wd = {"kind": "wd", "backbone": "mf", "losses": ["directau"], "weight_decays": [0.0, 1e-6]}
+    for spec in (alpha, epochs, wd):
+        draw_figure(spec, dirs, tmp_path / "g.pdf", tmp_path / "g.png", tier="paper", dataset="gowalla")
+    fig5, fig4, fig1 = saved
+    assert published(fig5) == [(1.0, pytest.approx(0.1210))]       # Table 1: MF + DirectAU, PRISM, Gowalla
+    assert published(fig4) == [(249.0, pytest.approx(0.1176))]     # §5.2.1: 249 epochs; Table 1: tuned wd
+    assert published(fig1) == [(1.0, pytest.approx(0.1176))]       # at our tuned λ (1e-6: x position 1)
+    legend = [t.get_text() for t in fig1.legends[0].get_texts()]
+    assert "ours (filled)" in legend and any(t.startswith("published") for t in legend)
+    # a dataset the paper does not report: nothing overlaid, no published key in the legend
+    saved.clear()
+    draw_figure(alpha, dirs, tmp_path / "t.pdf", tmp_path / "t.png", tier="smoke", dataset="synthetic")
+    assert published(saved[0]) == []
+    assert not any(t.get_text().startswith("published") for t in saved[0].legends[0].get_texts())

@@ -112,6 +112,34 @@ def test_table_picks_tuned_wd_on_validation_not_test(tmp_path):
     assert copied["method"] == "mf_directau_tunedwd" and copied["selected_method"] == "mf_directau_wd1em6"
 
 
+def test_first_seed_selection_picks_on_that_seed_and_table_averages_every_seed(tmp_path):
+    """select_on first_seed: seed 1 prefers λ 0 on validation, seed 2 would prefer 1e-6; the pick is λ 0
+    and the tuned column is λ 0's test mean over both seeds (hand-computed: (0.30 + 0.40) / 2)."""
+    import json
+
+    from recrepro.papers.prism.experiments import select_weight_decay
+
+    def run(method, seed, val, test):
+        d = tmp_path / "runs" / method / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"dataset": "toy", "split": "random_ratio", "method": method,
+                                                    "seed": seed, "tier": "smoke", "overall": {"ndcg@20": test},
+                                                    "strata": {}}))
+        (d / "history.json").write_text(json.dumps({"best_val_ndcg": val, "best_epoch": 3}))
+        return d
+
+    grid = [run("mf_ssm_wd0", 1, 0.30, 0.30), run("mf_ssm_wd1em6", 1, 0.20, 0.50)]
+    selection = select_weight_decay(grid, backbones=["mf"], losses=["ssm"], weight_decays=[0.0, 1e-6])
+    assert selection["chosen"] == {"mf_ssm": "mf_ssm_wd0"} and selection["seeds"] == [1]
+    others = [run("mf_ssm_wd0", 2, 0.10, 0.40), run("mf_ssm_prism", 1, 0.0, 0.33), run("mf_ssm_prism", 2, 0.0, 0.37)]
+    frame = table_prism(grid + others, tmp_path / "t.md", tmp_path / "t.csv", None, tier="smoke", dataset="toy",
+                        backbones=["mf"], losses=["ssm"], weight_decays=[0.0, 1e-6], selection=selection)
+    row = frame.iloc[0]
+    assert row["tuned_weight_decay"] == 0.0 and row["n_seeds_tuned"] == 2
+    assert row["tuned_ndcg_mean"] == pytest.approx(0.35)
+    assert "on seed 1" in (tmp_path / "t.md").read_text()
+
+
 # ------------------------------------------------------------------------------- gowalla
 
 
@@ -148,5 +176,6 @@ def test_workflow_helpers_from_config(repo_root):
     # paper Table 1: (MF, NL-MF) x (SSM, DirectAU, MAWU) x (PRISM + 4 weight decays), plus Fig. 1's BPR grid
     assert len(wf.table_methods(config, "paper")) == 2 * 3 * 5
     titles, runs = wf.fig2_runs(config, "paper", "gowalla")
-    assert titles == ["bpr, wd 1e-06", "bpr, wd 0", "directau, wd 1e-06", "directau, wd 0"]
-    assert runs[2].endswith("/mf_directau_wd1em6/seed123/metrics.json")
+    # the paper's panels: (a) with weight decay (BPR, DirectAU), (b) without
+    assert titles == ["bpr, wd 1e-06", "directau, wd 1e-06", "bpr, wd 0", "directau, wd 0"]
+    assert runs[1].endswith("/mf_directau_wd1em6/seed123/metrics.json")

@@ -214,6 +214,18 @@ def test_settings_key_and_throttle():
     assert th.ready() and not th.ready()
     assert th.ready(force=True)
     assert all(C.Throttle().ready() for _ in range(3))
+    # a costly write (4 s) spaces the next ones so that writing is at most 10 % of the time: 40 s
+    now[0] = 0.0
+    th = C.Throttle(clock=lambda: now[0])
+    assert th.ready()
+    th.wrote(4.0)
+    now[0] = 39.0
+    assert not th.ready()
+    now[0] = 40.0
+    assert th.ready()
+    th.wrote(600.0)  # never more than max_seconds (600 s) apart
+    now[0] = 640.0
+    assert th.ready()
 
 
 # ------------------------------------------------------------------------------- federated

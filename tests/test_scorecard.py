@@ -251,7 +251,11 @@ def test_unmatched_runs_table_with_default_baseline(tmp_path):
                            out / "scorecard.csv", deviations_doc=tmp_path / "docs" / "deviations.md",
                            generated_on=TODAY)
     # The packaged anchors are for gowalla/ml-100k: nothing ran there in smoke.
-    assert card.rows["verdict"].tolist() == ["not_run"] * 4
+    published = card.rows[~card.rows["source"].str.startswith("smoke check")]
+    assert published["verdict"].tolist() == ["not_run"] * 4
+    # the smoke checks follow them: both baselines ran (the orderings need splits this test lacks)
+    ran = card.rows[card.rows["metric"] == "(all finite)"]
+    assert ran["method"].tolist() == ["mostpop", "random"] and set(ran["verdict"]) == {"pass"}
     unmatched = card.unmatched.set_index("method")
     assert unmatched.loc["mostpop", "mean"] == pytest.approx(sum(mostpop_seeds) / 3)
     assert unmatched.loc["mostpop", "sd"] == pytest.approx(pd.Series(mostpop_seeds).std(ddof=1))
@@ -380,3 +384,150 @@ def test_outputs_are_reproducible(tmp_path, fake_runs):
     run_scorecard(tmp_path, list(reversed(fake_runs)))
     assert first == {name: (out / name).read_bytes() for name in ("scorecard.csv", "scorecard.md")}
     assert first["scorecard.csv"].decode().startswith(",".join(SCORECARD_COLUMNS) + "\n")
+
+
+# ------------------------------------------------------------------ smoke checks (issue 26)
+
+SMOKE_YAML = EXPECTED_YAML + """\
+smoke_checks:
+  - check: ran
+    methods: [mf, random, lightgcn]
+    claim: "every method ran"
+  - check: greater
+    dataset: toy
+    metric: ndcg@20
+    method: mf
+    than: random
+    claim: "mf beats random"
+    source: "Table 2"
+  - check: less
+    dataset: toy
+    split: s1
+    metric: "ndcg@20[popular]"
+    method: mf
+    than: random
+    claim: "mf puts less on popular items"
+  - check: greater
+    dataset: toy
+    metric: hr@10
+    method: random
+    value: 0.1
+    claim: "random is above chance"
+figure_points:
+  - {figure: fig4, dataset: toy, series: mf, x: 249, y: 0.1176, source: "text"}
+"""
+
+
+def test_smoke_checks_replace_not_run_rows_on_the_smoke_page(tmp_path, fake_runs):
+    card, csv, md = run_scorecard(tmp_path, fake_runs, expected=write_expected(tmp_path, SMOKE_YAML))
+    checks = csv[csv.source.str.startswith("smoke check")]
+    # one csv row per method of the 'ran' check, one per ordering
+    assert checks.method.tolist() == ["mf", "random", "lightgcn", "mf", "mf", "random"]
+    assert checks.verdict.tolist() == ["pass", "pass", "fail", "pass", "fail", "pass"]
+    ran_mf = checks.iloc[0]
+    assert ran_mf.n_seeds == 2 and "2 run(s)" in ran_mf.note and "all finite" in ran_mf.note
+    assert "no run" in checks.iloc[2].note
+    greater = checks.iloc[3]
+    assert greater.ours_mean == pytest.approx(0.32) and greater["diff"] == pytest.approx(0.32 - 0.115)
+    assert greater.source == "smoke check (Table 2)"
+    less = checks.iloc[4]  # popular share: mf 0.45 is not below random 0.11
+    assert less.metric == "ndcg@20[popular]" and less["diff"] == pytest.approx(0.45 - 0.11)
+    assert "no" in less.note.split(":")[-1]
+    # random hr@10 mean 0.15 > 0.1
+    assert checks.iloc[5]["diff"] == pytest.approx(0.05)
+    assert card.rows["verdict"].fillna("").tolist() == csv["verdict"].fillna("").tolist()
+    # the published rows are all still in the csv, not_run included
+    assert (csv.verdict == "not_run").sum() == 1
+    # the page: smoke checks, one line instead of the not_run row, a pointer to the paper tier
+    assert "## Smoke checks" in md
+    assert "| ran | every method ran | toy | mf (2), random (2), lightgcn (0) |" in md
+    assert "**fail**: lightgcn: no run" in md
+    assert "| lightgcn |" not in md.split("## Published vs ours")[1].split("## Our runs")[0]
+    assert "1 published value(s) are on the papers' datasets" in md
+    assert "[results/paper/demo/scorecard.md](../../paper/demo/scorecard.md)" in md
+    assert md.index("## Smoke checks") < md.index("## Published vs ours")
+
+
+def test_smoke_check_orderings_can_fail(tmp_path, fake_runs):
+    text = SMOKE_YAML.replace("    method: mf\n    than: random\n    claim: \"mf beats random\"",
+                              "    method: random\n    than: mf\n    claim: \"random beats mf\"")
+    _, csv, md = run_scorecard(tmp_path, fake_runs, expected=write_expected(tmp_path, text))
+    row = csv[csv.note.str.startswith("random beats mf")].iloc[0]
+    assert row.verdict == "fail" and row["diff"] < 0
+    assert "| **fail** |" in md
+
+
+def test_smoke_checks_only_on_the_smoke_tier(tmp_path):
+    root = tmp_path / "results" / "full" / "demo" / "runs"
+    run = make_run(root, method="mf", seed=0, overall={"ndcg@20": 0.3}, tier="full")
+    _, csv, md = run_scorecard(tmp_path, [run], tier="full", expected=write_expected(tmp_path, SMOKE_YAML))
+    assert not csv.source.str.startswith("smoke check").any()
+    assert "Smoke checks" not in md and "results/paper/demo" not in md
+    assert "| Table 2 | toy | s1 | lightgcn | ndcg@20 |" in md  # not_run rows stay on other tiers
+
+
+def test_smoke_checks_and_figure_points_are_validated(tmp_path):
+    expected = load_expected(write_expected(tmp_path, SMOKE_YAML))
+    assert [c.check for c in expected.smoke_checks] == ["ran", "greater", "less", "greater"]
+    assert expected.smoke_checks[3].value == 0.1 and expected.smoke_checks[1].than == "random"
+    (point,) = expected.figure_points
+    assert (point.figure, point.x, point.y) == ("fig4", 249.0, 0.1176)
+    base = "paper: demo\nentries: []\nsmoke_checks:\n"
+    for check, message in [
+        ("  - {check: ran, claim: x}", "needs methods"),
+        ("  - {check: ran, methods: [mf], claim: x, metric: auc}", "takes no"),
+        ("  - {check: bigger, claim: x}", "check must be one of"),
+        ("  - {check: greater, claim: x, dataset: toy, metric: auc, method: mf}", "either than"),
+        ("  - {check: greater, claim: x, dataset: toy, metric: auc, method: mf, than: a, value: 1.0}", "either than"),
+        ("  - {check: greater, dataset: toy, metric: auc, method: mf, than: a}", "claim"),
+        ("  - {check: less, claim: x, dataset: toy, metric: AUC, method: mf, than: a}", "metric key"),
+        ("  - {check: less, claim: x, dataset: toy, metric: auc, method: mf, than: mf}", "differ"),
+        ("  - {check: less, claim: x, dataset: toy, metric: auc, method: mf, than: a, typo: 1}", "unknown keys"),
+    ]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(base + check + "\n")
+        with pytest.raises(ExpectedFileError, match=message) as caught:
+            load_expected(path)
+        assert "smoke_checks[0]" in str(caught.value)
+    path.write_text("paper: demo\nentries: []\nfigure_points:\n  - {figure: f, dataset: d, series: s, x: 1}\n")
+    with pytest.raises(ExpectedFileError, match=r"figure_points\[0\].*missing keys"):
+        load_expected(path)
+
+
+@pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
+def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
+    """The 'ran' check names exactly the methods the smoke tier gives the paper's scorecard."""
+    import re
+
+    import yaml
+
+    expected = load_expected(expected_path(paper))
+    ran = [c for c in expected.smoke_checks if c.check == "ran"]
+    orderings = [c for c in expected.smoke_checks if c.check != "ran"]
+    assert len(ran) == 1 and orderings, "a 'ran' check and at least one ordering"
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    if paper == "baselines":
+        methods = set(config["tiers"]["smoke"]["baselines"])
+    elif paper == "exadmm":
+        from recrepro.papers.exadmm import smk_runs
+
+        methods = {r.split("/")[-3] for r in smk_runs(config, "smoke")}
+    elif paper == "prism":
+        from recrepro.papers.prism.workflow import all_runs, tuned_dirs
+
+        methods = {r.split("/")[-3] for r in all_runs(config, "smoke")}
+        methods |= {d.split("/")[-2].split("_tunedwd")[0] + "_tunedwd" for d in tuned_dirs(config, "smoke")}
+    elif paper == "lambdaopt":
+        from recrepro.papers.lambdaopt import rule_runs
+
+        methods = {r.split("/")[-3] for r in rule_runs(config, "smoke")}
+    elif paper == "fedrap":
+        from recrepro.papers.fedrap import rule_runs
+
+        methods = {r.split("/")[-3] for r in rule_runs(config, "smoke")}
+    else:
+        smk = (repo_root / "workflow" / "rules" / "lrs.smk").read_text()
+        block = smk.split("LRS_ACCEPTANCE_RUNS = (")[1].split("\n\n")[0]
+        methods = set(re.findall(r'"([a-z_]+)"', block)) - {"noiseless", "noisy", "floor", "private"}
+    assert set(ran[0].methods) == methods
+    assert all(c.method in methods and (c.than is None or c.than in methods) for c in orderings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,20 +119,73 @@ def test_smoke_run_records_provenance(smoke_run):
     assert record["split"]["verified"] is True
 
 
-def test_smoke_report_bundles_every_figure_scorecard_and_table(smoke_run):
-    # issue 9, acceptance 3: one HTML file with every figure and scorecard of the run
-    out = smoke_run / "results" / "report.html"
+@pytest.fixture(scope="module")
+def smoke_report(smoke_run):
+    """``snakemake --report`` of the smoke run: (page text, results, categories) as the page embeds them."""
+    out = smoke_run / "results" / "smoke-report.html"
     snakemake("--report", str(out), "--directory", str(smoke_run), "--configfile", str(REPO / "config.yaml"),
               timeout=600)
-    page = out.read_text()
-    figures = sorted(p.relative_to(smoke_run).as_posix() for p in smoke_run.glob("results/smoke/*/figures/**/*.pdf"))
+    return (out.read_text(), *report_data(out.read_text()))
+
+
+def report_data(page: str) -> tuple[dict, dict]:
+    """The ``results`` (path -> mime type, labels, caption, ...) and ``categories`` (category ->
+    subcategory -> paths) objects a Snakemake HTML report embeds as JavaScript."""
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", page, re.S).group(1))
+    categories = json.loads(re.search(r"var categories = (\{.*?\});\n", page, re.S).group(1))
+    return results, categories
+
+
+def test_smoke_report_bundles_every_figure_scorecard_and_table(smoke_run, smoke_report):
+    # issue 9, acceptance 3: one HTML file with every figure and scorecard of the run
+    page, results, _ = smoke_report
+    figures = sorted(p.relative_to(smoke_run).as_posix() for p in smoke_run.glob("results/smoke/*/figures/**/*.png"))
     cards = sorted(p.relative_to(smoke_run).as_posix() for p in smoke_run.glob("results/smoke/*/scorecard.md"))
     assert figures and len(cards) >= 6
     for path in figures + [c.removesuffix(".md") + ".html" for c in cards]:
-        assert path in page, path
-    for table in smoke_run.glob("results/smoke/*/**/*.md"):  # every table: as its HTML page, or as itself
+        assert path in results, path
+    for table in smoke_run.glob("results/smoke/*/**/*.md"):  # every table as its HTML page (issue 26)
         rel = table.relative_to(smoke_run).as_posix()
-        assert rel in page or rel.removesuffix(".md") + ".html" in page, rel
+        assert rel.removesuffix(".md") + ".html" in results, rel
+
+
+def test_smoke_report_reads_in_a_browser(smoke_run, smoke_report):
+    """Issue 26: what a user sees. Figures are images (not PDFs a browser may not show), no caption
+    turns a metric name into a mailto: link, no local path leaks into a report made to be shared,
+    items are filed in subcategories with labels in the paper's order, tables are HTML."""
+    page, results, categories = smoke_report
+    figures = {path: r for path, r in results.items() if "/figures/" in path}
+    assert len(figures) >= 20
+    assert {r["mime_type"] for r in figures.values()} <= {"image/png", "image/svg+xml"}, \
+        sorted(path for path, r in figures.items() if not r["mime_type"].startswith("image/"))
+    assert "mailto:" not in page
+    # house style: at most MAX_WIDTH_IN wide at PNG_DPI (>= 150 dpi), so text stays readable at 100 %
+    from PIL import Image
+
+    from recrepro.plotting import MAX_WIDTH_IN, PNG_DPI
+
+    assert PNG_DPI >= 150
+    for path in figures:
+        width_px = Image.open(smoke_run / path).size[0]
+        assert width_px <= (MAX_WIDTH_IN + 0.3) * PNG_DPI, (path, width_px)
+    # the user's file system stays out (job parameters included: the interpreter is not a param)
+    for local in {str(REPO), str(smoke_run), str(Path(sys.executable).parent.parent)}:
+        assert local not in page, local
+    subcategories = {sub for subs in categories.values() for sub in subs}
+    assert {"Figures", "Tables", "Scorecard"} <= subcategories and "Other" not in subcategories
+    assert not [path for path in results if path.endswith(".md")]  # Markdown is never a download
+    tables = [path for subs in categories.values() for path in subs.get("Tables", [])]
+    assert tables and all(results[path]["mime_type"] == "text/html" for path in tables)
+    # every item has labels; PRISM's figures sort (as text, like the report) in the paper's order
+    assert all(r["labels"] for r in results.values())
+    prism = sorted(results[path]["labels"]["figure"] for path in categories["PRISM"]["Figures"])
+    numbers = [int(re.match(r"Fig\. (\d+)", label).group(1)) for label in prism]
+    assert numbers == sorted(numbers) and numbers[0] == 1 and numbers[-1] == 11
+    # the smoke scorecards show smoke checks, and they pass
+    for paper in ("baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"):
+        card = pd.read_csv(smoke_run / f"results/smoke/{paper}/scorecard.csv")
+        checks = card[card["source"].str.startswith("smoke check")]
+        assert len(checks) >= 2 and set(checks["verdict"]) == {"pass"}, (paper, checks[["method", "note"]])
 
 
 @pytest.mark.realdata

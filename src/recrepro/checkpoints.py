@@ -352,17 +352,39 @@ def remove_checkpoint(path: str | Path | None) -> None:
 class Throttle:
     """Decides when to write: after every epoch by default, else at most every ``min_seconds``.
 
+    A costly write (one second or more) also spaces the next one so that writing takes at
+    most ``max_overhead`` of the wall time: after a write of ``w`` seconds the next is due
+    ``w / max_overhead`` seconds later (capped at ``max_seconds``). Small states (PRISM's tables: tens of MB) are still written every
+    epoch; FedRAP's dense private tables (4 GB on LastFM) would otherwise cost more than the
+    rounds they protect, and are written every few minutes instead.
     ``ready(force=True)`` (the last epoch) is always True.  Each True resets the clock.
     """
 
-    def __init__(self, min_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, min_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic, *,
+                 max_overhead: float = 0.1, max_seconds: float = 600.0) -> None:
         self.min_seconds = float(min_seconds)
         self.clock = clock
         self.last = clock()
+        self.max_overhead = float(max_overhead)
+        self.max_seconds = float(max_seconds)
+        self.write_seconds = 0.0
+
+    def wrote(self, seconds: float) -> None:
+        """Record that a write took ``seconds`` (the clock restarts at its end)."""
+        self.write_seconds = float(seconds)
+        self.last = self.clock()
+
+    #: Writes faster than this never space the next one out (every epoch stays every epoch).
+    CHEAP_WRITE_SECONDS = 1.0
+
+    def interval(self) -> float:
+        costly = self.write_seconds >= self.CHEAP_WRITE_SECONDS and self.max_overhead > 0
+        adaptive = self.write_seconds / self.max_overhead if costly else 0.0
+        return max(self.min_seconds, min(self.max_seconds, adaptive))
 
     def ready(self, force: bool = False) -> bool:
         now = self.clock()
-        if force or self.min_seconds <= 0 or now - self.last >= self.min_seconds:
+        if force or now - self.last >= self.interval():
             self.last = now
             return True
         return False
@@ -393,7 +415,9 @@ class Checkpointer:
         """Write ``state`` (or ``state()``, built only when due) if the throttle allows; True if written."""
         if not self.throttle.ready(force=final):
             return False
+        started = time.monotonic()
         save_checkpoint(self.path, state() if callable(state) else state, key=self.key, arrays=arrays)
+        self.throttle.wrote(time.monotonic() - started)
         return True
 
     def remove(self) -> None:

@@ -14,7 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,8 @@ def cmd_data_fetch(args: argparse.Namespace) -> None:
     from recrepro.datasets import fetch_dataset
 
     mirror = Path(args.mirror) if args.mirror else None
-    path = fetch_dataset(args.dataset, Path(args.raw_dir), mirror=mirror, urls_allowed=not args.no_download)
+    path = fetch_dataset(args.dataset, Path(args.raw_dir), mirror=mirror, urls_allowed=not args.no_download,
+                         strict=args.strict_checksums)
     log.info("fetched %s -> %s", args.dataset, path)
 
 
@@ -74,7 +78,8 @@ def cmd_data_describe(args: argparse.Namespace) -> None:
 
 
 def cmd_data_preprocess(args: argparse.Namespace) -> None:
-    from recrepro.datasets import load_raw
+    from recrepro.datasets import get_dataset, load_raw
+    from recrepro.datasets.download import verify_raw_files
     from recrepro.preprocessing import preprocess, resolve_recipe, write_preprocessed
 
     cfg = _load_config(args.config) if args.protocols is None else None
@@ -83,6 +88,12 @@ def cmd_data_preprocess(args: argparse.Namespace) -> None:
     recipe = resolve_recipe(protocols, args.protocol, args.dataset, switches)
     raw_dir = Path(args.raw_dir or Path(args.data_root) / "raw" / args.dataset)
     out_dir = Path(args.out_dir or Path(args.data_root) / "processed" / args.dataset / args.protocol)
+    if not get_dataset(args.dataset).generated:
+        # a byte changed in data/raw/ after the fetch must not flow into the processed data
+        started = time.perf_counter()
+        verify_raw_files(get_dataset(args.dataset), raw_dir)
+        log.info("%s: raw files match fetch.json (size, sha256) [%.2f s]", args.dataset,
+                 time.perf_counter() - started)
     result = preprocess(load_raw(args.dataset, raw_dir), recipe)
     write_preprocessed(result, out_dir)
     stats = result.stats()
@@ -132,14 +143,24 @@ def cmd_scorecard(args: argparse.Namespace) -> None:
     if args.summary:
         _scorecard_summary(args)
         return
-    missing = [flag for flag, value in (("--paper", args.paper), ("--expected", args.expected),
-                                        ("--out-md", args.out_md), ("--out-csv", args.out_csv)) if not value]
+    missing = [flag for flag, value in (("--paper", args.paper), ("--out-md", args.out_md),
+                                        ("--out-csv", args.out_csv)) if not value]
     if missing:
         raise SystemExit(f"recrepro scorecard: {', '.join(missing)} required (or --summary)")
+    expected = Path(args.expected) if args.expected else Path(__file__).parent / "expected" / f"{args.paper}.yaml"
+    if args.expected_sha256:
+        from recrepro.io import sha256_file
+
+        actual = sha256_file(expected)
+        if actual != args.expected_sha256:
+            # edited while the run was going: this scorecard uses the new numbers, and the next run
+            # (whose param is the new digest) builds it again anyway
+            log.warning("%s changed since the run was planned (sha256 %s, planned %s); using it as it is now",
+                        expected, actual, args.expected_sha256)
     build_scorecard(
         paper=args.paper,
         tier=args.tier,
-        expected_path=Path(args.expected),
+        expected_path=expected,
         run_dirs=[Path(p).parent if p.endswith(".json") else Path(p) for p in args.runs],
         out_md=Path(args.out_md),
         out_csv=Path(args.out_csv),
@@ -211,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw-dir", required=True)
     p.add_argument("--mirror", default=None)
     p.add_argument("--no-download", action="store_true", help="never use the network")
+    p.add_argument("--strict-checksums", action="store_true",
+                   help="refuse files with no published digest instead of trusting them on first use")
     p.set_defaults(func=cmd_data_fetch)
 
     p = dsub.add_parser("availability", help="which datasets a mirror holds (results/<tier>/datasets.json)")
@@ -257,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("scorecard", help="compare runs with the published numbers (or --summary over papers)")
     p.add_argument("--paper")
     p.add_argument("--tier", required=True)
-    p.add_argument("--expected")
+    p.add_argument("--expected", help="published numbers (default: the package's expected/<paper>.yaml)")
+    p.add_argument("--expected-sha256", default=None,
+                   help="the digest the workflow planned with: a warning when the file changed since")
     p.add_argument("--out-md")
     p.add_argument("--out-csv")
     p.add_argument("--seeds-required", type=int, default=None,
@@ -285,18 +310,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Failures with a message written for the user (checksum, format, missing data, config,
+#: non-finite training): reported in a few lines, without a traceback.
+KNOWN_ERRORS = (ValueError, LookupError, OSError, RuntimeError)
+TRACEBACK_ENV = "RECREPRO_TRACEBACK"
+
+
+def report_error(exc: BaseException, prog: str = "recrepro") -> None:
+    """Print ``exc`` as the last lines of stderr (the job's log), ``prog: error: Type: message``."""
+    print(f"{prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    print(f"{prog}: (set {TRACEBACK_ENV}=1 for the traceback)", file=sys.stderr)
+
+
+def run_main(main_func: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None,
+             prog: str = "recrepro") -> int:
+    """Run an entry point's ``main``; a known failure ends it with a short message and status 1.
+
+    Snakemake shows a failing job's log on the console (``show-failed-logs`` in the
+    profiles): its last lines should say what went wrong, not end in a traceback.
+    ``RECREPRO_TRACEBACK=1`` re-raises, for debugging.
+    """
+    try:
+        return int(main_func(argv) or 0)
+    except KNOWN_ERRORS as exc:
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        report_error(exc, prog)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         args.func(args)
-    except (ValueError, LookupError, OSError, RuntimeError) as exc:
+    except KNOWN_ERRORS as exc:
         # Known failure modes (checksum, format, missing data, non-finite training) are
         # reported as one clear line; the traceback is only shown with -v.
-        if args.verbose:
+        if args.verbose or os.environ.get(TRACEBACK_ENV):
             raise
-        print(f"recrepro: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        report_error(exc)
         return 1
     return 0
 

@@ -68,6 +68,39 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
     return frame
 
 
+def _published_cells(papers: Sequence[str]) -> set[tuple[str, str, str]]:
+    """(paper, dataset, method) of every expected entry with a published value."""
+    from recrepro.scorecard import expected_path, load_expected
+
+    cells = set()
+    for paper in papers:
+        try:
+            expected = load_expected(expected_path(paper))
+        except (FileNotFoundError, ValueError):
+            continue
+        cells |= {(paper, e.dataset, e.method) for e in expected.entries if e.published is not None}
+    return cells
+
+
+def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]]) -> pd.Series:
+    """1: a run of a published cell on its first seed; 2: its other seeds; 3: everything else (figure sweeps).
+
+    A tuned-weight-decay cell (``<backbone>_<loss>_tunedwd``) needs its grid runs
+    (``<backbone>_<loss>_wd*``) on the first seed; its other seeds follow the pick.
+    """
+    first_seed = frame.assign(seed=frame["run_dir"].str.extract(r"seed(\d+)$")[0].astype(int)) \
+        .groupby(["paper", "dataset"])["seed"].transform("min")
+    seeds = frame["run_dir"].str.extract(r"seed(\d+)$")[0].astype(int)
+    tuned = frame["method"].str.replace(r"_wd[0-9a-z]+$", "_tunedwd", regex=True)
+    is_published = [(p, d, m) in published or (p, d, t) in published
+                    for p, d, m, t in zip(frame["paper"], frame["dataset"], frame["method"], tuned)]
+    grid_other_seed = (frame["method"] != tuned) & (seeds != first_seed)
+    priority = pd.Series(3, index=frame.index)
+    priority[pd.Series(is_published, index=frame.index) & (seeds == first_seed)] = 1
+    priority[pd.Series(is_published, index=frame.index) & (seeds != first_seed) & ~grid_other_seed] = 2
+    return priority
+
+
 def _hours(x: float) -> str:
     return f"{x:.2f}" if x >= 0.01 else ("0" if x == 0 else "<0.01")
 
@@ -122,6 +155,25 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> st
                          f"{_hours(float(est.sum())) if len(est) else 'not measured'} |")
         lines += ["", f"Remaining: {len(todo)} jobs; the {len(todo) - unpriced} priced ones ≈ {_hours(total)} CPU-hours "
                   f"on this tier's settings; {unpriced} jobs have no measured job of their kind yet.", ""]
+        here = todo[[availability.get(d, "missing") != "missing" for d in todo["dataset"]]].copy()
+        if len(here):
+            here["priority"] = queue_priority(here, _published_cells(sorted(set(frame["paper"]))))
+            names = {1: "published cells, first seed", 2: "published cells, other seeds",
+                     3: "figure sweeps and unpublished runs"}
+            lines += ["## Queue (data here, in order)", "",
+                      "What to run next with the data at hand: published cells at the paper's budget on one seed, then "
+                      "their other seeds (a tuned weight decay's other seeds follow its pick on the first seed), then "
+                      "the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
+                      "`snakemake --cores 2 results/paper/<paper>/runs/<dataset>/.../<method>/seed<k>/metrics.json "
+                      "--config tier=paper`.", "",
+                      "| order | paper | dataset | jobs | estimated CPU-hours | methods |", "|---:|---|---|---:|---:|---|"]
+            for (prio, paper, dataset), g in here.groupby(["priority", "paper", "dataset"], sort=True):
+                est = g["estimate"].dropna()
+                methods = sorted(set(g["method"]))
+                shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6 else "")
+                lines.append(f"| {prio}: {names[prio]} | {paper} | {dataset} | {len(g)} | "
+                             f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {shown} |")
+            lines.append("")
     lines += [f"Recorded: {len(done)} of {len(frame)} paper-tier jobs, "
               f"{_hours(float(done['cpu_hours'].astype(float).sum()))} CPU-hours.", ""]
     return "\n".join(lines)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from recrepro.io import read_json
-from recrepro.plotting import new_figure, plot_metric_bars, save_figure
+from recrepro.plotting import panel_grid, plot_metric_bars, save_figure
 
 
 def _headline_metric(overall: dict[str, float]) -> str:
@@ -32,12 +32,13 @@ def figure_baselines(metrics_files: list[Path], out_pdf: Path, out_png: Path, *,
     if not cells:
         raise ValueError("figure_baselines: no runs given")
     keys = sorted(cells)
-    fig, axes = new_figure(ncols=len(keys), width=max(3.2, 2.6 * len(keys)))
-    for ax, key in zip(np.atleast_1d(axes), keys, strict=True):
+    fig, axes = panel_grid(len(keys), max_cols=4, panel_width=max(1.85, 3.2 / len(keys)), panel_height=2.6)
+    for ax, key in zip(axes, keys, strict=True):
         series = {meth: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None)
                   for meth, v in sorted(cells[key].items())}
         plot_metric_bars(ax, series, metric=metric_of[key], n_seeds={m: len(v) for m, v in cells[key].items()})
-        ax.set_title(f"{key[2]}\n({key[1]})", fontsize="small")
+        prefix = f"{key[0]}\n" if len({k[0] for k in keys}) > 1 else ""  # one dataset: named in the caption
+        ax.set_title(f"{prefix}{key[2]}\n({key[1]})", fontsize=8)
     datasets = ", ".join(sorted({k[0] for k in keys}))
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=datasets,
                 caption="reference baselines; bars: mean over split seeds, error bars: sd")

@@ -76,6 +76,14 @@ def write_text(path: str | Path, text: str) -> None:
         tmp.write_text(text)
 
 
+def copy_file(src: str | Path, dst: str | Path) -> None:
+    """Copy ``src`` to ``dst`` through a temporary sibling (``dst`` is never half-written)."""
+    import shutil
+
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
 def write_parquet(path: str | Path, frame: pd.DataFrame) -> None:
     """Write a DataFrame to parquet deterministically (no pandas index, no timestamps in metadata)."""
     import pyarrow as pa

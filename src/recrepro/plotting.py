@@ -8,12 +8,27 @@ axes explicitly rather than through global ``rcParams``.
 Every saved figure carries a caption line ``tier: <tier> · dataset: <dataset> · <caption>``
 so a smoke-tier plot cannot be mistaken for a real one, and is written atomically as
 PDF and PNG with fixed metadata (identical input gives identical bytes).
+
+The house style, in one place:
+
+* a colour-blind-safe palette (Okabe-Ito) with a **fixed colour per method across all the
+  figures of a paper** (:func:`fixed_colors`: the paper's method order decides, not the
+  figure's), plus marker and dash for papers with more methods than colours
+  (:func:`method_styles`);
+* figures at most :data:`MAX_WIDTH_IN` wide, panels in a grid (:func:`panel_grid`), constrained
+  layout, font sizes from :data:`FONT_SIZES` (colour bars too: :func:`add_colorbar`), PNG at
+  :data:`PNG_DPI` dpi, so text stays readable at 100 % zoom on a laptop screen;
+* **one legend per figure** (:func:`figure_legend`), outside the panels;
+* published values drawn as **hollow markers** beside ours (:func:`plot_published`), the legend
+  saying which is which (:func:`published_handles`);
+* dense scatters rasterised (:func:`scatter`), so the PDFs stay small.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -22,8 +37,11 @@ from typing import Any
 import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.colorbar import Colorbar
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
 
 from recrepro.io import atomic_path
 
@@ -42,10 +60,22 @@ OVERFLOW_COLORS: tuple[str, ...] = ("#000000", "#F0E442")
 #: Reference baselines always get the same neutral colours.
 FIXED_METHOD_COLORS: Mapping[str, str] = {"random": "#999999", "mostpop": "#555555"}
 
+#: Every colour a figure may use, in the order :func:`fixed_colors` hands them out.
+COLORS: tuple[str, ...] = (*PALETTE, *OVERFLOW_COLORS)
+#: Markers and dashes that tell methods apart beyond the colours (and in greyscale print).
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
+LINESTYLES: tuple[str, ...] = ("-", "--", ":", "-.")
+
 #: Default figure width in inches (a full text width); height follows a 4:3 panel.
 DEFAULT_WIDTH_IN = 6.0
+#: Widest figure: a wider one is shrunk to this (at 100 % zoom its PNG is still about a laptop
+#: screen wide, so 8 pt text stays readable); more panels go into more rows (:func:`panel_grid`).
+MAX_WIDTH_IN = 7.5
 PANEL_ASPECT = 0.75
+#: PNG resolution (the report shows the PNGs; at least 150 dpi).
 PNG_DPI = 200
+#: A scatter with more points than this is rasterised (:func:`scatter`).
+DENSE_POINTS = 500
 FONT_SIZES = {"tick": 8, "label": 9, "title": 10, "legend": 8, "caption": 7, "annotation": 7}
 CAPTION_COLOR = "#444444"
 CAPTION_SEPARATOR = " · "
@@ -107,7 +137,7 @@ def new_figure(
     ncols, nrows:
         Panel grid.
     width:
-        Figure width in inches.
+        Figure width in inches, at most :data:`MAX_WIDTH_IN` (a wider one is shrunk to it).
     height:
         Figure height in inches; default gives each panel a 4:3 aspect.
     sharex, sharey:
@@ -121,6 +151,7 @@ def new_figure(
     """
     if ncols < 1 or nrows < 1:
         raise ValueError(f"need at least one panel, got ncols={ncols}, nrows={nrows}")
+    width = min(float(width), MAX_WIDTH_IN)
     if height is None:
         height = width / ncols * PANEL_ASPECT * nrows
     figure = Figure(figsize=(width, height), layout="constrained")
@@ -128,6 +159,49 @@ def new_figure(
     for ax in np.atleast_1d(axes).ravel():
         style_axes(ax)
     return figure, axes
+
+
+def panel_grid(
+    n_panels: int,
+    *,
+    max_cols: int = 3,
+    panel_width: float = 2.5,
+    panel_height: float | None = None,
+    sharex: bool = False,
+    sharey: bool = False,
+) -> tuple[Figure, list[Axes]]:
+    """A figure with ``n_panels`` panels in a grid of at most ``max_cols`` columns (row-major).
+
+    Panels the grid has beyond ``n_panels`` are hidden.
+
+    Parameters
+    ----------
+    n_panels:
+        Number of panels.
+    max_cols:
+        Columns at most; the rows follow.
+    panel_width, panel_height:
+        Size of one panel in inches (height default: 4:3); the figure is at most
+        :data:`MAX_WIDTH_IN` wide, so many columns get narrower panels.
+    sharex, sharey:
+        Share axes between panels.
+
+    Returns
+    -------
+    (Figure, list of Axes)
+        The figure and its ``n_panels`` visible axes in reading order.
+    """
+    if n_panels < 1:
+        raise ValueError(f"need at least one panel, got {n_panels}")
+    ncols = min(n_panels, max(1, max_cols))
+    nrows = math.ceil(n_panels / ncols)
+    width = min(MAX_WIDTH_IN, ncols * panel_width)
+    height = nrows * (panel_height if panel_height is not None else width / ncols * PANEL_ASPECT)
+    figure, axes = new_figure(ncols, nrows, width=width, height=height, sharex=sharex, sharey=sharey)
+    flat = list(np.atleast_1d(axes).ravel())
+    for ax in flat[n_panels:]:
+        ax.set_visible(False)
+    return figure, flat[:n_panels]
 
 
 # -------------------------------------------------------------------------- colours
@@ -171,6 +245,57 @@ def method_colors(methods: Sequence[str]) -> dict[str, str]:
     return {method: colors[method] for method in methods}
 
 
+def fixed_colors(order: Sequence[str]) -> dict[str, str]:
+    """The colour of every method of a paper: the i-th method of the paper's order gets the i-th of :data:`COLORS`.
+
+    Every figure of a paper looks its methods up in the same mapping, so a method keeps its
+    colour from figure to figure whichever subset a figure shows (unlike :func:`method_colors`,
+    which resolves clashes per figure). Reference baselines keep :data:`FIXED_METHOD_COLORS`.
+    Past :data:`COLORS` the colours repeat; :func:`method_styles` adds marker and dash.
+
+    Parameters
+    ----------
+    order:
+        The paper's methods (or series) in its own order: the order of its tables and legends.
+
+    Returns
+    -------
+    dict
+        ``{method: colour}`` in ``order``.
+    """
+    colors: dict[str, str] = {}
+    index = 0
+    for method in dict.fromkeys(order):
+        if method in FIXED_METHOD_COLORS:
+            colors[method] = FIXED_METHOD_COLORS[method]
+            continue
+        colors[method] = COLORS[index % len(COLORS)]
+        index += 1
+    return colors
+
+
+def method_styles(order: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Line keywords (``color``, ``marker``, ``linestyle``) per method of a paper's method order.
+
+    Colours as :func:`fixed_colors`; the marker follows the position too and the dash changes
+    each time the colours wrap around, so even a paper with more methods than colours has a
+    distinct style per method.
+    """
+    colors = fixed_colors(order)
+    styles: dict[str, dict[str, Any]] = {}
+    for position, method in enumerate(dict.fromkeys(order)):
+        styles[method] = {"color": colors[method], "marker": MARKERS[position % len(MARKERS)],
+                          "linestyle": LINESTYLES[(position // len(COLORS)) % len(LINESTYLES)]}
+    return styles
+
+
+def ordered(methods: Sequence[str], order: Sequence[str]) -> list[str]:
+    """``methods`` (deduplicated) in the paper's ``order``; methods it does not list follow, sorted."""
+    present = list(dict.fromkeys(methods))
+    known = [m for m in order if m in present]
+    return known + sorted(m for m in present if m not in order)
+
+
 # ----------------------------------------------------------------------------- plots
 
 
@@ -191,8 +316,9 @@ def errorbar_lines(
     colors: Mapping[str, str] | None = None,
     capsize: float = 2.5,
     legend: bool = True,
+    band: bool = False,
 ) -> dict[str, str]:
-    """One line with ±sd error bars per method.
+    """One line with ±sd error bars (or a shaded ±sd band) per method.
 
     Parameters
     ----------
@@ -208,7 +334,10 @@ def errorbar_lines(
     capsize:
         Error-bar cap size in points.
     legend:
-        Add a legend.
+        Add a legend to the axes (leave it out and call :func:`figure_legend` for one per figure).
+    band:
+        Draw the sd as a shaded band around the line (as papers that say "filled regions
+        denote standard deviation") instead of error bars.
 
     Returns
     -------
@@ -221,8 +350,16 @@ def errorbar_lines(
         mean_values = np.asarray(means, dtype=np.float64)
         if mean_values.shape != x_values.shape:
             raise ValueError(f"{method}: {mean_values.size} means for {x_values.size} x values")
+        sd_values = _sd_array(sds, x_values.size)
+        if band:
+            ax.plot(x_values, mean_values, label=method, color=colors[method], marker="o", markersize=3.5,
+                    linewidth=1.2)
+            if sd_values is not None and np.any(sd_values > 0):
+                ax.fill_between(x_values, mean_values - sd_values, mean_values + sd_values, color=colors[method],
+                                alpha=0.2, linewidth=0)
+            continue
         ax.errorbar(
-            x_values, mean_values, yerr=_sd_array(sds, x_values.size), label=method,
+            x_values, mean_values, yerr=sd_values, label=method,
             color=colors[method], marker="o", markersize=3.5, linewidth=1.2, capsize=capsize, elinewidth=0.8,
         )
     if legend and series:
@@ -283,6 +420,120 @@ def plot_metric_bars(
     return bars
 
 
+def scatter(ax: Axes, x: Any, y: Any, **kwargs: Any) -> Any:
+    """``ax.scatter`` that rasterises a dense cloud (more than :data:`DENSE_POINTS` points).
+
+    Thousands of vector dots make a PDF slow to open; rasterised they are one image inside
+    the PDF while axes and text stay vector.
+    """
+    n_points = int(np.size(x))
+    kwargs.setdefault("rasterized", n_points > DENSE_POINTS)
+    kwargs.setdefault("linewidths", 0)
+    return ax.scatter(x, y, **kwargs)
+
+
+def add_colorbar(figure: Figure, mappable: Any, ax: Axes, label: str) -> Colorbar:
+    """A colour bar for ``mappable`` beside ``ax`` with the house font sizes (not larger than the axes')."""
+    bar = figure.colorbar(mappable, ax=ax)
+    bar.set_label(label, size=FONT_SIZES["label"])
+    bar.ax.tick_params(labelsize=FONT_SIZES["tick"])
+    bar.ax.yaxis.get_offset_text().set_size(FONT_SIZES["tick"])
+    return bar
+
+
+#: How published values look: hollow markers, drawn above our lines.
+PUBLISHED_STYLE: Mapping[str, Any] = {"markerfacecolor": "none", "markersize": 8, "markeredgewidth": 1.6,
+                                      "linestyle": "none", "zorder": 6}
+#: Neutral colour of the "ours" / "published" legend keys.
+KEY_COLOR = "#333333"
+
+
+def plot_published(ax: Axes, x: Any, y: Any, *, color: str, marker: str = "o", label: str | None = None) -> Line2D:
+    """Published values as hollow markers (``x``, ``y`` scalars or sequences) in the method's colour.
+
+    Draw ours filled and the paper's hollow, next to each other, and add
+    :func:`published_handles` to the figure legend so that it says which is which.
+    """
+    (line,) = ax.plot(np.atleast_1d(x), np.atleast_1d(y), marker=marker, color=color, markeredgecolor=color,
+                      label=label, **PUBLISHED_STYLE)
+    line.set_gid("recrepro-published")
+    return line
+
+
+def published_handles(source: str = "paper") -> tuple[list[Line2D], list[str]]:
+    """Two legend keys: a filled marker for ours, a hollow one for the published value (``source``)."""
+    ours = Line2D([], [], color=KEY_COLOR, marker="o", markersize=6, linestyle="none")
+    published = Line2D([], [], color=KEY_COLOR, marker="o", markeredgecolor=KEY_COLOR, **PUBLISHED_STYLE)
+    return [ours, published], ["ours (filled)", f"published, {source} (hollow)"]
+
+
+def figure_legend(
+    figure: Figure,
+    axes: Sequence[Axes] | Axes | None = None,
+    *,
+    extra: tuple[Sequence[Any], Sequence[str]] | None = None,
+    loc: str = "outside upper center",
+    ncols: int | None = None,
+    title: str | None = None,
+) -> Legend | None:
+    """One legend for the whole figure, outside the panels (constrained layout makes room).
+
+    Above the panels by default: the caption :func:`save_figure` adds goes below them, and the
+    saved file's tight bounding box moves a figure legend anchored at the bottom onto it.
+
+    Collects the labelled artists of ``axes`` (default: every axes of the figure), keeps the
+    first of each label, removes the axes' own legends and draws one figure legend.
+
+    Parameters
+    ----------
+    figure:
+        The figure (from :func:`new_figure` / :func:`panel_grid`).
+    axes:
+        Where to collect handles; default all axes of the figure.
+    extra:
+        ``(handles, labels)`` appended after the collected ones (e.g. :func:`published_handles`).
+    loc:
+        A constrained-layout "outside" location above or beside the panels
+        (``"outside upper center"``, ``"outside right upper"``); not ``"outside lower ..."``.
+    ncols:
+        Legend columns; default as many as fit the figure width.
+    title:
+        Legend title.
+
+    Returns
+    -------
+    Legend or None
+        ``None`` when there is nothing to label.
+    """
+    if loc.startswith("outside lower"):
+        raise ValueError("a figure legend below the panels would collide with the caption; use loc="
+                         "'outside upper center' or 'outside right upper'")
+    if axes is None:
+        axes = figure.axes
+    axes = list(np.atleast_1d(axes).ravel())
+    handles: list[Any] = []
+    labels: list[str] = []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label and not label.startswith("_") and label not in labels:
+                handles.append(handle)
+                labels.append(label)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if extra is not None:
+        handles += list(extra[0])
+        labels += list(extra[1])
+    if not handles:
+        return None
+    if ncols is None:
+        longest = max(len(label) for label in labels)
+        entry_in = (longest * FONT_SIZES["legend"] * 0.55 + 28) / 72  # text + key + padding, inches
+        fit = max(1, min(len(labels), int(figure.get_size_inches()[0] / entry_in)))
+        ncols = math.ceil(len(labels) / math.ceil(len(labels) / fit))  # balanced rows
+    return figure.legend(handles, labels, loc=loc, ncols=ncols, fontsize=FONT_SIZES["legend"], frameon=False,
+                         title=title, title_fontsize=FONT_SIZES["legend"])
+
+
 # ---------------------------------------------------------------------------- saving
 
 
@@ -338,11 +589,20 @@ def save_figure(
     caption:
         Free text appended to the caption line.
 
+    Raises
+    ------
+    ValueError
+        The figure has more than one legend (one per figure: :func:`figure_legend`).
+
     Returns
     -------
     str
         The caption line added to the figure.
     """
+    legends = len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes)
+    if legends > 1:
+        raise ValueError(f"{Path(out_pdf).name}: {legends} legends; the house style has one per figure "
+                         "(recrepro.plotting.figure_legend)")
     text = caption_line(tier, dataset, caption)
     _add_caption(fig, text)
     with contextlib.ExitStack() as stack:

@@ -152,6 +152,14 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
         "mirror held (`datasets.json`); `run`: with at least one seed; `full_budget_all_seeds`: every seed of "
         "the protocol at its full budget; `capped`: run with fewer seeds or a cut budget, said in the row.",
         "",
+        "A run record (`<paper>/runs/<dataset>/.../<method>/seed<k>/`) holds `metrics.json` (test metrics), "
+        "its history (per-epoch or per-round curves), `provenance.json` (code commit, config hash, split "
+        "manifest sha256, seed, device, threads, wall time, peak memory) and `timings.json`; never weights, "
+        "data, splits or recommendation lists. Per-user metrics and per-item magnitudes are kept only where a "
+        "table or figure here reads them. Deviations from the papers are explained in "
+        "[docs/deviations.md](../../docs/deviations.md); the cost of every job and the queue of what remains "
+        "are in [docs/compute.md](../../docs/compute.md).",
+        "",
         "| paper | published | reachable | run | full budget, all seeds | within tolerance | capped |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]

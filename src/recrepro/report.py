@@ -21,14 +21,24 @@ import pandas as pd
 
 __all__ = ["markdown_to_html", "scorecard_html", "table_html", "verdict_counts"]
 
+# Wide tables (scorecards with long notes) wrap inside the page instead of running off its right
+# edge: the report shows these pages in a frame as wide as its content column.
 _STYLE = """
-body { font-family: sans-serif; font-size: 13px; margin: 1em; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
+body { font-family: sans-serif; font-size: 13px; margin: 1em; max-width: 100%; }
+table { border-collapse: collapse; margin: 0.5em 0; width: 100%; table-layout: auto; font-size: 12px; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; word-break: normal; }
 th { background: #f0f0f0; }
-td.within { background: #e3f6e3; } td.deviates { background: #fbe3e3; } td.not_run { background: #eee; }
+td.num { white-space: nowrap; text-align: right; }
+td:last-child { min-width: 12em; }
+td.within, td.pass { background: #e3f6e3; } td.deviates, td.fail { background: #fbe3e3; }
+td.not_run { background: #eee; }
 .counts span { margin-right: 1.5em; }
+code { overflow-wrap: break-word; }
 """
+_NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?%?$")
+#: Verdict cells are coloured by their first word (``**fail**: ...`` is ``fail``).
+_VERDICT_WORD = re.compile(r"^\**([a-z_]+)\**")
 
 
 def _inline(text: str) -> str:
@@ -37,6 +47,14 @@ def _inline(text: str) -> str:
     out = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
     out = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', out)
     return out
+
+
+def _breakable(cell_html: str) -> str:
+    """Let long names wrap inside a narrow table column: a break opportunity (``<wbr>``) after ``_``,
+    ``/`` and ``#`` and before ``@``, in the text only (never inside a tag or its attributes)."""
+    parts = re.split(r"(<[^>]+>)", cell_html)
+    return "".join(part if part.startswith("<") else re.sub(r"([_/#])(?=\w)", r"\1<wbr>", part).replace("@", "<wbr>@")
+                   for part in parts)
 
 
 def _cells(line: str) -> list[str]:
@@ -68,13 +86,19 @@ def markdown_to_html(md: str) -> str:
             header = _cells(rows[0])
             body = [r for r in rows[1:] if not re.fullmatch(r"\s*\|?[\s:\-|]+\|?\s*", r)]
             verdict_col = header.index("verdict") if "verdict" in header else None
-            out = ["<table>", "<tr>" + "".join(f"<th>{_inline(h)}</th>" for h in header) + "</tr>"]
+            out = ["<table>", "<tr>" + "".join(f"<th>{_breakable(_inline(h))}</th>" for h in header) + "</tr>"]
             for row in body:
                 cells = _cells(row)
                 tds = []
                 for k, cell in enumerate(cells):
-                    cls = f' class="{html.escape(cell)}"' if k == verdict_col and cell else ""
-                    tds.append(f"<td{cls}>{_inline(cell)}</td>")
+                    word = _VERDICT_WORD.match(cell) if k == verdict_col else None
+                    if word:
+                        cls = f' class="{html.escape(word.group(1))}"'
+                    elif _NUMBER.match(cell):
+                        cls = ' class="num"'
+                    else:
+                        cls = ""
+                    tds.append(f"<td{cls}>{_breakable(_inline(cell))}</td>")
                 out.append("<tr>" + "".join(tds) + "</tr>")
             out.append("</table>")
             parts.append("\n".join(out))
@@ -96,9 +120,13 @@ def verdict_counts(csv_path: str | Path) -> Counter:
 
 
 def scorecard_html(md_path: str | Path, csv_path: str | Path, out_path: str | Path) -> None:
-    """Write ``out_path``: the verdict counts, then ``md_path`` rendered."""
+    """Write ``out_path``: the verdict counts, then ``md_path`` rendered.
+
+    Smoke checks (``pass`` / ``fail``, smoke tier) are counted first, then the verdicts on
+    published values.
+    """
     counts = verdict_counts(csv_path)
-    order = ["within", "deviates", "not_run", "not judged"]
+    order = ["pass", "fail", "within", "deviates", "not_run", "not judged"]
     summary = "".join(f"<span><b>{html.escape(k)}</b>: {counts[k]}</span>"
                       for k in order + sorted(set(counts) - set(order)) if counts.get(k))
     body = markdown_to_html(Path(md_path).read_text())

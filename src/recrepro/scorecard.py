@@ -47,7 +47,17 @@ TOLERANCE_SLACK = 1e-12
 TOLERANCE_KINDS = ("abs", "rel")
 ENTRY_REQUIRED_KEYS = ("source", "dataset", "method", "metric", "published")
 ENTRY_OPTIONAL_KEYS = ("split", "tolerance", "tolerance_kind", "baseline", "deviation", "note")
-FILE_KEYS = ("paper", "reference", "entries")
+FILE_KEYS = ("paper", "reference", "entries", "smoke_checks", "figure_points")
+
+#: Kinds of smoke check (``smoke_checks`` in an expected file; only the smoke tier runs them).
+SMOKE_CHECK_KINDS = ("ran", "greater", "less")
+SMOKE_CHECK_KEYS = ("check", "claim", "source", "methods", "dataset", "split", "method", "metric", "than", "value")
+VERDICT_PASS = "pass"
+VERDICT_FAIL = "fail"
+#: ``figure_points``: published points a figure draws whose position the entries do not give
+#: (an x stated in the text, e.g. epochs to early stop).
+FIGURE_POINT_REQUIRED_KEYS = ("figure", "dataset", "series", "x", "y", "source")
+FIGURE_POINT_KEYS = (*FIGURE_POINT_REQUIRED_KEYS, "note")
 
 _METRIC_KEY = re.compile(r"^(?P<base>[a-z][a-z0-9_]*(@[0-9]+)?)(\[(?P<stratum>[a-z][a-z0-9_]*)\])?$")
 _ANCHOR = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -93,6 +103,41 @@ class ExpectedEntry:
 
 
 @dataclass(frozen=True)
+class SmokeCheck:
+    """What the smoke tier can check on synthetic data (``smoke_checks`` in ``expected/<paper>.yaml``).
+
+    ``ran``: every method of ``methods`` has a run whose metrics are all finite.
+    ``greater`` / ``less``: the seed mean of ``method``'s ``metric`` on ``dataset`` is above /
+    below that of method ``than`` (or the number ``value``): a qualitative ordering of the paper
+    that is expected to hold even on the smoke tier's synthetic data.
+    """
+
+    check: str
+    claim: str
+    source: str | None = None
+    methods: tuple[str, ...] = ()
+    dataset: str | None = None
+    split: str | None = None
+    method: str | None = None
+    metric: str | None = None
+    than: str | None = None
+    value: float | None = None
+
+
+@dataclass(frozen=True)
+class FigurePoint:
+    """A published point a figure draws (``figure_points``): its x comes from the paper's text."""
+
+    figure: str
+    dataset: str
+    series: str
+    x: float
+    y: float
+    source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class ExpectedFile:
     """A validated ``expected/<paper>.yaml``."""
 
@@ -100,6 +145,8 @@ class ExpectedFile:
     paper: str
     reference: str | None
     entries: tuple[ExpectedEntry, ...]
+    smoke_checks: tuple[SmokeCheck, ...] = ()
+    figure_points: tuple[FigurePoint, ...] = ()
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -191,6 +238,77 @@ def _entry_from_mapping(raw: Any) -> ExpectedEntry:
     )
 
 
+def _smoke_check_from_mapping(raw: Any) -> SmokeCheck:
+    if not isinstance(raw, dict):
+        raise ValueError(f"must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(SMOKE_CHECK_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} (allowed: {sorted(SMOKE_CHECK_KEYS)})")
+    kind = raw.get("check")
+    if kind not in SMOKE_CHECK_KINDS:
+        raise ValueError(f"check must be one of {list(SMOKE_CHECK_KINDS)}, got {kind!r}")
+    if not isinstance(raw.get("claim"), str) or not raw["claim"].strip():
+        raise ValueError("claim (what the check shows, in words) must be a non-empty string")
+    for key in ("source", "dataset", "split", "method", "metric", "than"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise ValueError(f"{key} must be a string, got {type(raw[key]).__name__} {raw[key]!r}")
+    for key in ("dataset", "split", "method", "than"):
+        if raw.get(key) is not None and not _NAME.match(raw[key]):
+            raise ValueError(f"{key} {raw[key]!r} is not a plain name (letters, digits, _ . + -)")
+    if kind == "ran":
+        methods = raw.get("methods")
+        if not isinstance(methods, list) or not methods or not all(isinstance(m, str) and _NAME.match(m)
+                                                                    for m in methods):
+            raise ValueError("a 'ran' check needs methods: a non-empty list of method names")
+        extra = sorted(k for k in ("dataset", "split", "method", "metric", "than", "value") if k in raw)
+        if extra:
+            raise ValueError(f"a 'ran' check takes no {extra}")
+        return SmokeCheck(check=kind, claim=raw["claim"], source=raw.get("source"), methods=tuple(methods))
+    missing = [k for k in ("dataset", "method", "metric") if not raw.get(k)]
+    if missing:
+        raise ValueError(f"a '{kind}' check needs {missing}")
+    if "methods" in raw:
+        raise ValueError(f"a '{kind}' check takes method (one), not methods")
+    parse_metric_key(raw["metric"])
+    if (raw.get("than") is None) == (raw.get("value") is None):
+        raise ValueError(f"a '{kind}' check compares with either than (a method) or value (a number)")
+    if raw.get("than") == raw["method"]:
+        raise ValueError("than must differ from method")
+    value = None if raw.get("value") is None else _number(raw["value"], "value")
+    return SmokeCheck(check=kind, claim=raw["claim"], source=raw.get("source"), dataset=raw["dataset"],
+                      split=raw.get("split"), method=raw["method"], metric=raw["metric"], than=raw.get("than"),
+                      value=value)
+
+
+def _figure_point_from_mapping(raw: Any) -> FigurePoint:
+    if not isinstance(raw, dict):
+        raise ValueError(f"must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(FIGURE_POINT_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} (allowed: {sorted(FIGURE_POINT_KEYS)})")
+    missing = [key for key in FIGURE_POINT_REQUIRED_KEYS if key not in raw]
+    if missing:
+        raise ValueError(f"missing keys {missing}")
+    for key in ("figure", "dataset", "series", "source", "note"):
+        if raw.get(key) is not None and (not isinstance(raw[key], str) or not raw[key].strip()):
+            raise ValueError(f"{key} must be a non-empty string")
+    return FigurePoint(figure=raw["figure"], dataset=raw["dataset"], series=raw["series"],
+                       x=_number(raw["x"], "x"), y=_number(raw["y"], "y"), source=raw["source"], note=raw.get("note"))
+
+
+def _validated_list(path: Path, document: Mapping[str, Any], key: str, parse) -> tuple:
+    raw_items = document.get(key, [])
+    if not isinstance(raw_items, list):
+        raise ExpectedFileError(f"{path}: '{key}' must be a list (leave it out for none)")
+    items = []
+    for index, raw in enumerate(raw_items):
+        try:
+            items.append(parse(raw))
+        except ValueError as error:
+            raise ExpectedFileError(f"{path}: {key}[{index}]: {error}") from error
+    return tuple(items)
+
+
 def load_expected(path: str | Path) -> ExpectedFile:
     """Load and validate an expected-numbers file.
 
@@ -198,7 +316,8 @@ def load_expected(path: str | Path) -> ExpectedFile:
     ----------
     path:
         ``expected/<paper>.yaml``: a mapping with ``paper`` (str), optional
-        ``reference`` (str) and ``entries`` (a list; may be empty).
+        ``reference`` (str), ``entries`` (a list; may be empty), and optional
+        ``smoke_checks`` (:class:`SmokeCheck`) and ``figure_points`` (:class:`FigurePoint`).
 
     Raises
     ------
@@ -244,7 +363,10 @@ def load_expected(path: str | Path) -> ExpectedFile:
             )
         seen[identity] = index
         entries.append(entry)
-    return ExpectedFile(path=path, paper=paper, reference=reference, entries=tuple(entries))
+    smoke_checks = _validated_list(path, document, "smoke_checks", _smoke_check_from_mapping)
+    figure_points = _validated_list(path, document, "figure_points", _figure_point_from_mapping)
+    return ExpectedFile(path=path, paper=paper, reference=reference, entries=tuple(entries),
+                        smoke_checks=smoke_checks, figure_points=figure_points)
 
 
 def _entry_label(index: int, raw: Any) -> str:
@@ -258,6 +380,30 @@ def _entry_label(index: int, raw: Any) -> str:
 def expected_path(paper: str) -> Path:
     """Path of the packaged expected-numbers file of ``paper``."""
     return EXPECTED_DIR / f"{paper}.yaml"
+
+
+def published_values(paper: str, path: str | Path | None = None) -> dict[tuple[str, str | None, str, str], float]:
+    """The published numbers of ``paper`` for figures to overlay: ``{(dataset, split, method, metric): value}``.
+
+    Only entries with a published value (anchors without one and ``null`` rows are left out).
+    ``path`` defaults to the packaged ``expected/<paper>.yaml``.
+    """
+    expected = load_expected(path if path is not None else expected_path(paper))
+    return {(e.dataset, e.split, e.method, e.metric): float(e.published)
+            for e in expected.entries if e.published is not None}
+
+
+def published_value(values: Mapping[tuple[str, str | None, str, str], float], dataset: str, method: str,
+                    metric: str) -> float | None:
+    """The one published value of (dataset, method, metric) in :func:`published_values`, any split; else None."""
+    found = [v for (d, _, m, k), v in values.items() if (d, m, k) == (dataset, method, metric)]
+    return found[0] if len(found) == 1 else None
+
+
+def figure_points(paper: str, figure: str, dataset: str, path: str | Path | None = None) -> list[FigurePoint]:
+    """The ``figure_points`` of ``paper`` for one figure (e.g. ``fig4_epochs``) on one dataset."""
+    expected = load_expected(path if path is not None else expected_path(paper))
+    return [p for p in expected.figure_points if p.figure == figure and p.dataset == dataset]
 
 
 # --------------------------------------------------------------------------- runs
@@ -551,6 +697,98 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]
     return lines
 
 
+SMOKE_TIER = "smoke"
+
+
+def _seed_stats(values: Mapping[int, float]) -> tuple[float, float, int]:
+    array = np.array([values[s] for s in sorted(values)], dtype=np.float64)
+    if not array.size:
+        return math.nan, math.nan, 0
+    return float(array.mean()), float(array.std(ddof=1)) if array.size > 1 else math.nan, int(array.size)
+
+
+def smoke_check_rows(paper: str, checks: Sequence[SmokeCheck], runs: _RunIndex,
+                     seeds_required: int | None = None) -> tuple[list[dict[str, Any]], list[list[str]]]:
+    """Evaluate the smoke checks on the runs: csv rows (:data:`SCORECARD_COLUMNS`) and markdown rows.
+
+    A ``ran`` check gives one csv row per method (``metric`` "(all finite)") and one markdown
+    row; an ordering check one row each. Verdict ``pass`` or ``fail`` (a missing run fails).
+    ``ours_mean`` is the seed mean of the check's method, ``diff`` its distance to what it is
+    compared with (positive: above).
+    """
+    csv_rows: list[dict[str, Any]] = []
+    md_rows: list[list[str]] = []
+    tidy = runs.tidy
+
+    def csv_row(check: SmokeCheck, **fields: Any) -> dict[str, Any]:
+        row = {"paper": paper, "source": "smoke check" + (f" ({check.source})" if check.source else ""),
+               "dataset": "", "method": "", "metric": "", "published": math.nan, "tolerance": math.nan,
+               "ours_mean": math.nan, "ours_sd": math.nan, "n_seeds": 0,
+               "seeds_required": seeds_required if seeds_required else math.nan, "budget": "", "diff": math.nan,
+               "verdict": VERDICT_FAIL, "note": check.claim}
+        row.update(fields)
+        return row
+
+    for check in checks:
+        if check.check == "ran":
+            cells, failed = [], []
+            for method in check.methods:
+                sub = tidy[tidy["method"] == method]
+                values = sub["value"].to_numpy(dtype=np.float64)
+                n_runs = int(sub["run_dir"].nunique())
+                finite = bool(n_runs) and bool(np.isfinite(values).all())
+                if not n_runs:
+                    detail = "no run"
+                elif finite:
+                    detail = f"{n_runs} run(s), {len(sub)} metric values, all finite"
+                else:
+                    detail = "non-finite " + ", ".join(sorted(set(sub.loc[~np.isfinite(values), "metric"])))
+                csv_rows.append(csv_row(check, dataset=", ".join(sorted(set(sub["dataset"]))), method=method,
+                                        metric="(all finite)", n_seeds=int(sub["seed"].nunique()),
+                                        verdict=VERDICT_PASS if finite else VERDICT_FAIL,
+                                        note=f"{check.claim}; {detail}"))
+                cells.append(f"{method} ({n_runs})")
+                if not finite:
+                    failed.append(f"{method}: {detail}")
+            datasets = ", ".join(sorted(set(tidy[tidy["method"].isin(check.methods)]["dataset"]))) or "–"
+            md_rows.append([
+                "ran", _md_cell(check.claim + (f" ({check.source})" if check.source else "")), _md_cell(datasets),
+                _md_cell(", ".join(cells)), "all finite", f"{len(check.methods) - len(failed)} of "
+                f"{len(check.methods)} methods (runs)", "",
+                f"**{VERDICT_FAIL}**: " + _md_cell("; ".join(failed)) if failed else VERDICT_PASS,
+            ])
+            continue
+        split = check.split
+        if split is None:
+            splits = runs.splits_of(check.dataset, check.method)
+            split = splits[0] if len(splits) == 1 else None
+        mean, sd, n_seeds = _seed_stats(runs.values(check.dataset, split, check.method, check.metric) if split else {})
+        if check.than is not None:
+            other, _, n_other = _seed_stats(runs.values(check.dataset, split, check.than, check.metric)
+                                            if split else {})
+            other_text = f"{check.than} {other:.4f}" if n_other else f"{check.than}: no run"
+        else:
+            other, n_other = float(check.value), 1
+            other_text = f"{check.value:g}"
+        symbol = ">" if check.check == "greater" else "<"
+        passed = bool(n_seeds and n_other) and (mean > other if check.check == "greater" else mean < other)
+        if n_seeds and n_other:
+            detail = f"{check.method} {mean:.4f} {symbol} {other_text}: {'yes' if passed else 'no'}"
+        else:
+            detail = f"no run of {check.method} on {check.dataset}" if not n_seeds else other_text
+        verdict = VERDICT_PASS if passed else VERDICT_FAIL
+        csv_rows.append(csv_row(check, dataset=check.dataset, method=check.method, metric=check.metric,
+                                ours_mean=mean, ours_sd=sd, n_seeds=n_seeds,
+                                diff=mean - other if (n_seeds and n_other) else math.nan, verdict=verdict,
+                                note=f"{check.claim}; {detail}"))
+        md_rows.append([
+            check.check, _md_cell(check.claim + (f" ({check.source})" if check.source else "")),
+            _md_cell(check.dataset), _md_cell(check.method), _md_cell(check.metric), _md_cell(mean),
+            _md_cell(f"{symbol} {other_text}"), VERDICT_PASS if passed else f"**{VERDICT_FAIL}**",
+        ])
+    return csv_rows, md_rows
+
+
 def build_scorecard(
     paper: str,
     tier: str,
@@ -572,7 +810,11 @@ def build_scorecard(
         Paper key (``exadmm``, ..., or ``baselines``); must match the expected file.
     tier:
         Tier of the runs (``smoke``, ...); every run must carry it. For ``smoke`` the
-        markdown says in bold that the numbers are not comparable to the paper's.
+        markdown says in bold that the numbers are not comparable to the paper's, points to
+        the committed paper-tier scorecard, shows the paper's smoke checks
+        (:func:`smoke_check_rows`, also appended to the csv) and collapses the ``not_run``
+        rows of the published values into one line (the csv keeps them). Other tiers are
+        unchanged by all of this.
     expected_path:
         ``expected/<paper>.yaml`` (see :func:`load_expected`).
     run_dirs:
@@ -713,6 +955,19 @@ def build_scorecard(
         unmatched_tests.append("; ".join(t.describe() for t in row_tests))
     unmatched = unmatched.assign(paired_test=unmatched_tests)
 
+    smoke_md: list[list[str]] | None = None
+    hidden_not_run = 0
+    if tier == SMOKE_TIER:
+        # Published values are on the papers' datasets, which the smoke tier does not run: their
+        # not_run rows stay in the csv but the page shows what the smoke tier can check instead.
+        hidden_not_run = sum(row["verdict"] == VERDICT_NOT_RUN for row in csv_rows)
+        md_rows = [md for md, row in zip(md_rows, csv_rows, strict=True) if row["verdict"] != VERDICT_NOT_RUN]
+        smoke_csv, smoke_md = smoke_check_rows(paper, expected.smoke_checks, runs, seeds_required)
+        if smoke_csv:
+            smoke_frame = pd.DataFrame(smoke_csv, columns=list(SCORECARD_COLUMNS))
+            rows = pd.concat([rows, smoke_frame], ignore_index=True)
+            rows["n_seeds"] = rows["n_seeds"].astype(np.int64)
+
     csv_text = rows.to_csv(index=False, float_format="%.10g", na_rep="", lineterminator="\n")
     last_date, commits, dirty = records_stamp(sorted(set(tidy["run_dir"])))
     if generated_on is None:
@@ -720,6 +975,7 @@ def build_scorecard(
     md_text = _render_markdown(
         paper=paper, tier=tier, expected=expected, md_rows=md_rows, unmatched=unmatched,
         generated_on=generated_on, commits=commits, dirty=dirty, n_runs=int(tidy["run_dir"].nunique()),
+        smoke_md=smoke_md, hidden_not_run=hidden_not_run,
     )
     write_text(out_csv, csv_text)
     write_text(out_md, md_text)
@@ -737,6 +993,8 @@ def _render_markdown(
     commits: Sequence[str] = (),
     dirty: bool = False,
     n_runs: int = 0,
+    smoke_md: list[list[str]] | None = None,
+    hidden_not_run: int = 0,
 ) -> str:
     if commits:
         commit = ", ".join(f"`{c}`" for c in commits) + (" (with uncommitted changes)" if dirty else "")
@@ -757,6 +1015,10 @@ def _render_markdown(
         lines += [
             "**These numbers come from synthetic smoke data and are NOT comparable to the published ones.**",
             "",
+            "The published numbers are compared in the reference reproduction's paper-tier scorecard, committed "
+            f"in the repository: [results/paper/{paper}/scorecard.md](../../paper/{paper}/scorecard.md) (all "
+            "papers: [results/paper/README.md](../../paper/README.md)).",
+            "",
         ]
     if expected.reference:
         lines += [f"Reference: {expected.reference}", ""]
@@ -771,13 +1033,35 @@ def _render_markdown(
         "both runs evaluated, for the lowest shared seed (not for stratified metrics). Each note names the test "
         "it reports.",
         "",
+    ]
+    if smoke_md is not None:
+        lines += [
+            "## Smoke checks",
+            "",
+            "What the smoke tier can check on synthetic data: that every method ran and wrote finite metrics, and "
+            "the paper's qualitative orderings that are expected to hold even here (seed means; `smoke_checks` in "
+            f"`{expected.path.name}`). Verdict `pass` or `fail`.",
+            "",
+        ]
+        lines += (_md_table(["check", "claim", "dataset", "method", "metric", "ours", "compared with", "verdict"],
+                            smoke_md) if smoke_md else ["(no smoke checks for this paper)"])
+        lines.append("")
+    lines += [
         "## Published vs ours",
         "",
     ]
+    if hidden_not_run:
+        lines.append(f"{hidden_not_run} published value(s) are on the papers' datasets, which the smoke tier does "
+                     "not run (`not_run`, listed in `scorecard.csv`): the paper-tier scorecard above compares them.")
+        if md_rows:
+            lines.append("")
     header = ["source", "dataset", "split", "method", "metric", "published", "tolerance",
               "ours_mean", "ours_sd", "n_seeds", "diff", "verdict", "note"]
     # md_rows carry the note last; seeds_required and budget are in the csv and in the note
-    lines += _md_table(header, md_rows) if md_rows else ["(no expected entries)"]
+    if md_rows:
+        lines += _md_table(header, md_rows)
+    elif not hidden_not_run:
+        lines.append("(no expected entries)")
     lines += ["", "## Our runs without a published value", ""]
     if unmatched.empty:
         lines.append("(none)")

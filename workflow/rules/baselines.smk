@@ -11,7 +11,6 @@ rule baselines_scorecard:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(list(baseline_runs(wc.tier))),
-        expected=f"{EXPECTED}/baselines.yaml",
     output:
         md="results/{tier}/baselines/scorecard.md",
         csv="results/{tier}/baselines/scorecard.csv",
@@ -26,10 +25,12 @@ rule baselines_scorecard:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO,
+        expected=expected_digest("baselines"),
     shell:
-        "{params.cli} scorecard --paper baselines --tier {wildcards.tier} --expected {input.expected} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "recrepro scorecard --paper baselines --tier {wildcards.tier:q} "
+        "--expected-sha256 {params.expected:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} "
+        "{input.runs:q} > {log:q} 2>&1"
 
 
 rule baselines_figure:
@@ -37,12 +38,14 @@ rule baselines_figure:
         redraw=REDRAW,
         runs=lambda wc: recorded(list(baseline_runs(wc.tier))),
     output:
-        pdf=report(
-            "results/{tier}/baselines/figures/baselines.pdf",
+        pdf="results/{tier}/baselines/figures/baselines.pdf",
+        png=report(
+            "results/{tier}/baselines/figures/baselines.png",
             caption="../report/baselines.rst",
             category="Baselines",
+            subcategory="Figures",
+            labels={"figure": "MostPopular and Random on every split"},
         ),
-        png="results/{tier}/baselines/figures/baselines.png",
     log:
         "logs/baselines/{tier}/figure.log",
     benchmark:
@@ -53,8 +56,6 @@ rule baselines_figure:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO,
     shell:
-        "{params.cli} figure-baselines --tier {wildcards.tier} --out-pdf {output.pdf} "
-        "--out-png {output.png} {input.runs} > {log} 2>&1"
+        "recrepro figure-baselines --tier {wildcards.tier:q} --out-pdf {output.pdf:q} "
+        "--out-png {output.png:q} {input.runs:q} > {log:q} 2>&1"

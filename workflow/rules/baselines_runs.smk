@@ -20,7 +20,6 @@ rule evaluate_baseline:
         mem_mb=res_mem_mb("evaluate"),
         runtime=res_runtime("evaluate"),
     params:
-        cli=RECREPRO,
         evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
         meta=lambda wc: as_json(
             {
@@ -38,7 +37,7 @@ rule evaluate_baseline:
         out=lambda wc, output: str(Path(output.metrics).parent),
         bench="logs/benchmarks/baselines/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv",
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} baseline --split-dir {params.split_dir} "
-        "--method {wildcards.method} --seed {wildcards.seed} --out-dir {params.out} "
-        "--evaluation {params.evaluation} --meta {params.meta} --device {params.device} "
-        "--batch-size {params.batch_size} --benchmark-file {params.bench} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro baseline --split-dir {params.split_dir:q} "
+        "--method {wildcards.method:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
+        "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
+        "--batch-size {params.batch_size:q} --benchmark-file {params.bench:q} > {log:q} 2>&1"

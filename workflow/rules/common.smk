@@ -1,26 +1,24 @@
 import json
+import os
 import shlex
 import sys
 import time
 from pathlib import Path
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
-# --config data.mirror=... gives a dotted top-level key: nest it before validating.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from recrepro.config import (  # noqa: E402
-    check_config,
-    coerce_cli_booleans,
-    expand_dotted_keys,
-)
+from recrepro.config import prepare_config  # noqa: E402
 
-_expanded = coerce_cli_booleans(expand_dotted_keys(dict(config)))
+# One short ConfigError (key, path, what is allowed, "did you mean") instead of Snakemake's
+# validate(), whose message repeats the whole schema and config. prepare_config also nests
+# dotted keys (--config data.mirror=...), types the strings a nested --config value arrives
+# as ('data={allow_download: false}'), fills the schema's defaults and cross-checks.
+_prepared = prepare_config(dict(config))
 config.clear()
-config.update(_expanded)
-validate(config, schema="../schemas/config.schema.yaml")
-check_config(config)
+config.update(_prepared)
 
 TIER = config["tier"]
 FROM_RECORDS = bool(config.get("from_records", False))
@@ -29,7 +27,18 @@ DATA = config["data"]["root"]
 CHECKPOINTS = config["checkpoints"]
 TIER_CONF = config["tiers"][TIER]
 SRC = str(Path(workflow.basedir) / "src")
-EXPECTED = str(Path(workflow.basedir) / "src" / "recrepro" / "expected")
+
+
+def expected_digest(paper):
+    """sha256 of the paper's published numbers (``src/recrepro/expected/<paper>.yaml``).
+
+    The scorecard rules take it as a param, so an edit reruns them, and the scorecard command
+    reads the file from the package itself: as an input its path (this checkout's) would be
+    listed in the HTML report, which is made to be shared.
+    """
+    from recrepro.io import sha256_file
+
+    return sha256_file(Path(SRC) / "recrepro" / "expected" / f"{paper}.yaml")
 
 
 def _python():
@@ -44,10 +53,28 @@ def _python():
     return shlex.quote(sys.executable)
 
 
-# Every rule runs the package from this checkout, whether or not it is pip-installed.
-RECREPRO = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}} {_python()} -m recrepro"
-# Paper rules call their module's entry point: f"{RECREPRO_MODULE} recrepro.papers.<paper> ..."
-RECREPRO_MODULE = RECREPRO.rsplit(" -m ", 1)[0] + " -m"
+def _job_shell_prefix():
+    """Strict bash, then the two commands every rule's shell line starts with.
+
+    ``recrepro ...`` runs ``python -m recrepro ...`` and ``recrepro_module <module> ...`` runs
+    ``python -m <module> ...``, both with this checkout's package first on the path (whether or
+    not it is pip-installed) and the interpreter of :func:`_python`. They live in the shell
+    prefix, not in the rules' params, because ``snakemake --report`` shows every job's params
+    and the report must not carry the user's interpreter and paths (issue 26). The prefix is
+    built again wherever the Snakefile is parsed (a SLURM node parses it for its job) and,
+    under ``--sdm conda``, runs after the environment is activated.
+    """
+    path = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}}"
+    prefix = (
+        "set -euo pipefail; "
+        f'recrepro() {{ {path} {_python()} -m recrepro "$@"; }}; '
+        f'recrepro_module() {{ {path} {_python()} -m "$@"; }}; '
+    )
+    # shell.prefix() formats its text like a shell command: braces must be doubled
+    return prefix.replace("{", "{{").replace("}", "}}")
+
+
+shell.prefix(_job_shell_prefix())
 ENV_CPU = "../../envs/cpu.yaml"
 
 # Per-job resources for cluster submission (profiles/slurm), from the dataset's size: every rule's
@@ -134,8 +161,8 @@ def raw_marker(wildcards):
 
 
 def as_json(obj):
-    """A shell-quoted JSON argument."""
-    return shlex.quote(json.dumps(obj, sort_keys=True))
+    """A JSON argument (rules quote it in the shell line: ``{params.x:q}``)."""
+    return json.dumps(obj, sort_keys=True)
 
 
 def baseline_runs(tier=TIER):
@@ -166,7 +193,20 @@ def tier_run_records(tier):
     runs += prism_wf.all_runs(config, tier)
     runs += lambdaopt_runs(config, tier)
     runs += fedrap_runs(config, tier)
+    runs += [
+        f"results/{tier}/lrs/runs/synthetic/{split}/{method}/seed{seed}/metrics.json"
+        for seed in LRS_TIERS.get(tier, {}).get("seeds", [0])
+        for split, method in LRS_ACCEPTANCE_RUNS
+    ]
     return runs
+
+
+def prism_chosen(wildcards):
+    """Table 1's tuned-λ pick of the dataset (the prism_select_wd checkpoint's output)."""
+    path = checkpoints.prism_select_wd.get(
+        tier=wildcards.tier, dataset=wildcards.dataset
+    ).output[0]
+    return json.loads(Path(path).read_text())["chosen"]
 
 
 def recorded(paths):

@@ -20,11 +20,10 @@ rule synthesize_data:
         mem_mb=res_mem_mb("data"),
         runtime=res_runtime("data"),
     params:
-        cli=RECREPRO,
         spec=as_json(config["data"]["synthetic"]),
         out=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "{params.cli} data synth --raw-dir {params.out} --spec {params.spec} > {log} 2>&1"
+        "recrepro data synth --raw-dir {params.out:q} --spec {params.spec:q} > {log:q} 2>&1"
 
 
 rule fetch_dataset:
@@ -41,17 +40,16 @@ rule fetch_dataset:
         mem_mb=res_mem_mb("data"),
         runtime=res_runtime("data"),
     params:
-        cli=RECREPRO,
+        # lists: each word is quoted on its own, an empty list adds nothing
         mirror=(
-            f"--mirror {shlex.quote(config['data']['mirror'])}"
-            if config["data"]["mirror"]
-            else ""
+            ["--mirror", config["data"]["mirror"]] if config["data"]["mirror"] else []
         ),
-        offline="" if config["data"]["allow_download"] else "--no-download",
-        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
+        offline=[] if config["data"]["allow_download"] else ["--no-download"],
+        strict=["--strict-checksums"] if config["data"]["strict_checksums"] else [],
+        raw=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "{params.cli} data fetch {wildcards.dataset} --raw-dir {params.raw} "
-        "{params.mirror} {params.offline} > {log} 2>&1"
+        "recrepro data fetch {wildcards.dataset:q} --raw-dir {params.raw:q} "
+        "{params.mirror:q} {params.offline:q} {params.strict:q} > {log:q} 2>&1"
 
 
 rule preprocess_dataset:
@@ -73,15 +71,14 @@ rule preprocess_dataset:
         mem_mb=res_mem_mb("data"),
         runtime=res_runtime("data"),
     params:
-        cli=RECREPRO,
         protocols=as_json(config["protocols"]),
         switches=as_json(config.get("switches", {})),
-        raw=lambda wc: f"{DATA}/raw/{wc.dataset}",
+        raw=lambda wc, input: str(Path(input[0]).parent),
         out=lambda wc, output: str(Path(output.stats).parent),
     shell:
-        "{params.cli} data preprocess {wildcards.dataset} --protocol {wildcards.protocol} "
-        "--protocols {params.protocols} --switches {params.switches} "
-        "--raw-dir {params.raw} --out-dir {params.out} > {log} 2>&1"
+        "recrepro data preprocess {wildcards.dataset:q} --protocol {wildcards.protocol:q} "
+        "--protocols {params.protocols:q} --switches {params.switches:q} "
+        "--raw-dir {params.raw:q} --out-dir {params.out:q} > {log:q} 2>&1"
 
 
 rule split_dataset:
@@ -101,13 +98,13 @@ rule split_dataset:
         mem_mb=res_mem_mb("data"),
         runtime=res_runtime("data"),
     params:
-        cli=RECREPRO,
         split_params=lambda wc: as_json(split_params(wc)),
-        processed=lambda wc: f"{DATA}/processed/{wc.dataset}/{wc.protocol}",
+        processed=lambda wc, input: str(Path(input[0]).parent),
         out=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "{params.cli} data split --processed-dir {params.processed} --split {wildcards.split} "
-        "--seed {wildcards.seed} --params {params.split_params} --out-dir {params.out} > {log} 2>&1"
+        "recrepro data split --processed-dir {params.processed:q} --split {wildcards.split:q} "
+        "--seed {wildcards.seed:q} --params {params.split_params:q} --out-dir {params.out:q} "
+        "> {log:q} 2>&1"
 
 
 rule data_availability:
@@ -124,11 +121,8 @@ rule data_availability:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO,
         mirror=(
-            f"--mirror {shlex.quote(str(config['data']['mirror']))}"
-            if config["data"].get("mirror")
-            else ""
+            ["--mirror", config["data"]["mirror"]] if config["data"]["mirror"] else []
         ),
     shell:
-        "{params.cli} data availability {params.mirror} --out {output} > {log} 2>&1"
+        "recrepro data availability {params.mirror:q} --out {output:q} > {log:q} 2>&1"

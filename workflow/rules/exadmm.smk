@@ -19,12 +19,17 @@ rule exadmm_tradeoff:
         redraw=REDRAW,
         runs=lambda wc: recorded(exadmm_wf.smk_runs(config, wc.tier)),
     output:
-        pdf=report(
-            "results/{tier}/exadmm/figures/fig1_tradeoff.pdf",
+        pdf="results/{tier}/exadmm/figures/fig1_tradeoff.pdf",
+        png=report(
+            "results/{tier}/exadmm/figures/fig1_tradeoff.png",
             caption="../report/exadmm_tradeoff.rst",
             category="exADMM",
+            subcategory="Figures",
+            labels={
+                "figure": "Fig. 1: accuracy vs exposure",
+                "dataset": "every dataset",
+            },
         ),
-        png="results/{tier}/exadmm/figures/fig1_tradeoff.png",
     log:
         "logs/exadmm/{tier}/fig1_tradeoff.log",
     benchmark:
@@ -36,11 +41,11 @@ rule exadmm_tradeoff:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         ks=as_json(EXADMM.get("figure_ks", [20, 100])),
     shell:
-        "{params.cli} recrepro.papers.exadmm tradeoff --tier {wildcards.tier} --ks {params.ks} "
-        "--out-pdf {output.pdf} --out-png {output.png} {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.exadmm tradeoff --tier {wildcards.tier:q} "
+        "--ks {params.ks:q} --out-pdf {output.pdf:q} --out-png {output.png:q} "
+        "{input.runs:q} > {log:q} 2>&1"
 
 
 rule exadmm_convergence:
@@ -48,12 +53,14 @@ rule exadmm_convergence:
         redraw=REDRAW,
         histories=lambda wc: recorded(exadmm_wf.smk_histories(config, wc.tier)),
     output:
-        pdf=report(
-            "results/{tier}/exadmm/figures/fig3_convergence.pdf",
+        pdf="results/{tier}/exadmm/figures/fig3_convergence.pdf",
+        png=report(
+            "results/{tier}/exadmm/figures/fig3_convergence.png",
             caption="../report/exadmm_convergence.rst",
             category="exADMM",
+            subcategory="Figures",
+            labels={"figure": "Fig. 3: convergence", "dataset": "every dataset"},
         ),
-        png="results/{tier}/exadmm/figures/fig3_convergence.png",
     log:
         "logs/exadmm/{tier}/fig3_convergence.log",
     benchmark:
@@ -64,11 +71,9 @@ rule exadmm_convergence:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.papers.exadmm convergence --tier {wildcards.tier} "
-        "--out-pdf {output.pdf} --out-png {output.png} {input.histories} > {log} 2>&1"
+        "recrepro_module recrepro.papers.exadmm convergence --tier {wildcards.tier:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.histories:q} > {log:q} 2>&1"
 
 
 rule exadmm_table:
@@ -89,19 +94,18 @@ rule exadmm_table:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         select=EXADMM.get("select", "ndcg@20"),
         ks=as_json(EXADMM.get("figure_ks", [20, 100])),
     shell:
-        "{params.cli} recrepro.papers.exadmm table --tier {wildcards.tier} --select {params.select} --ks {params.ks} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.exadmm table --tier {wildcards.tier:q} "
+        "--select {params.select:q} --ks {params.ks:q} --out-md {output.md:q} "
+        "--out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 
 rule exadmm_scorecard:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(exadmm_wf.smk_runs(config, wc.tier)),
-        expected=f"{EXPECTED}/exadmm.yaml",
     output:
         md="results/{tier}/exadmm/scorecard.md",
         csv="results/{tier}/exadmm/scorecard.csv",
@@ -116,12 +120,13 @@ rule exadmm_scorecard:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO,
+        expected=expected_digest("exadmm"),
         seeds=lambda wc: seeds_required("exadmm", wc.tier),
     shell:
-        "{params.cli} scorecard --paper exadmm --tier {wildcards.tier} --expected {input.expected} "
-        "--seeds-required {params.seeds} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "recrepro scorecard --paper exadmm --tier {wildcards.tier:q} "
+        "--expected-sha256 {params.expected:q} "
+        "--seeds-required {params.seeds:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 
 PAPER_TARGETS["exadmm"] = exadmm_wf.smk_targets(config, TIER)

@@ -23,7 +23,6 @@ rule exadmm_train:
         runtime=res_runtime("train"),
         gpu=res_gpu("train"),
     params:
-        cli=RECREPRO_MODULE,
         point=lambda wc: as_json(
             exadmm_wf.smk_point(config, wc.tier, wc.dataset, wc.method)
         ),
@@ -48,11 +47,11 @@ rule exadmm_train:
         out=lambda wc, output: str(Path(output.metrics).parent),
         bench="logs/benchmarks/exadmm/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.exadmm train "
-        "--split-dir {params.split_dir} --method {wildcards.method} --point {params.point} "
-        "--seed {wildcards.seed} --out-dir {params.out} --ks {params.ks} --metrics {params.metrics} "
-        "--meta {params.meta} --device {params.device} --batch-size {params.batch_size} "
-        "--benchmark-file {params.bench} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.exadmm train "
+        "--split-dir {params.split_dir:q} --method {wildcards.method:q} --point {params.point:q} "
+        "--seed {wildcards.seed:q} --out-dir {params.out:q} --ks {params.ks:q} "
+        "--metrics {params.metrics:q} --meta {params.meta:q} --device {params.device:q} "
+        "--batch-size {params.batch_size:q} --benchmark-file {params.bench:q} > {log:q} 2>&1"
 
 
 rule exadmm_scalability:
@@ -60,12 +59,14 @@ rule exadmm_scalability:
         manifest=lambda wc: exadmm_wf.smk_manifest(config, DATA, wc.tier, wc.dataset),
     output:
         json="results/{tier}/exadmm/figures/fig2_scalability_{dataset}.json",
-        pdf=report(
-            "results/{tier}/exadmm/figures/fig2_scalability_{dataset}.pdf",
+        pdf="results/{tier}/exadmm/figures/fig2_scalability_{dataset}.pdf",
+        png=report(
+            "results/{tier}/exadmm/figures/fig2_scalability_{dataset}.png",
             caption="../report/exadmm_scalability.rst",
             category="exADMM",
+            subcategory="Figures",
+            labels={"figure": "Fig. 2: scalability", "dataset": "{dataset}"},
         ),
-        png="results/{tier}/exadmm/figures/fig2_scalability_{dataset}.png",
     log:
         "logs/exadmm/{tier}/fig2_scalability_{dataset}.log",
     benchmark:
@@ -78,13 +79,12 @@ rule exadmm_scalability:
         runtime=res_runtime("train"),
         gpu=res_gpu("train"),
     params:
-        cli=RECREPRO_MODULE,
         entry=lambda wc: as_json(exadmm_wf.smk_entry(config, wc.tier, wc.dataset)),
         settings=lambda wc: as_json(EXADMM["tiers"][wc.tier]["scalability"]),
         device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.exadmm scalability "
-        "--tier {wildcards.tier} --split-dir {params.split_dir} --entry {params.entry} "
-        "--settings {params.settings} --device {params.device} --out-json {output.json} "
-        "--out-pdf {output.pdf} --out-png {output.png} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.exadmm scalability "
+        "--tier {wildcards.tier:q} --split-dir {params.split_dir:q} --entry {params.entry:q} "
+        "--settings {params.settings:q} --device {params.device:q} --out-json {output.json:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"

@@ -41,11 +41,10 @@ rule fedrap_table:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.papers.fedrap table --tier {wildcards.tier} --stats {input.stats} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.fedrap table --tier {wildcards.tier:q} "
+        "--stats {input.stats:q} --out-md {output.md:q} --out-csv {output.csv:q} "
+        "{input.runs:q} > {log:q} 2>&1"
 
 
 rule fedrap_figure:
@@ -53,12 +52,14 @@ rule fedrap_figure:
         redraw=REDRAW,
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
     output:
-        pdf=report(
-            "results/{tier}/fedrap/figures/curves.pdf",
+        pdf="results/{tier}/fedrap/figures/curves.pdf",
+        png=report(
+            "results/{tier}/fedrap/figures/curves.png",
             caption="../report/fedrap_curves.rst",
             category="FedRAP",
+            subcategory="Figures",
+            labels={"figure": "1 · learning curves, sparsity, communication (Fig. 3)"},
         ),
-        png="results/{tier}/fedrap/figures/curves.png",
     log:
         "logs/fedrap/{tier}/figure.log",
     benchmark:
@@ -69,11 +70,9 @@ rule fedrap_figure:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.papers.fedrap figure --tier {wildcards.tier} --out-pdf {output.pdf} "
-        "--out-png {output.png} {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.fedrap figure --tier {wildcards.tier:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.runs:q} > {log:q} 2>&1"
 
 
 rule fedrap_ablation_figure:
@@ -81,12 +80,14 @@ rule fedrap_ablation_figure:
         redraw=REDRAW,
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
     output:
-        pdf=report(
-            "results/{tier}/fedrap/figures/ablation.pdf",
+        pdf="results/{tier}/fedrap/figures/ablation.pdf",
+        png=report(
+            "results/{tier}/fedrap/figures/ablation.png",
             caption="../report/fedrap_ablation.rst",
             category="FedRAP",
+            subcategory="Figures",
+            labels={"figure": "2 · ablations, curricula, DP (§4.5, Table 1)"},
         ),
-        png="results/{tier}/fedrap/figures/ablation.png",
     log:
         "logs/fedrap/{tier}/ablation_figure.log",
     benchmark:
@@ -97,11 +98,9 @@ rule fedrap_ablation_figure:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.papers.fedrap figure --kind ablation --tier {wildcards.tier} "
-        "--out-pdf {output.pdf} --out-png {output.png} {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.fedrap figure --kind ablation --tier {wildcards.tier:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.runs:q} > {log:q} 2>&1"
 
 
 rule fedrap_embeddings_figure:
@@ -109,12 +108,14 @@ rule fedrap_embeddings_figure:
         redraw=REDRAW,
         projection=lambda wc: recorded(fedrap_embedding_run(config, wc.tier)[1]),
     output:
-        pdf=report(
-            "results/{tier}/fedrap/figures/embeddings.pdf",
+        pdf="results/{tier}/fedrap/figures/embeddings.pdf",
+        png=report(
+            "results/{tier}/fedrap/figures/embeddings.png",
             caption="../report/fedrap_embeddings.rst",
             category="FedRAP",
+            subcategory="Figures",
+            labels={"figure": "3 · item embeddings C vs D (Fig. 5)"},
         ),
-        png="results/{tier}/fedrap/figures/embeddings.png",
     log:
         "logs/fedrap/{tier}/embeddings_figure.log",
     benchmark:
@@ -126,18 +127,17 @@ rule fedrap_embeddings_figure:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         dataset=lambda wc: fedrap_embedding_run(config, wc.tier)[0],
     shell:
-        "{params.cli} recrepro.papers.fedrap embeddings --tier {wildcards.tier} --dataset {params.dataset} "
-        "--projection {input.projection} --out-pdf {output.pdf} --out-png {output.png} > {log} 2>&1"
+        "recrepro_module recrepro.papers.fedrap embeddings --tier {wildcards.tier:q} "
+        "--dataset {params.dataset:q} --projection {input.projection:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"
 
 
 rule fedrap_scorecard:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
-        expected=f"{EXPECTED}/fedrap.yaml",
     output:
         md="results/{tier}/fedrap/scorecard.md",
         csv="results/{tier}/fedrap/scorecard.csv",
@@ -152,12 +152,13 @@ rule fedrap_scorecard:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO,
+        expected=expected_digest("fedrap"),
         seeds=lambda wc: seeds_required("fedrap", wc.tier),
     shell:
-        "{params.cli} scorecard --paper fedrap --tier {wildcards.tier} --expected {input.expected} "
-        "--seeds-required {params.seeds} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "recrepro scorecard --paper fedrap --tier {wildcards.tier:q} "
+        "--expected-sha256 {params.expected:q} "
+        "--seeds-required {params.seeds:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 
 PAPER_TARGETS["fedrap"] = (

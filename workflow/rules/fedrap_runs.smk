@@ -27,7 +27,6 @@ rule fedrap_train:
         runtime=res_runtime("train", extra_mb=config["fedrap"]["memory_budget_mb"]),
         gpu=res_gpu("train"),
     params:
-        cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(
             fedrap_settings(config, wc.tier, wc.dataset, wc.method)
         ),
@@ -42,11 +41,12 @@ rule fedrap_train:
         bench="logs/benchmarks/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/fedrap/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.fedrap run --split-dir {params.split_dir} "
-        "--variant {wildcards.method} --settings {params.settings} --seed {wildcards.seed} "
-        "--out-dir {params.out} --meta {params.meta} --evaluation {params.evaluation} "
-        "--device {params.device} --memory-budget-mb {params.budget} --threads {threads} "
-        "--benchmark-file {params.bench} --checkpoint {params.checkpoint} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.fedrap run "
+        "--split-dir {params.split_dir:q} --variant {wildcards.method:q} "
+        "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
+        "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
+        "--memory-budget-mb {params.budget:q} --threads {threads:q} "
+        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"
 
 
 rule fedrap_stats:
@@ -68,7 +68,7 @@ rule fedrap_stats:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
-        dirs=lambda wc, input: " ".join(str(Path(m).parent) for m in input.manifests),
+        dirs=lambda wc, input: [str(Path(m).parent) for m in input.manifests],
     shell:
-        "{params.cli} recrepro.papers.fedrap stats --out-csv {output.csv} {params.dirs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.fedrap stats --out-csv {output.csv:q} {params.dirs:q} "
+        "> {log:q} 2>&1"

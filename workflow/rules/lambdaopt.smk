@@ -41,11 +41,10 @@ rule lambdaopt_table:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.papers.lambdaopt table --tier {wildcards.tier} "
-        "--out-md {output.md} --out-csv {output.csv} --out-tests {output.tests} {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.lambdaopt table --tier {wildcards.tier:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} --out-tests {output.tests:q} "
+        "{input.runs:q} > {log:q} 2>&1"
 
 
 rule lambdaopt_figure_trajectory:
@@ -53,12 +52,14 @@ rule lambdaopt_figure_trajectory:
         redraw=REDRAW,
         trajectory=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, 'lambdaopt_dui')}/trajectory.parquet",
     output:
-        pdf=report(
-            "results/{tier}/lambdaopt/figures/trajectory_{dataset}.pdf",
+        pdf="results/{tier}/lambdaopt/figures/trajectory_{dataset}.pdf",
+        png=report(
+            "results/{tier}/lambdaopt/figures/trajectory_{dataset}.png",
             caption="../report/lambdaopt_trajectory.rst",
-            category="lambdaopt",
+            category="λOpt",
+            subcategory="Figures",
+            labels={"figure": "3 · λ-trajectories (slide 22)", "dataset": "{dataset}"},
         ),
-        png="results/{tier}/lambdaopt/figures/trajectory_{dataset}.png",
     log:
         "logs/lambdaopt/{tier}/figure_trajectory_{dataset}.log",
     benchmark:
@@ -70,12 +71,11 @@ rule lambdaopt_figure_trajectory:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         run=lambda wc, input: str(Path(input.trajectory).parent),
     shell:
-        "{params.cli} recrepro.papers.lambdaopt figure-trajectory --tier {wildcards.tier} "
-        "--dataset {wildcards.dataset} --run {params.run} --out-pdf {output.pdf} "
-        "--out-png {output.png} > {log} 2>&1"
+        "recrepro_module recrepro.papers.lambdaopt figure-trajectory --tier {wildcards.tier:q} "
+        "--dataset {wildcards.dataset:q} --run {params.run:q} --out-pdf {output.pdf:q} "
+        "--out-png {output.png:q} > {log:q} 2>&1"
 
 
 rule lambdaopt_figure_sensitivity:
@@ -87,12 +87,17 @@ rule lambdaopt_figure_sensitivity:
             if d == wc.dataset
         ],
     output:
-        pdf=report(
-            "results/{tier}/lambdaopt/figures/sensitivity_{dataset}.pdf",
+        pdf="results/{tier}/lambdaopt/figures/sensitivity_{dataset}.pdf",
+        png=report(
+            "results/{tier}/lambdaopt/figures/sensitivity_{dataset}.png",
             caption="../report/lambdaopt_sensitivity.rst",
-            category="lambdaopt",
+            category="λOpt",
+            subcategory="Figures",
+            labels={
+                "figure": "1 · sensitivity to λ (poster Fig. 2)",
+                "dataset": "{dataset}",
+            },
         ),
-        png="results/{tier}/lambdaopt/figures/sensitivity_{dataset}.png",
     log:
         "logs/lambdaopt/{tier}/figure_sensitivity_{dataset}.log",
     benchmark:
@@ -103,12 +108,10 @@ rule lambdaopt_figure_sensitivity:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.papers.lambdaopt figure-sensitivity --tier {wildcards.tier} "
-        "--dataset {wildcards.dataset} --table {input.table} --out-pdf {output.pdf} "
-        "--out-png {output.png} > {log} 2>&1"
+        "recrepro_module recrepro.papers.lambdaopt figure-sensitivity --tier {wildcards.tier:q} "
+        "--dataset {wildcards.dataset:q} --table {input.table:q} --out-pdf {output.pdf:q} "
+        "--out-png {output.png:q} > {log:q} 2>&1"
 
 
 rule lambdaopt_figure_groups:
@@ -118,12 +121,17 @@ rule lambdaopt_figure_groups:
         b=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][1])}/per_user.parquet",
         counts=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][0])}/train_counts.parquet",
     output:
-        pdf=report(
-            "results/{tier}/lambdaopt/figures/groups_{dataset}.pdf",
+        pdf="results/{tier}/lambdaopt/figures/groups_{dataset}.pdf",
+        png=report(
+            "results/{tier}/lambdaopt/figures/groups_{dataset}.png",
             caption="../report/lambdaopt_groups.rst",
-            category="lambdaopt",
+            category="λOpt",
+            subcategory="Figures",
+            labels={
+                "figure": "2 · sparse vs active users (slide 21)",
+                "dataset": "{dataset}",
+            },
         ),
-        png="results/{tier}/lambdaopt/figures/groups_{dataset}.png",
         csv="results/{tier}/lambdaopt/figures/groups_{dataset}.csv",
     log:
         "logs/lambdaopt/{tier}/figure_groups_{dataset}.log",
@@ -136,20 +144,19 @@ rule lambdaopt_figure_groups:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         run_a=lambda wc, input: str(Path(input.a).parent),
         run_b=lambda wc, input: str(Path(input.b).parent),
     shell:
-        "{params.cli} recrepro.papers.lambdaopt figure-groups --tier {wildcards.tier} "
-        "--dataset {wildcards.dataset} --run-a {params.run_a} --run-b {params.run_b} "
-        "--out-pdf {output.pdf} --out-png {output.png} --out-csv {output.csv} > {log} 2>&1"
+        "recrepro_module recrepro.papers.lambdaopt figure-groups --tier {wildcards.tier:q} "
+        "--dataset {wildcards.dataset:q} --run-a {params.run_a:q} --run-b {params.run_b:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} --out-csv {output.csv:q} "
+        "> {log:q} 2>&1"
 
 
 rule lambdaopt_scorecard:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(lambdaopt_runs(config, wc.tier)),
-        expected=f"{EXPECTED}/lambdaopt.yaml",
     output:
         md="results/{tier}/lambdaopt/scorecard.md",
         csv="results/{tier}/lambdaopt/scorecard.csv",
@@ -164,12 +171,13 @@ rule lambdaopt_scorecard:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO,
+        expected=expected_digest("lambdaopt"),
         seeds=lambda wc: seeds_required("lambdaopt", wc.tier),
     shell:
-        "{params.cli} scorecard --paper lambdaopt --tier {wildcards.tier} --expected {input.expected} "
-        "--seeds-required {params.seeds} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "recrepro scorecard --paper lambdaopt --tier {wildcards.tier:q} "
+        "--expected-sha256 {params.expected:q} "
+        "--seeds-required {params.seeds:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 
 PAPER_TARGETS["lambdaopt"] = (

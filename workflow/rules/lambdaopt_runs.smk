@@ -24,7 +24,6 @@ rule lambdaopt_train:
         runtime=res_runtime("train"),
         gpu=res_gpu("train"),
     params:
-        cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(
             lambdaopt_settings(config, wc.tier, wc.dataset, wc.method)
         ),
@@ -39,11 +38,12 @@ rule lambdaopt_train:
         bench="logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/lambdaopt/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lambdaopt run --split-dir {params.split_dir} "
-        "--variant {wildcards.method} --settings {params.settings} --seed {wildcards.seed} "
-        "--out-dir {params.out} --meta {params.meta} --evaluation {params.evaluation} "
-        "--device {params.device} --batch-size {params.batch_size} --threads {threads} "
-        "--benchmark-file {params.bench} --checkpoint {params.checkpoint} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lambdaopt run "
+        "--split-dir {params.split_dir:q} --variant {wildcards.method:q} "
+        "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
+        "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
+        "--batch-size {params.batch_size:q} --threads {threads:q} "
+        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"
 
 
 rule lambdaopt_sensitivity:
@@ -63,7 +63,6 @@ rule lambdaopt_sensitivity:
         runtime=res_runtime("train"),
         gpu=res_gpu("train"),
     params:
-        cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(
             lambdaopt_settings(config, wc.tier, wc.dataset, "lambdafix")
         ),
@@ -76,7 +75,8 @@ rule lambdaopt_sensitivity:
         device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lambdaopt sensitivity "
-        "--split-dir {params.split_dir} --settings {params.settings} --lambdas {params.lambdas} "
-        "--epochs {params.epochs} --seed {params.seed} --evaluation {params.evaluation} "
-        "--device {params.device} --threads {threads} --out {output.table} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lambdaopt sensitivity "
+        "--split-dir {params.split_dir:q} --settings {params.settings:q} "
+        "--lambdas {params.lambdas:q} --epochs {params.epochs:q} --seed {params.seed:q} "
+        "--evaluation {params.evaluation:q} --device {params.device:q} --threads {threads:q} "
+        "--out {output.table:q} > {log:q} 2>&1"

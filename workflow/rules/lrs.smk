@@ -48,15 +48,17 @@ rule lrs_figures:
         redraw=REDRAW,
     output:
         **{
-            f"{figure}_pdf": report(
-                f"results/{{tier}}/lrs/figures/{figure}.pdf",
-                caption="../report/lrs_figures.rst",
-                category="AMHT-LRS",
-            )
+            f"{figure}_pdf": f"results/{{tier}}/lrs/figures/{figure}.pdf"
             for figure in LRS_EXPERIMENTS
         },
         **{
-            f"{figure}_png": f"results/{{tier}}/lrs/figures/{figure}.png"
+            f"{figure}_png": report(
+                f"results/{{tier}}/lrs/figures/{figure}.png",
+                caption="../report/lrs_figures.rst",
+                category="AMHT-LRS",
+                subcategory="Figures",
+                labels={"figure": f"Fig. {figure[3]}: {figure[5:].replace('_', ' ')}"},
+            )
             for figure in LRS_EXPERIMENTS
         },
     log:
@@ -70,14 +72,11 @@ rule lrs_figures:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
-        rows=lambda wc, input: " ".join(
-            f"{k}={v}" for k, v in input.items() if k != "redraw"
-        ),
+        rows=lambda wc, input: [f"{k}={v}" for k, v in input.items() if k != "redraw"],
         out_dir="results/{tier}/lrs/figures",
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs figures --tier {wildcards.tier} "
-        "--out-dir {params.out_dir} {params.rows} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs figures "
+        "--tier {wildcards.tier:q} --out-dir {params.out_dir:q} {params.rows:q} > {log:q} 2>&1"
 
 
 rule lrs_scorecard:
@@ -88,7 +87,6 @@ rule lrs_scorecard:
             for seed in LRS_TIERS.get(wc.tier, {}).get("seeds", [0])
             for split, method in LRS_ACCEPTANCE_RUNS
         ],
-        expected=f"{EXPECTED}/lrs.yaml",
     output:
         md="results/{tier}/lrs/scorecard.md",
         csv="results/{tier}/lrs/scorecard.csv",
@@ -103,12 +101,13 @@ rule lrs_scorecard:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO,
+        expected=expected_digest("lrs"),
         seeds=lambda wc: seeds_required("lrs", wc.tier),
     shell:
-        "{params.cli} scorecard --paper lrs --tier {wildcards.tier} --expected {input.expected} "
-        "--seeds-required {params.seeds} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} > {log} 2>&1"
+        "recrepro scorecard --paper lrs --tier {wildcards.tier:q} "
+        "--expected-sha256 {params.expected:q} "
+        "--seeds-required {params.seeds:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 
 PAPER_TARGETS["lrs"] = (

@@ -18,16 +18,16 @@ rule lrs_sweep:
         mem_mb=res_mem_mb("sweep"),
         runtime=res_runtime("sweep"),
     params:
-        cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
         seeds=lambda wc: ",".join(
             str(s) for s in LRS_TIERS.get(wc.tier, {}).get("seeds", [0])
         ),
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs sweep --experiment {wildcards.experiment} "
-        "--seeds {params.seeds} --settings {params.settings} --device {params.device} "
-        "--threads {threads} --out {output.rows} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs sweep "
+        "--experiment {wildcards.experiment:q} --seeds {params.seeds:q} "
+        "--settings {params.settings:q} --device {params.device:q} --threads {threads:q} "
+        "--out {output.rows:q} > {log:q} 2>&1"
 
 
 rule lrs_acceptance:
@@ -48,14 +48,14 @@ rule lrs_acceptance:
         mem_mb=res_mem_mb("sweep"),
         runtime=res_runtime("sweep"),
     params:
-        cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
         device=config["device"],
         run_root="results/{tier}/lrs/runs",
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs acceptance --seed {wildcards.seed} "
-        "--settings {params.settings} --tier {wildcards.tier} --device {params.device} --threads {threads} "
-        "--run-root {params.run_root} --done {output.done} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs acceptance "
+        "--seed {wildcards.seed:q} --settings {params.settings:q} --tier {wildcards.tier:q} "
+        "--device {params.device:q} --threads {threads:q} --run-root {params.run_root:q} "
+        "--done {output.done:q} > {log:q} 2>&1"
 
 
 rule lrs_ml100k:
@@ -63,12 +63,14 @@ rule lrs_ml100k:
         fetched=f"{DATA}/raw/ml-100k/fetch.json",
     output:
         rows="results/{tier}/lrs/sweeps/ml100k.parquet",
-        pdf=report(
-            "results/{tier}/lrs/figures/fig6_ml100k.pdf",
+        pdf="results/{tier}/lrs/figures/fig6_ml100k.pdf",
+        png=report(
+            "results/{tier}/lrs/figures/fig6_ml100k.png",
             caption="../report/lrs_ml100k.rst",
             category="AMHT-LRS",
+            subcategory="Figures",
+            labels={"figure": "Fig. 6: ML-100K (our design)"},
         ),
-        png="results/{tier}/lrs/figures/fig6_ml100k.png",
     log:
         "logs/lrs/{tier}/ml100k.log",
     benchmark:
@@ -80,13 +82,13 @@ rule lrs_ml100k:
         mem_mb=res_mem_mb("sweep"),
         runtime=res_runtime("sweep"),
     params:
-        cli=RECREPRO_MODULE,
         settings=lambda wc: as_json(LRS_TIERS.get(wc.tier, {})),
         seeds=lambda wc: ",".join(
             str(s) for s in LRS_TIERS.get(wc.tier, {}).get("seeds", [0])
         ),
         raw_dir=lambda wc, input: str(Path(input.fetched).parent),
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.lrs ml100k --raw-dir {params.raw_dir} "
-        "--seeds {params.seeds} --settings {params.settings} --tier {wildcards.tier} --threads {threads} "
-        "--out {output.rows} --out-pdf {output.pdf} --out-png {output.png} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs ml100k "
+        "--raw-dir {params.raw_dir:q} --seeds {params.seeds:q} --settings {params.settings:q} "
+        "--tier {wildcards.tier:q} --threads {threads:q} --out {output.rows:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"

@@ -24,12 +24,14 @@ rule prism_figure_wd:
             )
         ),
     output:
-        pdf=report(
-            "results/{tier}/prism/figures/fig1_weight_decay_{dataset}.pdf",
+        pdf="results/{tier}/prism/figures/fig1_weight_decay_{dataset}.pdf",
+        png=report(
+            "results/{tier}/prism/figures/fig1_weight_decay_{dataset}.png",
             caption="../report/prism_fig1.rst",
             category="PRISM",
+            subcategory="Figures",
+            labels=lambda wc: prism_wf.report_labels("fig1_weight_decay", wc.dataset),
         ),
-        png="results/{tier}/prism/figures/fig1_weight_decay_{dataset}.png",
     log:
         "logs/prism/{tier}/fig1_{dataset}.log",
     benchmark:
@@ -41,19 +43,16 @@ rule prism_figure_wd:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         backbone=lambda wc: prism_wf.tier_conf(config, wc.tier)["backbone"],
-        losses=lambda wc: " ".join(
-            prism_wf.tier_conf(config, wc.tier)["figure1_losses"]
-        ),
-        wds=lambda wc: " ".join(
+        losses=lambda wc: list(prism_wf.tier_conf(config, wc.tier)["figure1_losses"]),
+        wds=lambda wc: list(
             repr(float(w))
             for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
         ),
     shell:
-        "{params.cli} recrepro.papers.prism figure-wd --tier {wildcards.tier} --dataset {wildcards.dataset} "
-        "--backbone {params.backbone} --losses {params.losses} --weight-decays {params.wds} "
-        "--out-pdf {output.pdf} --out-png {output.png} --runs {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.prism figure-wd --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
+        "--backbone {params.backbone:q} --losses {params.losses:q} --weight-decays {params.wds:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} --runs {input.runs:q} > {log:q} 2>&1"
 
 
 rule prism_figure_magnitudes:
@@ -61,12 +60,14 @@ rule prism_figure_magnitudes:
         redraw=REDRAW,
         runs=lambda wc: recorded(prism_wf.fig2_runs(config, wc.tier, wc.dataset)[1]),
     output:
-        pdf=report(
-            "results/{tier}/prism/figures/fig2_magnitudes_{dataset}.pdf",
+        pdf="results/{tier}/prism/figures/fig2_magnitudes_{dataset}.pdf",
+        png=report(
+            "results/{tier}/prism/figures/fig2_magnitudes_{dataset}.png",
             caption="../report/prism_fig2.rst",
             category="PRISM",
+            subcategory="Figures",
+            labels=lambda wc: prism_wf.report_labels("fig2_magnitudes", wc.dataset),
         ),
-        png="results/{tier}/prism/figures/fig2_magnitudes_{dataset}.png",
     log:
         "logs/prism/{tier}/fig2_{dataset}.log",
     benchmark:
@@ -78,12 +79,11 @@ rule prism_figure_magnitudes:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         titles=lambda wc: prism_wf.fig2_titles_arg(config, wc.tier, wc.dataset),
     shell:
-        "{params.cli} recrepro.papers.prism figure-magnitudes --tier {wildcards.tier} "
-        "--dataset {wildcards.dataset} --titles {params.titles} --out-pdf {output.pdf} "
-        "--out-png {output.png} --runs {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.prism figure-magnitudes --tier {wildcards.tier:q} "
+        "--dataset {wildcards.dataset:q} --titles {params.titles:q} --out-pdf {output.pdf:q} "
+        "--out-png {output.png:q} --runs {input.runs:q} > {log:q} 2>&1"
 
 
 rule prism_figure:
@@ -93,12 +93,14 @@ rule prism_figure:
             prism_wf.figure_runs(config, wc.tier, wc.dataset, wc.fig)
         ),
     output:
-        pdf=report(
-            "results/{tier}/prism/figures/{fig}_{dataset}.pdf",
+        pdf="results/{tier}/prism/figures/{fig}_{dataset}.pdf",
+        png=report(
+            "results/{tier}/prism/figures/{fig}_{dataset}.png",
             caption="../report/prism_figures.rst",
             category="PRISM",
+            subcategory="Figures",
+            labels=lambda wc: prism_wf.report_labels(wc.fig, wc.dataset),
         ),
-        png="results/{tier}/prism/figures/{fig}_{dataset}.png",
     log:
         "logs/prism/{tier}/{fig}_{dataset}.log",
     benchmark:
@@ -112,26 +114,29 @@ rule prism_figure:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         spec=lambda wc: as_json(
             prism_wf.figure_spec(config, wc.tier, wc.dataset, wc.fig)[0]
         ),
     shell:
-        "{params.cli} recrepro.papers.prism figure --spec {params.spec} --tier {wildcards.tier} "
-        "--dataset {wildcards.dataset} --out-pdf {output.pdf} --out-png {output.png} "
-        "--runs {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.prism figure --spec {params.spec:q} --tier {wildcards.tier:q} "
+        "--dataset {wildcards.dataset:q} --out-pdf {output.pdf:q} --out-png {output.png:q} "
+        "--runs {input.runs:q} > {log:q} 2>&1"
 
 
 rule prism_figure_theory:
     input:
         redraw=REDRAW,
     output:
-        pdf=report(
-            "results/{tier}/prism/figures/fig7_theorem31.pdf",
+        pdf="results/{tier}/prism/figures/fig7_theorem31.pdf",
+        png=report(
+            "results/{tier}/prism/figures/fig7_theorem31.png",
             caption="../report/prism_fig7.rst",
             category="PRISM",
+            subcategory="Figures",
+            labels=lambda wc: prism_wf.report_labels(
+                "fig7_theorem31", "none (theory)"
+            ),
         ),
-        png="results/{tier}/prism/figures/fig7_theorem31.png",
     log:
         "logs/prism/{tier}/fig7_theorem31.log",
     benchmark:
@@ -143,27 +148,53 @@ rule prism_figure_theory:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         args=lambda wc: prism_wf.theory_args(config, wc.tier),
     shell:
-        "{params.cli} recrepro.papers.prism figure-theory --tier {wildcards.tier} {params.args} "
-        "--out-pdf {output.pdf} --out-png {output.png} > {log} 2>&1"
+        "recrepro_module recrepro.papers.prism figure-theory --tier {wildcards.tier:q} {params.args:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"
+
+
+checkpoint prism_select_wd:
+    input:
+        redraw=REDRAW,
+        runs=lambda wc: recorded(prism_wf.selection_runs(config, wc.tier, wc.dataset)),
+    output:
+        "results/{tier}/prism/tables/wd_selection_{dataset}.json",
+    log:
+        "logs/prism/{tier}/wd_selection_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/wd_selection_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        backbones=lambda wc: list(
+            prism_wf.tier_conf(config, wc.tier)["table"]["backbones"]
+        ),
+        losses=lambda wc: list(prism_wf.tier_conf(config, wc.tier)["table"]["losses"]),
+        wds=lambda wc: list(
+            repr(float(w))
+            for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
+        ),
+    shell:
+        "recrepro_module recrepro.papers.prism select-wd --backbones {params.backbones:q} "
+        "--losses {params.losses:q} --weight-decays {params.wds:q} --out {output:q} "
+        "--runs {input.runs:q} > {log:q} 2>&1"
 
 
 rule prism_table:
     input:
         redraw=REDRAW,
+        selection="results/{tier}/prism/tables/wd_selection_{dataset}.json",
         runs=lambda wc: recorded(
-            prism_wf.runs(
-                config, wc.tier, wc.dataset, prism_wf.table_methods(config, wc.tier)
-            )
+            prism_wf.table_runs(config, wc.tier, wc.dataset, prism_chosen(wc))
         ),
     output:
-        md=report(
-            "results/{tier}/prism/tables/table1_{dataset}.md",
-            caption="../report/prism_table1.rst",
-            category="PRISM",
-        ),
+        # in the report as HTML (rule table_html), not as a Markdown download
+        md="results/{tier}/prism/tables/table1_{dataset}.md",
         csv="results/{tier}/prism/tables/table1_{dataset}.csv",
         tuned=directory("results/{tier}/prism/tuned/{dataset}"),
     log:
@@ -177,23 +208,20 @@ rule prism_table:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
-        backbones=lambda wc: " ".join(
+        backbones=lambda wc: list(
             prism_wf.tier_conf(config, wc.tier)["table"]["backbones"]
         ),
-        losses=lambda wc: " ".join(
-            prism_wf.tier_conf(config, wc.tier)["table"]["losses"]
-        ),
+        losses=lambda wc: list(prism_wf.tier_conf(config, wc.tier)["table"]["losses"]),
         alpha=lambda wc: prism_wf.tier_conf(config, wc.tier)["table"]["alpha"],
-        wds=lambda wc: " ".join(
+        wds=lambda wc: list(
             repr(float(w))
             for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
         ),
     shell:
-        "{params.cli} recrepro.papers.prism table --tier {wildcards.tier} --dataset {wildcards.dataset} "
-        "--backbones {params.backbones} --losses {params.losses} --alpha {params.alpha} "
-        "--weight-decays {params.wds} --out-md {output.md} --out-csv {output.csv} "
-        "--tuned-root {output.tuned} --runs {input.runs} > {log} 2>&1"
+        "recrepro_module recrepro.papers.prism table --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
+        "--backbones {params.backbones:q} --losses {params.losses:q} --alpha {params.alpha:q} "
+        "--weight-decays {params.wds:q} --out-md {output.md:q} --out-csv {output.csv:q} "
+        "--tuned-root {output.tuned:q} --selection {input.selection:q} --runs {input.runs:q} > {log:q} 2>&1"
 
 
 rule prism_scorecard:
@@ -203,8 +231,8 @@ rule prism_scorecard:
         tuned=lambda wc: [
             f"results/{wc.tier}/prism/tuned/{d[0]}"
             for d in prism_wf.entries(config, wc.tier)
+            if recorded(prism_wf.selection_runs(config, wc.tier, d[0]))
         ],
-        expected=f"{EXPECTED}/prism.yaml",
     output:
         md="results/{tier}/prism/scorecard.md",
         csv="results/{tier}/prism/scorecard.csv",
@@ -219,13 +247,18 @@ rule prism_scorecard:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO,
+        expected=expected_digest("prism"),
         seeds=lambda wc: seeds_required("prism", wc.tier),
-        tuned=lambda wc: " ".join(prism_wf.tuned_dirs(config, wc.tier)),
+        tuned=lambda wc, input: list(
+            str(p.parent)
+            for d in input.tuned
+            for p in sorted(Path(d).glob("*/seed*/metrics.json"))
+        ),
     shell:
-        "{params.cli} scorecard --paper prism --tier {wildcards.tier} --expected {input.expected} "
-        "--seeds-required {params.seeds} "
-        "--out-md {output.md} --out-csv {output.csv} {input.runs} {params.tuned} > {log} 2>&1"
+        "recrepro scorecard --paper prism --tier {wildcards.tier:q} "
+        "--expected-sha256 {params.expected:q} "
+        "--seeds-required {params.seeds:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} {params.tuned:q} > {log:q} 2>&1"
 
 
 PAPER_TARGETS["prism"] = prism_wf.targets(config, TIER)

@@ -23,7 +23,6 @@ rule prism_train:
         mem_mb=res_mem_mb("train"),
         runtime=res_runtime("train"),
     params:
-        cli=RECREPRO_MODULE,
         tier_conf=lambda wc: as_json(prism_wf.tier_conf(config, wc.tier)),
         switches=as_json(config["prism"]["switches"]),
         evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
@@ -43,8 +42,9 @@ rule prism_train:
         bench="logs/benchmarks/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/prism/{wc.dataset}/{wc.protocol}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads} {params.cli} recrepro.papers.prism train --split-dir {params.split_dir} "
-        "--method {wildcards.method} --seed {wildcards.seed} --out-dir {params.out} "
-        "--tier-conf {params.tier_conf} --switches {params.switches} --evaluation {params.evaluation} "
-        "--meta {params.meta} --device {params.device} --batch-size {params.batch_size} "
-        "--benchmark-file {params.bench} --checkpoint {params.checkpoint} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.prism train "
+        "--split-dir {params.split_dir:q} --method {wildcards.method:q} --seed {wildcards.seed:q} "
+        "--out-dir {params.out:q} --tier-conf {params.tier_conf:q} --switches {params.switches:q} "
+        "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
+        "--batch-size {params.batch_size:q} --benchmark-file {params.bench:q} "
+        "--checkpoint {params.checkpoint:q} > {log:q} 2>&1"

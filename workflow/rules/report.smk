@@ -1,6 +1,9 @@
-# The HTML report (snakemake --report results/report.html): every paper's figures are wrapped in
-# report() in its own rule file; here each scorecard is rendered as an HTML page (the report shows
-# HTML inline, Markdown only as a download) and filed under the paper's category.
+# The HTML report (snakemake --report results/<tier>/report.html): every paper's figures are wrapped
+# in report() in its own rule file (the PNG: browsers show it inline; the PDF stays a file for papers
+# and slides); here each scorecard and Markdown table is rendered as an HTML page (the report shows
+# HTML inline, Markdown only as a download). Items are filed under the paper's category and the
+# subcategories Figures / Tables / Scorecard, with labels that sort in the paper's order. Captions
+# are reStructuredText: write metric names as NDCG\@20 (a bare NDCG@20 becomes a mailto: link).
 
 import re
 
@@ -12,7 +15,7 @@ REPORT_CATEGORIES = {
     "baselines": "Baselines",
     "exadmm": "exADMM",
     "prism": "PRISM",
-    "lambdaopt": "lambdaopt",
+    "lambdaopt": "λOpt",
     "fedrap": "FedRAP",
     "lrs": "AMHT-LRS",
 }
@@ -36,6 +39,7 @@ rule scorecard_html:
             caption="../report/scorecard.rst",
             category=lambda wc: REPORT_CATEGORIES.get(wc.paper, wc.paper),
             subcategory="Scorecard",
+            labels={"scorecard": "{paper}, {tier} tier"},
         ),
     log:
         "logs/report/{tier}/{paper}/scorecard_html.log",
@@ -47,11 +51,9 @@ rule scorecard_html:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.report scorecard-html --md {input.md} --csv {input.csv} "
-        "--out {output.html} > {log} 2>&1"
+        "recrepro_module recrepro.report scorecard-html --md {input.md:q} --csv {input.csv:q} "
+        "--out {output.html:q} > {log:q} 2>&1"
 
 
 rule table_html:
@@ -64,6 +66,7 @@ rule table_html:
             caption="../report/table.rst",
             category=lambda wc: REPORT_CATEGORIES.get(wc.paper, wc.paper),
             subcategory="Tables",
+            labels={"table": "{table}"},
         ),
     log:
         "logs/report/{tier}/{paper}/{table}_html.log",
@@ -76,10 +79,9 @@ rule table_html:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
-    params:
-        cli=RECREPRO_MODULE,
     shell:
-        "{params.cli} recrepro.report table-html --md {input.md} --out {output.html} > {log} 2>&1"
+        "recrepro_module recrepro.report table-html --md {input.md:q} --out {output.html:q} "
+        "> {log:q} 2>&1"
 
 
 ruleorder: scorecard_html > table_html
@@ -128,10 +130,10 @@ rule reference_readme:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         results=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "{params.cli} recrepro.reference --results {params.results} --out {output} > {log} 2>&1"
+        "recrepro_module recrepro.reference --results {params.results:q} --out {output:q} "
+        "> {log:q} 2>&1"
 
 
 rule compute_doc:
@@ -152,11 +154,10 @@ rule compute_doc:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        cli=RECREPRO_MODULE,
         expected=as_json(tier_run_records("paper")),
     shell:
-        "{params.cli} recrepro.compute --expected-runs {params.expected} "
-        "--availability {input.availability} --out {output} > {log} 2>&1"
+        "recrepro_module recrepro.compute --expected-runs {params.expected:q} "
+        "--availability {input.availability:q} --out {output:q} > {log:q} 2>&1"
 
 
 if TIER == "paper":

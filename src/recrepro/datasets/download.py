@@ -13,6 +13,13 @@ digest mismatch stops the fetch at once with :class:`ChecksumError` (a corrupt m
 or a changed upstream file must be looked at, not silently routed around).
 ``fetch.json`` is written last; its presence with matching sha256 makes the next call
 a no-op.
+
+A member with no published digest of its own is verified through the archive it is
+extracted from when the archive has one (``"verified": "archive md5"``). Otherwise it is
+*trusted on first use*: accepted with a WARNING naming the file, its sha256 recorded in
+``fetch.json`` (``"verified": "none"``, listed under ``"unverified"``) and checked from
+then on (a later fetch refuses a copy that differs, :func:`verify_raw_files` checks it
+before every preprocessing). ``strict=True`` (``data.strict_checksums``) refuses such files.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -37,7 +45,12 @@ from recrepro.datasets.errors import ChecksumError, DatasetUnavailableError
 from recrepro.datasets.registry import DatasetSpec, get_dataset
 from recrepro.io import atomic_path, sha256_file, write_json
 
-__all__ = ["FETCH_RECORD", "download_url", "fetch_dataset", "fetch_spec", "verify_file"]
+__all__ = ["FETCH_RECORD", "download_url", "fetch_dataset", "fetch_spec", "verify_file", "verify_raw_files"]
+
+log = logging.getLogger("recrepro.datasets")
+# ``verified`` of a member nothing published vouches for: taken now, or checked against an earlier fetch
+_NONE = "none"
+_FIRST_USE = "sha256 recorded on first use"
 
 FETCH_RECORD = "fetch.json"
 _CHUNK = 1 << 20
@@ -216,23 +229,57 @@ def _download_once(url: str, dest: Path, expected: Expected, *, progress: bool |
 # --------------------------------------------------------------------------- fetch
 @dataclass
 class _Fetch:
-    """State of one fetch: what was obtained and what was tried."""
+    """State of one fetch: what was obtained and what was tried.
+
+    ``first_use`` holds the sha256 an earlier ``fetch.json`` recorded for members with no
+    published digest: a new copy of such a member must match it (trust on first use).
+    ``refused`` lists the files left alone because nothing could verify them and
+    ``strict`` is set.
+    """
 
     spec: DatasetSpec
     raw_dir: Path
+    strict: bool = False
+    first_use: dict[str, str] = field(default_factory=dict)
     members: dict[str, dict] = field(default_factory=dict)
     archive: dict | None = None
     tried: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     network_error: BaseException | None = None
 
     def missing(self) -> list[str]:
         return [m for m in self.spec.members if m not in self.members]
 
     def expected(self, member: str) -> Expected:
-        return Expected(self.spec.members[member], self.spec.member_md5.get(member))
+        published = Expected(self.spec.members[member], self.spec.member_md5.get(member))
+        if not published.known and member in self.first_use:
+            return Expected(sha256=self.first_use[member])
+        return published
+
+    def label(self, member: str) -> str:
+        """The ``verified`` field of a member's entry: what its digest check was."""
+        published = Expected(self.spec.members[member], self.spec.member_md5.get(member))
+        if published.known:
+            return published.method
+        return _FIRST_USE if member in self.first_use else _NONE
 
     def archive_expected(self) -> Expected:
         return Expected(self.spec.archive_sha256, self.spec.archive_md5)
+
+    def may_take_unverified(self, what: str) -> bool:
+        """Whether a file nothing can verify may be taken (noted as refused when not)."""
+        if self.strict:
+            self.refused.append(what)
+            return False
+        return True
+
+    def trust_on_first_use(self, member: str, source: str) -> None:
+        """Mark ``member`` (already in raw_dir) as accepted without verification and say so."""
+        entry = self.members[member]
+        log.warning(
+            "%s/%s was NOT verified: no published digest (from %s); accepted on first use with "
+            "sha256 %s, recorded in fetch.json and checked from now on. data.strict_checksums: true "
+            "refuses such files.", self.spec.name, member, source, entry["sha256"])
 
 
 def fetch_dataset(
@@ -241,6 +288,7 @@ def fetch_dataset(
     mirror: str | Path | None = None,
     urls_allowed: bool = True,
     progress: bool | None = None,
+    strict: bool = False,
 ) -> Path:
     """Make ``raw_dir`` hold the verified member files of dataset ``name``.
 
@@ -257,20 +305,25 @@ def fetch_dataset(
         Whether the canonical URLs may be downloaded.
     progress:
         Progress bars for downloads; None shows them when stderr is a terminal.
+    strict:
+        Refuse a file that nothing can verify (no published digest, no verified archive,
+        no digest recorded on first use) instead of accepting it with a WARNING.
 
     Returns
     -------
     Path
-        ``raw_dir / "fetch.json"``, written last, listing each member with its sha256
-        and where it came from. When it already exists and every member still matches
-        its sha256, nothing is done.
+        ``raw_dir / "fetch.json"``, written last, listing each member with its sha256,
+        size, where it came from and how it was verified (``unverified`` lists the
+        members trusted on first use). When it already exists and every member still
+        matches its sha256, nothing is done.
 
     Raises
     ------
     ValueError
         For ``synthetic`` (generated by ``recrepro data synth``) or an unknown name.
     ChecksumError
-        A file does not match its published digest (nothing unverified is left).
+        A file does not match its published digest (nothing unverified is left), or, with
+        ``strict``, a file could not be verified at all.
     DatasetUnavailableError
         Some member could be obtained from no source; the message says which, what was
         tried, the URLs and any instructions for placing it by hand.
@@ -280,7 +333,7 @@ def fetch_dataset(
     spec = get_dataset(name)
     if spec.generated:
         raise ValueError(f"{name}: synthetic data is generated by `recrepro data synth`, not fetched")
-    return fetch_spec(spec, raw_dir, mirror=mirror, urls_allowed=urls_allowed, progress=progress)
+    return fetch_spec(spec, raw_dir, mirror=mirror, urls_allowed=urls_allowed, progress=progress, strict=strict)
 
 
 def fetch_spec(
@@ -290,6 +343,7 @@ def fetch_spec(
     mirror: str | Path | None = None,
     urls_allowed: bool = True,
     progress: bool | None = None,
+    strict: bool = False,
 ) -> Path:
     """:func:`fetch_dataset` for an explicit spec (tests use specs with local URLs)."""
     raw_dir = Path(raw_dir)
@@ -297,10 +351,11 @@ def fetch_spec(
     record_path = raw_dir / FETCH_RECORD
     if _record_is_current(spec, raw_dir, record_path):
         return record_path
+    first_use = _first_use_digests(spec, record_path)
     # A stale record must never vouch for files again, even if this fetch fails.
     record_path.unlink(missing_ok=True)
 
-    state = _Fetch(spec, raw_dir)
+    state = _Fetch(spec, raw_dir, strict=strict, first_use=first_use)
     _take_verified_existing(state)
     if mirror is not None and state.missing():
         _take_from_mirror(state, Path(mirror) / spec.name)
@@ -311,6 +366,8 @@ def fetch_spec(
             state.tried.append("canonical URLs not tried (downloads not allowed)")
     if state.missing():
         _take_hand_placed(state)
+    if state.missing() and state.refused:
+        raise _refused(state)
     if state.missing():
         raise _unavailable(state, mirror)
 
@@ -319,9 +376,78 @@ def fetch_spec(
         "recrepro_version": __version__,
         "archive": state.archive,
         "members": {m: state.members[m] for m in spec.members},
+        # trusted on first use (now or by an earlier fetch): no publisher vouches for these
+        "unverified": [m for m in spec.members if state.members[m]["verified"] in (_NONE, _FIRST_USE)],
     }
     write_json(record_path, record)
     return record_path
+
+
+def _first_use_digests(spec: DatasetSpec, record_path: Path) -> dict[str, str]:
+    """sha256 an earlier ``fetch.json`` recorded for members with no published digest."""
+    try:
+        listed = json.loads(record_path.read_text())["members"]
+        return {m: str(listed[m]["sha256"]) for m in spec.members
+                if m in listed and not (spec.members[m] or spec.member_md5.get(m))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _refused(state: _Fetch) -> ChecksumError:
+    spec = state.spec
+    lines = [f"dataset {spec.name!r}: {', '.join(state.missing())} not taken: nothing can verify it "
+             "and data.strict_checksums is true"]
+    lines += [f"  refused: {r}" for r in state.refused]
+    if spec.archive and state.archive_expected().known:
+        lines.append(f"  the release archive {spec.archive} has a published digest: put it in the mirror "
+                     "or allow the download")
+    lines.append("  or set data.strict_checksums: false to accept it on first use (with a WARNING)")
+    return ChecksumError("\n".join(lines))
+
+
+def verify_raw_files(spec: DatasetSpec, raw_dir: str | Path) -> dict[str, dict]:
+    """Check the member files in ``raw_dir`` against ``fetch.json`` before they are used.
+
+    Each member's size is compared first (cheap: a truncated or appended file is caught
+    without reading it), then its sha256. A file changed after the fetch (a flipped byte,
+    an edit, a copy from elsewhere) stops here instead of flowing into the processed data.
+
+    Returns
+    -------
+    dict
+        The ``members`` section of ``fetch.json``.
+
+    Raises
+    ------
+    ChecksumError
+        ``fetch.json`` is missing or unreadable, lacks a member, or a member's size or
+        sha256 differs from it; the message names the file and both values.
+    """
+    raw_dir = Path(raw_dir)
+    record_path = raw_dir / FETCH_RECORD
+    fix = f"remove {raw_dir} and run the fetch again (`recrepro data fetch {spec.name}`)"
+    try:
+        listed = json.loads(record_path.read_text())["members"]
+    except FileNotFoundError:
+        raise ChecksumError(f"{record_path}: not found; raw files are checked against it: {fix}") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ChecksumError(f"{record_path}: unreadable ({exc}): {fix}") from None
+    for member in spec.members:
+        path = raw_dir / member
+        entry = listed.get(member) if isinstance(listed, dict) else None
+        if not isinstance(entry, dict) or "sha256" not in entry or "bytes" not in entry:
+            raise ChecksumError(f"{record_path}: no sha256 and size for {member}: {fix}")
+        if not path.is_file():
+            raise ChecksumError(f"{path}: missing (fetch.json lists it): {fix}")
+        size = path.stat().st_size
+        if size != entry["bytes"]:
+            raise ChecksumError(f"{path}: changed since it was fetched: {size} bytes, fetch.json says "
+                                f"{entry['bytes']}: {fix}")
+        sha = sha256_file(path)
+        if sha != entry["sha256"]:
+            raise ChecksumError(f"{path}: changed since it was fetched: sha256 {sha}, fetch.json says "
+                                f"{entry['sha256']}: {fix}")
+    return listed
 
 
 def _record_is_current(spec: DatasetSpec, raw_dir: Path, record_path: Path) -> bool:
@@ -356,7 +482,7 @@ def _take_verified_existing(state: _Fetch) -> None:
             sha = verify_file(path, expected)
         except ChecksumError:
             continue  # replaced by a verified copy below, or reported at the end
-        state.members[member] = _member_entry(path, sha, f"{path} (already present)", expected.method)
+        state.members[member] = _member_entry(path, sha, f"{path} (already present)", state.label(member))
 
 
 def _member_entry(path: Path, sha: str, source: str, verified: str, archive_member: str | None = None) -> dict:
@@ -374,13 +500,20 @@ def _take_from_mirror(state: _Fetch, folder: Path) -> None:
         src = folder / member
         if src.is_file():
             expected = state.expected(member)
+            if not expected.known and not state.may_take_unverified(f"{src} (no published digest)"):
+                continue  # strict: the release archive (verified) may still be in the mirror
             with open(src, "rb") as fh:
                 sha = _copy_verified(fh, state.raw_dir / member, expected, str(src))
-            state.members[member] = _member_entry(state.raw_dir / member, sha, str(src), expected.method)
+            state.members[member] = _member_entry(state.raw_dir / member, sha, str(src), state.label(member))
+            if not expected.known:
+                state.trust_on_first_use(member, str(src))
     spec = state.spec
     if state.missing() and spec.archive:
         archive = folder / spec.archive
         if archive.is_file():
+            if not state.archive_expected().known and not state.may_take_unverified(
+                    f"{archive} (no published digest)"):
+                return
             digests = _verify_archive(state, archive, str(archive))
             _extract_members(state, archive, str(archive), digests)
             return
@@ -412,9 +545,13 @@ def _extract_members(state: _Fetch, archive: Path, source: str, archive_record: 
             expected = state.expected(member)
             with open(extracted[inner], "rb") as fh:
                 sha = _copy_verified(fh, state.raw_dir / member, expected, f"{member} (in {source})")
-            state.members[member] = _member_entry(
-                state.raw_dir / member, sha, source, expected.method, archive_member=inner
-            )
+            # A member without a digest of its own is as verified as the archive it came from.
+            label = state.label(member)
+            if label in (_NONE, _FIRST_USE) and archive_record["verified"] != _NONE:
+                label = f"archive {archive_record['verified']}"
+            state.members[member] = _member_entry(state.raw_dir / member, sha, source, label, archive_member=inner)
+            if label == _NONE:
+                state.trust_on_first_use(member, f"{inner} in {source}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     state.archive = archive_record
@@ -430,6 +567,9 @@ def _take_from_urls(state: _Fetch, progress: bool | None) -> None:
         state.tried.append("no public URL")
         return
     if spec.archive:
+        if not state.archive_expected().known and not state.may_take_unverified(
+                f"{spec.archive} from {', '.join(spec.urls)} (no published digest; not downloaded)"):
+            return
         work = Path(tempfile.mkdtemp(prefix=".download-", dir=state.raw_dir))
         try:
             for url in spec.urls:
@@ -452,10 +592,15 @@ def _take_from_urls(state: _Fetch, progress: bool | None) -> None:
         urls = [u for u in spec.urls if _url_filename(u) == member]
         if not urls:
             state.tried.append(f"no URL for {member}")
+        if urls and not state.expected(member).known and not state.may_take_unverified(
+                f"{member} from {', '.join(urls)} (no published digest; not downloaded)"):
+            continue
         for url in urls:
             dest = state.raw_dir / member
             if _try_download(state, url, dest, state.expected(member), progress):
-                state.members[member] = _member_entry(dest, sha256_file(dest), url, state.expected(member).method)
+                state.members[member] = _member_entry(dest, sha256_file(dest), url, state.label(member))
+                if not state.expected(member).known:
+                    state.trust_on_first_use(member, url)
                 break
 
 
@@ -479,9 +624,13 @@ def _take_hand_placed(state: _Fetch) -> None:
         if not path.is_file():
             continue
         expected = state.expected(member)
+        if not expected.known and not state.may_take_unverified(f"{path} (placed by hand, no published digest)"):
+            continue
         # Raises ChecksumError for a copy that does not match its published digest.
         sha = verify_file(path, expected)
-        state.members[member] = _member_entry(path, sha, f"{path} (placed by hand)", expected.method)
+        state.members[member] = _member_entry(path, sha, f"{path} (placed by hand)", state.label(member))
+        if not expected.known:
+            state.trust_on_first_use(member, f"{path} (placed by hand)")
 
 
 def _unavailable(state: _Fetch, mirror: str | Path | None) -> DatasetUnavailableError:

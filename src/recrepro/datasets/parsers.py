@@ -3,7 +3,9 @@
 Every reader parses with pyarrow (or numpy) in one vectorised pass. Only when that
 pass fails does a slow line-by-line scan run, to find the first malformed line and
 raise :class:`DataFormatError` naming the file, the 1-based line number and the
-offending text. The registry (:mod:`recrepro.datasets.registry`) says which reader and
+offending text. Each format knows the range of its values (ratings 1-5 for MovieLens
+100K/1M, Amazon and Epinions, 0.5-5 for ML-10M/20M, counts >= 1, clicks 0-1): a value
+outside it, or not finite, is a malformed line too. The registry (:mod:`recrepro.datasets.registry`) says which reader and
 which files each dataset uses; :class:`RawParser` ties the two together.
 
 Frames have columns ``user``, ``item`` (int64 when every id is an integer, else str),
@@ -40,6 +42,7 @@ __all__ = [
     "read_lightgcn_split",
     "read_movielens_csv",
     "read_movielens_dat",
+    "read_movielens_10m_dat",
     "read_movielens_u_data",
     "read_hetrec_user_artists",
     "read_msd_triplets",
@@ -93,10 +96,29 @@ class RawParser:
 # --------------------------------------------------------------------------- line formats
 @dataclass(frozen=True)
 class Field:
-    """One field of a delimited line: ``kind`` is int, float, str (non-empty), mdy_date or any."""
+    """One field of a delimited line: ``kind`` is int, float, str (non-empty), mdy_date or any.
+
+    ``low``/``high`` bound a numeric field (inclusive; None: unbounded on that side).
+    """
 
     name: str
     kind: str
+    low: float | None = None
+    high: float | None = None
+
+    def out_of_range(self, number: float) -> str | None:
+        """Why ``number`` is outside this field's range, or None."""
+        if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
+            return f"{number:g} is outside the range {_range_text(self.low, self.high)}"
+        return None
+
+
+def _range_text(low: float | None, high: float | None) -> str:
+    if high is None:
+        return f">= {low:g}"
+    if low is None:
+        return f"<= {high:g}"
+    return f"{low:g}-{high:g}"
 
 
 @dataclass(frozen=True)
@@ -120,22 +142,24 @@ _INT_RE = re.compile(r"-?\d+")
 _MDY_RE = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
 
 
-def _field_problem(value: str, kind: str) -> str | None:
-    """Why ``value`` is not a valid ``kind`` field, or None when it is."""
+def _field_problem(value: str, kind: str, spec: Field | None = None) -> str | None:
+    """Why ``value`` is not a valid ``kind`` field (within ``spec``'s range), or None when it is."""
     if kind == "any":
         return None
     if kind == "str":
         return None if value else "empty id"
     if kind == "int":
         if _INT_RE.fullmatch(value) and -(2**63) <= int(value) < 2**63:
-            return None
+            return spec.out_of_range(int(value)) if spec is not None else None
         return f"{value!r} is not an integer"
     if kind == "float":
         try:
             number = float(value)
         except ValueError:
             return f"{value!r} is not a number"
-        return None if value == value.strip() and math.isfinite(number) else f"{value!r} is not a finite number"
+        if value != value.strip() or not math.isfinite(number):
+            return f"{value!r} is not a finite number"
+        return spec.out_of_range(number) if spec is not None else None
     if kind == "mdy_date":
         match = _MDY_RE.fullmatch(value)
         if match:
@@ -153,7 +177,7 @@ def _line_problem(fields: Sequence[str], fmt: LineFormat) -> str | None:
     if len(fields) != len(fmt.fields):
         return f"expected {fmt.describe()}, found {len(fields)}"
     for value, spec in zip(fields, fmt.fields):
-        problem = _field_problem(value, spec.kind)
+        problem = _field_problem(value, spec.kind, spec)
         if problem:
             return f"field {spec.name!r}: {problem}"
     return None
@@ -277,15 +301,21 @@ def _read_delimited(opener: Opener, label: str, fmt: LineFormat, types: dict[str
         raise _format_error(label, opener, fmt, f"cannot parse ({exc})") from None
 
     # Conditions pyarrow accepts but the format forbids: text between the ':' of '::',
-    # empty string ids, NaN/inf ratings.
+    # empty string ids, NaN/inf ratings, values outside the field's range.
     suspicious = any(pc.max(pc.utf8_length(table[f])).as_py() for f in fillers)
-    kinds = {spec.name: spec.kind for spec in fmt.fields}
+    specs = {spec.name: spec for spec in fmt.fields}
     for name in types:
         column = table[name]
-        if kinds[name] == "str" and len(column) and pc.min(pc.utf8_length(column)).as_py() == 0:
+        spec = specs[name]
+        if spec.kind == "str" and len(column) and pc.min(pc.utf8_length(column)).as_py() == 0:
             suspicious = True
         if pa.types.is_floating(column.type) and len(column) and not pc.all(pc.is_finite(column)).as_py():
             suspicious = True
+        if (spec.low is not None or spec.high is not None) and len(column) and not suspicious:
+            extremes = pc.min_max(column)
+            low, high = extremes["min"].as_py(), extremes["max"].as_py()
+            if spec.out_of_range(low) or spec.out_of_range(high):
+                suspicious = True
     if suspicious:
         raise _format_error(label, opener, fmt, "malformed field (not located)")
     return table.select(list(types))
@@ -328,14 +358,21 @@ def _file_order(n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- MovieLens
-RATING_FIELDS = (Field("user", "int"), Field("item", "int"), Field("rating", "float"), Field("timestamp", "int"))
+def _rating_fields(low: float, high: float) -> tuple[Field, ...]:
+    return (Field("user", "int"), Field("item", "int"), Field("rating", "float", low, high), Field("timestamp", "int"))
+
+
+#: whole stars 1-5 (ML-100K, ML-1M) and half stars 0.5-5 (ML-10M, ML-20M; README of each release)
+RATING_FIELDS = _rating_fields(1, 5)
+HALF_STAR_FIELDS = _rating_fields(0.5, 5)
 _RATING_TYPES = {"user": pa.int64(), "item": pa.int64(), "rating": pa.float32(), "timestamp": pa.int64()}
 
 ML100K_U_DATA = LineFormat("\t", RATING_FIELDS)
 MOVIELENS_DAT = LineFormat("::", RATING_FIELDS)
+MOVIELENS_10M_DAT = LineFormat("::", HALF_STAR_FIELDS)
 MOVIELENS_CSV = LineFormat(
     ",",
-    (Field("userId", "int"), Field("movieId", "int"), Field("rating", "float"), Field("timestamp", "int")),
+    (Field("userId", "int"), Field("movieId", "int"), Field("rating", "float", 0.5, 5), Field("timestamp", "int")),
     header=("userId", "movieId", "rating", "timestamp"),
 )
 
@@ -347,8 +384,14 @@ def read_movielens_u_data(path: Path) -> pd.DataFrame:
 
 
 def read_movielens_dat(path: Path) -> pd.DataFrame:
-    """ML-1M / ML-10M ``ratings.dat``: ``UserID::MovieID::Rating::Timestamp``, no header."""
+    """ML-1M ``ratings.dat``: ``UserID::MovieID::Rating::Timestamp``, no header; whole stars 1-5."""
     t = _read_delimited(_file_opener(path), str(path), MOVIELENS_DAT, _RATING_TYPES)
+    return _frame(t["user"], t["item"], t["rating"], t["timestamp"])
+
+
+def read_movielens_10m_dat(path: Path) -> pd.DataFrame:
+    """ML-10M ``ratings.dat``: as ML-1M's, with half stars 0.5-5."""
+    t = _read_delimited(_file_opener(path), str(path), MOVIELENS_10M_DAT, _RATING_TYPES)
     return _frame(t["user"], t["item"], t["rating"], t["timestamp"])
 
 
@@ -366,10 +409,10 @@ def read_movielens_csv(path: Path) -> pd.DataFrame:
 # --------------------------------------------------------------------------- play counts
 HETREC_USER_ARTISTS = LineFormat(
     "\t",
-    (Field("userID", "int"), Field("artistID", "int"), Field("weight", "float")),
+    (Field("userID", "int"), Field("artistID", "int"), Field("weight", "float", low=1)),
     header=("userID", "artistID", "weight"),
 )
-MSD_TRIPLETS = LineFormat("\t", (Field("user", "str"), Field("song", "str"), Field("play_count", "int")))
+MSD_TRIPLETS = LineFormat("\t", (Field("user", "str"), Field("song", "str"), Field("play_count", "int", low=1)))
 
 
 def read_hetrec_user_artists(path: Path) -> pd.DataFrame:
@@ -397,9 +440,9 @@ def read_msd_triplets(path: Path) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- explicit ratings
 AMAZON_RATINGS = LineFormat(
-    ",", (Field("user", "str"), Field("item", "str"), Field("rating", "float"), Field("timestamp", "int"))
+    ",", (Field("user", "str"), Field("item", "str"), Field("rating", "float", 1, 5), Field("timestamp", "int"))
 )
-TRUSTLET_RATINGS = LineFormat(" ", (Field("user", "int"), Field("item", "int"), Field("rating", "float")))
+TRUSTLET_RATINGS = LineFormat(" ", (Field("user", "int"), Field("item", "int"), Field("rating", "float", 1, 5)))
 TRUSTLET_MEMBER = "ratings_data.txt"
 
 
@@ -564,8 +607,9 @@ def read_tenrec_csv(path: Path) -> pd.DataFrame:
     header = tuple(h.strip() for h in first.split(","))
     if not set(TENREC_REQUIRED) <= set(header):
         raise DataFormatError(f'{path}: line 1: header must contain {",".join(TENREC_REQUIRED)}: "{_shown(first)}"')
-    kinds = {"user_id": "str", "item_id": "str", "click": "float"}
-    fmt = LineFormat(",", tuple(Field(h, kinds.get(h, "any")) for h in header), header=header)
+    kinds = {"user_id": Field("user_id", "str"), "item_id": Field("item_id", "str"),
+             "click": Field("click", "float", 0, 1)}
+    fmt = LineFormat(",", tuple(kinds.get(h, Field(h, "any")) for h in header), header=header)
     types = {"user_id": pa.string(), "item_id": pa.string(), "click": pa.float32()}
     t = _read_delimited(_file_opener(path), str(path), fmt, types)
     return _frame(t["user_id"], t["item_id"], t["click"], _file_order(t.num_rows))
@@ -578,6 +622,9 @@ _FINEFOODS_KEYS = {
     "rating": "review/score: ",
     "timestamp": "review/time: ",
 }
+
+
+FINEFOODS_SCORE = Field("review/score", "float", 1, 5)
 
 
 def read_snap_finefoods(path: Path) -> pd.DataFrame:
@@ -640,6 +687,12 @@ def _finefoods_frame(path: Path, positions: dict[str, np.ndarray], values: dict)
             raise DataFormatError(
                 f'{path}: line {at[k] + 1}: {_FINEFOODS_KEYS[column]}"{_shown(bad)}" ' f"is not a number"
             )
+    scores = pc.cast(values["rating"], pa.float64()).to_numpy(zero_copy_only=False)
+    outside = np.flatnonzero((scores < FINEFOODS_SCORE.low) | (scores > FINEFOODS_SCORE.high))
+    if outside.size:
+        k = int(outside[0])
+        raise DataFormatError(f"{path}: line {rating_at[k] + 1}: {_FINEFOODS_KEYS['rating']}"
+                              f"{FINEFOODS_SCORE.out_of_range(scores[k])}")
     return _frame(
         values["user"],
         values["item"],
@@ -673,4 +726,13 @@ def read_synthetic_parquet(path: Path) -> pd.DataFrame:
     missing = [c for c in RAW_COLUMNS if c not in frame.columns]
     if missing:
         raise DataFormatError(f"{path}: lacks columns {missing}")
+    rating = frame["rating"].to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(rating) | (rating < SYNTHETIC_RATING.low) | (rating > SYNTHETIC_RATING.high))
+    if bad.size:
+        k = int(bad[0])
+        raise DataFormatError(f"{path}: row {k}: rating {rating[k]:g} is not a finite number in the range "
+                              f"{_range_text(SYNTHETIC_RATING.low, SYNTHETIC_RATING.high)}")
     return frame
+
+
+SYNTHETIC_RATING = Field("rating", "float", 1, 5)  # recrepro.datasets.synthetic draws 1-5

@@ -6,6 +6,11 @@ files the parser reads with their sha256 (None where none is published), and the
 parser. Digests come from ``shared/datasets/<name>/PROVENANCE.md`` (sha256 computed on
 copies whose identity with the release was verified) and from the md5 lists published
 in public code (``shared/datasets/README.md``).
+
+A member with neither a sha256 nor an md5 (``None`` below, no ``member_md5``) is verified
+through its release archive where that has a digest (ML-10M, ML-20M); otherwise, or when a
+mirror holds the bare file, it is trusted on first use (:mod:`recrepro.datasets.download`).
+README.md, "Data", lists which datasets are pinned how; a test keeps the two in step.
 """
 
 from __future__ import annotations
@@ -158,7 +163,7 @@ _ALL = [
         archive="ml-10m.zip",
         archive_md5="ce571fd55effeba0271552578f2648bd",
         members={"ratings.dat": None},
-        read=parsers.read_movielens_dat,
+        read=parsers.read_movielens_10m_dat,
         licence=_GROUPLENS_TERMS,
         implicit=False,
         has_timestamps=True,

@@ -30,6 +30,11 @@ the values as given.
 Fold-in (:meth:`ExADMM.fold_in`): held-out users start at U = 0, s = 0, w = 0 and run
 ``pred_iterations`` rounds of U-, s- and w-steps with V fixed, so the fairness term also
 acts on the held-out population.
+
+Finiteness: the hyperparameters and the input matrix are checked before the first step,
+and every step's operands before its solve (:func:`_check_operands`), so a NaN or inf
+stops with :class:`~recrepro.records.NonFiniteError` naming the epoch, the step (V, U, s,
+w) and the quantity, instead of surfacing as a ``LinAlgError`` from the solver.
 """
 
 from __future__ import annotations
@@ -54,6 +59,22 @@ from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
 
 __all__ = ["ExADMM", "observed_hessian_product", "prox_sherman_morrison", "u_step", "s_step"]
+
+
+def _check_operands(step: str, where: str, **operands: Any) -> None:
+    """Stop before a step whose operands hold NaN/inf (the message names step, quantity, where).
+
+    O(size) per operand, next to the step's O(|R| d + n d²) solve.
+    """
+    for quantity, value in operands.items():
+        check_finite(f"exADMM {step}-step operand {quantity}", value, where)
+
+
+def _check_inputs(phase: str, matrix: sp.spmatrix, **hyper: float) -> None:
+    """Finite hyperparameters and matrix values before ``phase`` starts."""
+    for name, value in hyper.items():
+        check_finite(f"exADMM hyperparameter {name}", value, phase)
+    check_finite("exADMM input matrix values", matrix.data, phase)
 
 
 def prox_sherman_morrison(u_hat: torch.Tensor, eta: float, rho: float) -> torch.Tensor:
@@ -170,9 +191,14 @@ class ExADMM(TorchFactorModel):
     def _t(self, a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a, dtype=self.dtype, device=self.device)
 
+    def _hyperparameters(self) -> dict[str, float]:
+        return {"alpha0": self.alpha0, "l2": self.l2, "l2_exp": self.l2_exp, "exposure_reg": self.exposure_reg,
+                "admm_penalty": self.admm_penalty, "learning_rate": self.learning_rate, "stdev": self.stdev}
+
     def fit(self, train: sp.csr_matrix, **kwargs: Any) -> ExADMM:
         """Fit on a binary ``[n_users, n_items]`` CSR; rows without entries are not training users."""
         full = self._as_train_matrix(train)
+        _check_inputs("fit (before epoch 1)", full, **self._hyperparameters())
         full.data[:] = 1.0
         self.n_users, self.n_items = full.shape
         active = np.flatnonzero(np.diff(full.indptr) > 0)
@@ -193,14 +219,21 @@ class ExADMM(TorchFactorModel):
         self.history = []
         for epoch in range(1, self.epochs + 1):
             started = time.perf_counter()
+            where = f"epoch {epoch}"
             V_prev, U_prev, s_prev, w_prev = V.clone(), U.clone(), s.clone(), w.clone()
             constant = self.alpha0 * (U.T @ U) + lam_expo * torch.outer(s, s)
+            _check_operands("V", where, **{"user factors U": U, "s": s, "α0·UᵀU + Λ·ssᵀ": constant,
+                                            "item L2 weights": lam_i})
             solve_rows(U, item_groups, constant, lam_i, V)
             gram_v = V.T @ V
+            _check_operands("U", where, **{"item factors V": V, "VᵀV": gram_v, "user L2 weights": lam_u,
+                                            "s": s, "w": w})
             U = u_step(U, V, user_groups, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
                        self.u_step_hessian)
             ubar = U.mean(dim=0)
+            _check_operands("s", where, **{"user factors U": U, "mean user factor ū": ubar, "w": w})
             s = s_step(ubar, w, gram_v, lam_expo, rho)
+            _check_operands("w", where, **{"s": s})
             w = w + ubar - s
             seconds = time.perf_counter() - started
             for name, value in (("user factors", U), ("item factors", V), ("s", s), ("w", w)):
@@ -239,6 +272,8 @@ class ExADMM(TorchFactorModel):
         """
         self._check_fitted()
         hist = self._as_train_matrix(history)
+        _check_inputs("fold-in (before iteration 1)", hist, **self._hyperparameters())
+        check_finite("exADMM item factors V", self.V, "fold-in (before iteration 1)")
         hist.data[:] = 1.0
         active = np.flatnonzero(np.diff(hist.indptr) > 0)
         sub = hist[active]
@@ -253,10 +288,14 @@ class ExADMM(TorchFactorModel):
         self.fold_in_history = []
         for it in range(1, self.pred_iterations + 1):
             U_prev = U
+            where = f"fold-in iteration {it}"
+            _check_operands("U", where, **{"user factors U": U, "s": s, "w": w})
             U = u_step(U, self.V, user_groups, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
                        self.u_step_hessian)
             ubar = U.mean(dim=0)
+            _check_operands("s", where, **{"user factors U": U, "mean user factor ū": ubar, "w": w})
             s = s_step(ubar, w, gram_v, lam_expo, rho)
+            _check_operands("w", where, **{"s": s})
             w = w + ubar - s
             check_finite("exADMM fold-in user factors", U, f"fold-in iteration {it}")
             self.fold_in_history.append({"iteration": it, "residual_U": float(torch.linalg.norm(U - U_prev)),

@@ -245,16 +245,38 @@ def _mean_over_seeds(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ figures and table
+#: Families in the paper's order (legends; their colours are fixed across exADMM's figures).
+FAMILY_LABELS = {"ials": "iALS", "exadmm": "exADMM", "fairrec": "FairRec"}
+#: Metric names as the paper writes them.
+METRIC_LABELS = {"ndcg": "nDCG", "recall_liang": "Recall", "gini": "Gini", "coverage": "Coverage"}
+
+
+def family_colors() -> dict[str, str]:
+    """iALS, exADMM, FairRec: the same colour in every exADMM figure."""
+    from recrepro.plotting import fixed_colors
+
+    return fixed_colors(FAMILIES)
+
+
 def figure_tradeoff(run_files, out_pdf, out_png, *, tier: str, ks: Sequence[int]) -> None:
-    """Figure 1: per dataset and K, NDCG@K and Recall@K against Gini@K and Coverage@K (test, seed mean)."""
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    """Figure 1: per dataset and K, NDCG@K and Recall@K against Gini@K and Coverage@K (test, seed mean).
+
+    One row per (dataset, K), columns nDCG vs Gini, nDCG vs Coverage, Recall vs Gini, Recall vs
+    Coverage; one marker per operating point (filled). The numbers measured with the official
+    code (``expected/exadmm.yaml``) are drawn as hollow markers where both coordinates are given.
+    """
+    from recrepro.plotting import figure_legend, new_figure, plot_published, published_handles, save_figure
+    from recrepro.scorecard import published_value, published_values
 
     frame = _mean_over_seeds(load_runs(run_files))
     datasets = sorted(frame["dataset"].unique())
     panels = [(y, x) for y in ("ndcg", "recall_liang") for x in ("gini", "coverage")]
-    fig, axes = new_figure(ncols=len(panels), nrows=len(datasets) * len(ks), width=3.0 * len(panels))
+    n_rows = len(datasets) * len(ks)
+    fig, axes = new_figure(ncols=len(panels), nrows=n_rows, width=7.5, height=1.9 * n_rows + 0.3)
     axes = np.atleast_2d(axes)
-    colors = method_colors(list(FAMILIES))
+    colors = family_colors()
+    published = published_values("exadmm")
+    drawn_published = False
     row = 0
     for dataset in datasets:
         sub = frame[frame["dataset"] == dataset]
@@ -262,42 +284,78 @@ def figure_tradeoff(run_files, out_pdf, out_png, *, tier: str, ks: Sequence[int]
             for col, (y, x) in enumerate(panels):
                 ax = axes[row, col]
                 for family in FAMILIES:
-                    pts = sub[sub["family"] == family].sort_values(f"test:{x}@{k}")
+                    pts = sub[sub["family"] == family].sort_values(f"test:{x}@{k}") if f"test:{x}@{k}" in sub \
+                        else sub.iloc[0:0]
                     if pts.empty or f"test:{y}@{k}" not in pts:
                         continue
-                    ax.plot(pts[f"test:{x}@{k}"], pts[f"test:{y}@{k}"], marker="o", linestyle="-", markersize=3,
-                            color=colors[family], label=family)
-                ax.set_xlabel(f"{x}@{k}")
-                ax.set_ylabel(f"{y}@{k}")
-                ax.set_title(f"{dataset}", fontsize=8)
+                    ax.plot(pts[f"test:{x}@{k}"], pts[f"test:{y}@{k}"], marker="o", linestyle="none", markersize=4,
+                            color=colors[family], label=FAMILY_LABELS[family])
+                    for method in sorted(set(pts["method"])):
+                        px = published_value(published, dataset, method, f"{x}@{k}")
+                        py = published_value(published, dataset, method, f"{y}@{k}")
+                        if px is not None and py is not None:
+                            plot_published(ax, px, py, color=colors[family])
+                            drawn_published = True
+                ax.set_xlabel(f"{METRIC_LABELS[x]}@{k}")
+                ax.set_ylabel(f"{METRIC_LABELS[y]}@{k}")
+                if col == 0:
+                    ax.set_title(f"{dataset}, K = {k}", loc="left", fontsize=9)
             row += 1
-    axes[0, 0].legend(fontsize=7)
+    figure_legend(fig, loc="outside upper center",
+                  extra=published_handles("official code") if drawn_published else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=",".join(datasets),
-                caption="accuracy vs exposure concentration, one point per operating point (test, seed mean)")
+                caption="accuracy vs exposure concentration, one point per operating point (test, seed mean)"
+                        + ("; hollow: values measured with the official code" if drawn_published else ""))
+
+
+#: Line colours of the convergence figure's terms (fixed; the datasets differ by dash).
+CONVERGENCE_TERMS = {
+    "residual_V": "‖ΔV‖", "residual_U": "‖ΔU‖", "residual_s": "‖Δs‖", "residual_w": "‖Δw‖ = ‖ū − s‖",
+    "loss": "total", "loss_observed": "observed", "loss_unobserved": "unobserved", "loss_reg": "L2",
+    "loss_expo": "exposure Λ‖Vū‖²",
+}
 
 
 def figure_convergence(history_files, out_pdf, out_png, *, tier: str) -> None:
-    """Figure 3: exADMM residuals (log scale) and objective terms per epoch, seed 0 of each file given."""
-    from recrepro.plotting import new_figure, save_figure
+    """Figure 3: exADMM residuals (left) and objective terms (right) per epoch, log scale.
 
-    fig, axes = new_figure(ncols=2, width=7.0)
-    datasets = []
+    Colour = term, dash = dataset; one legend for the figure. The first history file of each
+    dataset is drawn (the rule gives the base exADMM run of every seed; the curves of the seeds
+    look alike).
+    """
+    from recrepro.plotting import KEY_COLOR, LINESTYLES, figure_legend, method_styles, new_figure, save_figure
+
+    fig, axes = new_figure(ncols=2, width=7.0, height=3.2)
+    # colour and marker per term (nine terms, eight colours); the dash is the dataset's
+    styles = {term: {"color": style["color"], "marker": style["marker"]}
+              for term, style in method_styles(list(CONVERGENCE_TERMS)).items()}
+    datasets: list[str] = []
     for f in history_files:
         hist = pd.DataFrame(read_history(Path(f).parent, Path(f).name)["train"])
         d = read_json(Path(f).parent / "metrics.json")["dataset"]
+        if d in datasets:
+            continue  # one seed per dataset: further seeds would stack identical-looking lines
         datasets.append(d)
-        for key in ("residual_V", "residual_U", "residual_s", "residual_w"):
-            axes[0].semilogy(hist["epoch"], hist[key].clip(lower=1e-12), label=f"{d} ‖Δ{key[-1]}‖")
-        for key in ("loss", "loss_observed", "loss_unobserved", "loss_reg", "loss_expo"):
-            axes[1].semilogy(hist["epoch"], hist[key].clip(lower=1e-12), label=f"{d} {key}")
-    axes[0].set_xlabel("epoch")
-    axes[0].set_ylabel("residual (Frobenius / 2-norm)")
-    axes[1].set_xlabel("epoch")
-    axes[1].set_ylabel("objective term")
-    axes[0].legend(fontsize=6)
-    axes[1].legend(fontsize=6)
+        dash = LINESTYLES[(len(datasets) - 1) % len(LINESTYLES)]
+        for ax, keys in ((axes[0], ("residual_V", "residual_U", "residual_s", "residual_w")),
+                         (axes[1], ("loss", "loss_observed", "loss_unobserved", "loss_reg", "loss_expo"))):
+            for key in keys:
+                if key in hist:
+                    ax.semilogy(hist["epoch"], hist[key].clip(lower=1e-12), linestyle=dash, linewidth=1.2,
+                                markersize=3, markevery=max(1, len(hist) // 8), label=CONVERGENCE_TERMS[key],
+                                **styles[key])
+    axes[0].set(xlabel="epoch", ylabel="residual (Frobenius / 2-norm)", title="(a) residuals")
+    axes[1].set(xlabel="epoch", ylabel="objective term", title="(b) objective")
+    extra = None
+    if len(datasets) > 1:  # the dash of each dataset, in the same legend
+        from matplotlib.lines import Line2D
+
+        extra = ([Line2D([], [], color=KEY_COLOR, linestyle=LINESTYLES[i % len(LINESTYLES)])
+                  for i in range(len(datasets))], datasets)
+    figure_legend(fig, extra=extra, ncols=5)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=",".join(sorted(set(datasets))),
-                caption="exADMM convergence: ‖ΔV‖, ‖ΔU‖, ‖Δs‖, ‖Δw‖ = ‖ū−s‖ and objective terms per epoch")
+                caption="exADMM convergence: ‖ΔV‖, ‖ΔU‖, ‖Δs‖, ‖Δw‖ = ‖ū−s‖ and objective terms per epoch"
+                        + ("; line style: dataset" if len(datasets) > 1 else ""))
 
 
 def table_best(run_files, out_md, out_csv, *, tier: str, select: str,
@@ -318,7 +376,7 @@ def table_best(run_files, out_md, out_csv, *, tier: str, select: str,
     wanted = [f"{m}@{k}" for k in ks for m in DEFAULT_METRICS]
     cols = ["dataset", "family", "method", f"val {select}"] + [c for c in wanted if c in table.columns]
     table = table[cols]
-    table.to_csv(out_csv, index=False)
+    write_text(out_csv, table.to_csv(index=False))
     md = [f"# exADMM table 4 ({tier} tier): validation-selected operating points (by {select}), test metrics",
           "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in table.iterrows():
@@ -336,7 +394,7 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
     """
     import torch
 
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    from recrepro.plotting import figure_legend, new_figure, save_figure
     from recrepro.runs import SplitData
 
     split = SplitData(split_dir)
@@ -386,18 +444,18 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
     frame = pd.DataFrame(records)
     write_json(out_json, {"records": records, "epochs": epochs, "device": device,
                           "threads": torch.get_num_threads()})
-    fig, axes = new_figure(ncols=2, width=7.0)
-    colors = method_colors(list(FAMILIES))
-    for family in ("ials", "exadmm", "fairrec"):
+    fig, axes = new_figure(ncols=2, width=7.0, height=3.0)
+    colors = family_colors()
+    for family in FAMILIES:
         a = frame[(frame.family == family) & (frame.axis == "dim")]
-        axes[0].plot(a["dim"], a["seconds"], marker="o", color=colors[family], label=family)
+        axes[0].plot(a["dim"], a["seconds"], marker="o", color=colors[family], label=FAMILY_LABELS[family])
         b = frame[(frame.family == family) & (frame.axis == "users")]
-        axes[1].plot(b["n_users"], b["seconds"], marker="o", color=colors[family], label=family)
-    axes[0].set_xlabel("embedding size d")
-    axes[1].set_xlabel("training users")
+        axes[1].plot(b["n_users"], b["seconds"], marker="o", color=colors[family], label=FAMILY_LABELS[family])
+    axes[0].set(xlabel="embedding size d", title="(a) vs embedding size")
+    axes[1].set(xlabel="training users", title="(b) vs number of users")
     for ax in axes:
         ax.set_ylabel("seconds / epoch")
-        ax.legend(fontsize=7)
+    figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=split.describe().get("dataset", "?"),
                 caption=f"seconds per training epoch (mean of {epochs}); FairRec = iALS epoch + one post-processing "
                         f"pass (k {fair_k}); {torch.get_num_threads()} threads, {device}")
@@ -467,4 +525,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from recrepro.cli import run_main
+
+    sys.exit(run_main(main, prog="python -m recrepro.papers.exadmm"))

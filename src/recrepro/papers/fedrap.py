@@ -348,49 +348,87 @@ def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str) -> 
 
 # ----------------------------------------------------------------------------- figure
 MAIN_METHODS = ("fedrap", "fedrap_code", "fedrap_pool", "fedrap_code_pool", "fedmf", "pfedrec", "fedncf", "mf", "ncf")
+#: Every FedRAP method in the legends' order (the paper's: FedRAP, federated baselines, centralised).
+METHOD_ORDER = (*MAIN_METHODS, "fedncf_sgd", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_sin", "fedrap_square",
+                "fedrap_frac", "fedrap_code_no", "fedrap_code_l2", "fedrap_code_tanh", "fedrap_dp_low", "fedrap_dp",
+                "fedrap_dp_high")
+#: The order colours are handed out in (strongest first): a method has the same colour and marker in
+#: every FedRAP figure.
+COLOR_ORDER = ("fedrap", "fedmf", "pfedrec", "fedncf", "mf", "ncf", "fedrap_code", "fedrap_pool", "fedrap_code_pool",
+               *METHOD_ORDER[len(MAIN_METHODS):])
+#: The six panels of the curves figure per dataset: (history column, y label).
+CURVE_PANELS = (("val_hr@10", "validation HR@10"), ("val_ndcg@10", "validation NDCG@10"),
+                ("train_loss", "training loss (clients' mean)"), ("seconds", "wall s / round (training)"),
+                ("c_sparsity", "sparsity of C (%), |C| ≤ 1e-4"), ("upload", "upload per round (MiB)"))
+
+
+def _published_curve_points(dataset: str) -> dict[tuple[str, str], tuple[int, float]]:
+    """``{(method, metric): (round, value)}`` of the published test values that name their round."""
+    import re
+
+    from recrepro.scorecard import expected_path, load_expected
+
+    points = {}
+    for entry in load_expected(expected_path("fedrap")).entries:
+        found = re.search(r"round (\d+)", entry.source)
+        if entry.published is not None and entry.dataset == dataset and found:
+            points[(entry.method, entry.metric)] = (int(found.group(1)), float(entry.published))
+    return points
 
 
 def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str) -> None:
-    """Per dataset (rows): validation HR@10 and NDCG@10, training loss and wall seconds per
-    round, sparsity of C and upload size per round (mean over seeds)."""
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    """Per dataset (two rows of three panels): validation HR@10 and NDCG@10, training loss and wall
+    seconds per round, sparsity of C and upload size per round (mean over seeds); one legend.
+
+    Published test values that name their round (the maintainer's logs in ``expected/fedrap.yaml``)
+    are hollow markers at that round on the HR@10 / NDCG@10 panels.
+    """
+    from recrepro.plotting import (figure_legend, method_styles, new_figure, plot_published, published_handles,
+                                   save_figure)
 
     runs = _runs_frame(run_dirs)
     if runs["method"].isin(MAIN_METHODS).any():
         runs = runs[runs["method"].isin(MAIN_METHODS)]
     datasets = list(dict.fromkeys(runs["dataset"]))
-    methods = list(dict.fromkeys(runs["method"]))
-    colors = method_colors(methods)
-    fig, axes = new_figure(6, len(datasets), width=15.0, height=2.6 * len(datasets))
+    methods = [m for m in METHOD_ORDER if m in set(runs["method"])] + sorted(set(runs["method"]) - set(METHOD_ORDER))
+    styles = method_styles([*COLOR_ORDER, *methods])
+    fig, axes = new_figure(3, 2 * len(datasets), width=7.5, height=4.4 * len(datasets) + 0.6)
     axes = np.atleast_2d(axes)
+    drawn_published = False
     for row, dataset in enumerate(datasets):
-        ax_hr, ax_nd, ax_loss, ax_sec, ax_sp, ax_up = axes[row]
+        panel_axes = list(axes[2 * row]) + list(axes[2 * row + 1])
         sub = runs[runs["dataset"] == dataset]
         for method in methods:
             hists = [read_history(d, "history.parquet") for d in sub[sub["method"] == method]["dir"]]
             if not hists:
                 continue
             h = pd.concat(hists).groupby("round").mean(numeric_only=True).reset_index()
-            kw = {"color": colors[method], "label": method, "lw": 1.2}
-            ax_hr.plot(h["round"], h["val_hr@10"], **kw)
-            ax_nd.plot(h["round"], h["val_ndcg@10"], **kw)
-            ax_loss.plot(h["round"], h["train_loss"], **kw)
-            if "seconds" in h and h["seconds"].notna().any():
-                ax_sec.plot(h["round"], h["seconds"], **kw)
-            if "c_sparsity" in h and h["c_sparsity"].notna().any():
-                ax_sp.plot(h["round"], 100 * h["c_sparsity"], **kw)
-                ax_up.plot(h["round"], h["upload_bytes_sparse"] / 2**20, color=colors[method], lw=1.2,
-                           label=f"{method} (sparse)")
-                ax_up.plot(h["round"], h["upload_bytes_dense"] / 2**20, color=colors[method], lw=0.8, ls="--")
-        ax_hr.set(xlabel="round (MF/NCF: epoch)", ylabel="validation HR@10", title=dataset)
-        ax_nd.set(xlabel="round", ylabel="validation NDCG@10", title=dataset)
-        ax_loss.set(xlabel="round", ylabel="training loss (clients' mean)", title=dataset)
-        ax_sec.set(xlabel="round", ylabel="wall s / round (training)", title="shared machine")
-        ax_sp.set(xlabel="round", ylabel="sparsity of C (%), |C|≤1e-4", title=dataset)
-        ax_up.set(xlabel="round", ylabel="upload per round (MiB)", title="sparse (solid) vs dense (dashed)")
-        ax_hr.legend(fontsize=6)
+            kw = {**styles[method], "label": method, "lw": 1.2, "markersize": 3,
+                  "markevery": max(1, len(h) // 10)}
+            for ax, (column, _) in zip(panel_axes, CURVE_PANELS, strict=True):
+                if column == "upload":
+                    if "upload_bytes_sparse" in h and h["upload_bytes_sparse"].notna().any():
+                        ax.plot(h["round"], h["upload_bytes_sparse"] / 2**20, **kw)
+                        ax.plot(h["round"], h["upload_bytes_dense"] / 2**20, color=kw["color"], lw=0.8, ls=":")
+                    continue
+                if column not in h or not h[column].notna().any():
+                    continue
+                ax.plot(h["round"], (100 if column == "c_sparsity" else 1) * h[column], **kw)
+        for (method, metric), (rnd, value) in _published_curve_points(dataset).items():
+            column = {"hr@10": 0, "ndcg@10": 1}.get(metric)
+            if column is not None and method in styles:
+                plot_published(panel_axes[column], rnd, value, color=styles[method]["color"])
+                drawn_published = True
+        for k, (ax, (_, ylabel)) in enumerate(zip(panel_axes, CURVE_PANELS, strict=True)):
+            ax.set(xlabel="round (MF/NCF: epoch)", ylabel=ylabel)
+            if k == 0:
+                ax.set_title(dataset, loc="left", fontsize=9)
+        panel_axes[5].set_title("sparse (solid) vs dense (dotted)", fontsize=7)
+        panel_axes[3].set_title("shared machine: indicative", fontsize=7)
+    figure_legend(fig, extra=published_handles("maintainer's log, test HR/NDCG") if drawn_published else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
-                caption="FedRAP vs baselines: learning curves, loss, time, sparsity of C, communication per round")
+                caption="FedRAP vs baselines: learning curves, loss, time, sparsity of C, communication per round"
+                        + ("; hollow: published test values at their round" if drawn_published else ""))
 
 
 ABLATION_ORDER = ("fedrap", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_sin", "fedrap_square", "fedrap_frac",
@@ -398,15 +436,15 @@ ABLATION_ORDER = ("fedrap", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_si
 
 
 def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str) -> None:
-    """Left: test HR@10 of FedRAP, its ablations (FedRAP-No: μ = 0, FedRAP-L2) and curricula
-    (mean ± sd over seeds).  Right: test HR@10 against the DP noise multiplier σ (clip 1),
-    each point labelled with the (ε, δ) of the run's Gaussian mechanism."""
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    """Top: test HR@10 of FedRAP, its ablations (FedRAP-No: μ = 0, FedRAP-L2) and curricula
+    (mean ± sd over seeds), one bar per dataset.  Bottom: test HR@10 against the DP noise
+    multiplier σ (clip 1), each point labelled with the (ε, δ) of the run's Gaussian mechanism."""
+    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
     runs = _runs_frame(run_dirs)
     datasets = list(dict.fromkeys(runs["dataset"]))
-    colors = method_colors(list(dict.fromkeys(runs["dataset"])))
-    fig, axes = new_figure(2, 1, width=11.0, height=3.4)
+    colors = fixed_colors(datasets)  # bars and lines are datasets here
+    fig, axes = new_figure(1, 2, width=6.5, height=6.0)
     ax_ab, ax_dp = np.ravel(axes)
     names = [v for v in ABLATION_ORDER if v in set(runs["method"])]
     width = 0.8 / max(len(datasets), 1)
@@ -416,7 +454,7 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
         xs = np.arange(len(names)) + j * width
         ax_ab.bar(xs, [agg["mean"].get(n, np.nan) for n in names], width,
                   yerr=[agg["std"].get(n, 0.0) if np.isfinite(agg["std"].get(n, np.nan)) else 0.0 for n in names],
-                  color=colors[dataset], label=dataset)
+                  color=colors[dataset], label=dataset, error_kw={"elinewidth": 0.8})
         dp = sub[sub["dp_noise"].notna() | (sub["method"] == "fedrap")].copy()
         dp["sigma"] = dp["dp_noise"].fillna(0.0)
         if len(dp) > 1:
@@ -424,13 +462,12 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
             ax_dp.plot(g["sigma"], g["hr"], marker="o", color=colors[dataset], label=dataset)
             for r in g.itertuples():
                 label = "no DP" if r.sigma == 0 else f"ε={r.eps:.3g}"
-                ax_dp.annotate(label, (r.sigma, r.hr), fontsize=6, textcoords="offset points", xytext=(2, 3))
-    ax_ab.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=35, ha="right", fontsize=7)
-    ax_ab.set(ylabel="test HR@10", title="ablations and curricula (paper mode unless *_code*)")
-    ax_ab.legend(fontsize=6)
-    ax_dp.set(xlabel="noise multiplier σ (clip 1; δ = 1e-5)", ylabel="test HR@10", title="DP on the upload of C")
-    if ax_dp.lines:
-        ax_dp.legend(fontsize=6)
+                ax_dp.annotate(label, (r.sigma, r.hr), fontsize=7, textcoords="offset points", xytext=(3, 3))
+    ax_ab.set_xticks(np.arange(len(names)) + width * (len(datasets) - 1) / 2, names, rotation=30, ha="right")
+    ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
+    ax_ab.grid(False, axis="x")
+    ax_dp.set(xlabel="noise multiplier σ (clip 1; δ = 1e-5)", ylabel="test HR@10", title="(b) DP on the upload of C")
+    figure_legend(fig, title="dataset")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
                 caption="FedRAP ablations, curricula and differential privacy")
 
@@ -438,19 +475,22 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
 def embeddings_figure(projection_path: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
     """PCA of item embeddings: the global C against the private D⁽ⁱ⁾ of a few users, from the
     run's ``projection.parquet`` (:func:`embedding_projection`)."""
-    from recrepro.plotting import new_figure, save_figure
+    from recrepro.plotting import figure_legend, new_figure, save_figure, scatter
 
     data = pd.read_parquet(projection_path)
-    fig, ax = new_figure(1, 1, width=5.0, height=4.0)
+    fig, ax = new_figure(1, 1, width=5.0, height=4.2)
     if not (data["table"] == "D").any():
         ax.text(0.5, 0.5, "no private item tables in this run", ha="center")
     else:
         groups = [("C (global)", data[data["table"] == "C"])]
         groups += [(f"D⁽ⁱ⁾, user {u}", part) for u, part in data[data["table"] == "D"].groupby("user", sort=True)]
         markers = ["o", "^", "s", "D", "v"]
+        from recrepro.plotting import fixed_colors
+
+        colors = fixed_colors([label for label, _ in groups])
         for k, (label, block) in enumerate(groups):
-            ax.scatter(block["pc1"], block["pc2"], s=4, alpha=0.6, marker=markers[k % len(markers)], label=label,
-                       rasterized=True)
+            scatter(ax, block["pc1"], block["pc2"], s=5, alpha=0.6, marker=markers[k % len(markers)], label=label,
+                    color=colors[label])
         proj = data[["pc1", "pc2"]].to_numpy()
         # a few rows that a user trained hard (|D − C| grown large) would squash the rest: show the
         # central 98% of the points and say how many fall outside
@@ -459,10 +499,10 @@ def embeddings_figure(projection_path: str | Path, out_pdf: str, out_png: str, t
         outside = int((((proj < lo - pad) | (proj > hi + pad)).any(1)).sum())
         ax.set_xlim(lo[0] - pad[0], hi[0] + pad[0])
         ax.set_ylim(lo[1] - pad[1], hi[1] + pad[1])
-        ax.legend(fontsize=6, markerscale=2)
         n_items = int((data["table"] == "C").sum())
-        ax.set(xlabel="PC 1", ylabel="PC 2",
-               title=f"item embeddings, {n_items} random items ({outside} points outside the view)")
+        ax.set(xlabel="PC 1", ylabel="PC 2")
+        ax.set_title(f"{n_items} random items; {outside} points outside the view", fontsize=8)
+        figure_legend(fig, ncols=4)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="PCA of FedRAP's global item table C vs the private D⁽ⁱ⁾ (first seed, last round)")
 
@@ -544,4 +584,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from recrepro.cli import run_main
+
+    sys.exit(run_main(main, prog="python -m recrepro.papers.fedrap"))

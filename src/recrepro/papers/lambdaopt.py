@@ -375,96 +375,163 @@ def table_markdown(agg: pd.DataFrame, tier: str, tests: pd.DataFrame | None = No
 
 
 # ----------------------------------------------------------------------------- figures
-def figure_trajectory(run_dir: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
-    from recrepro.plotting import new_figure, save_figure
+#: Colours of λOpt's methods, fixed across its figures: the two the figures compare get the
+#: strongest colours, the rest follow in the paper's table order.
+METHOD_COLORS_ORDER = ("lambdaopt_dui", "lambdafix", "lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "sgda", "amf",
+                       "neumf", "lambdaopt_dui_code")
+#: Labels of the methods in figures and legends (the paper's names).
+METHOD_LABELS = {"sgda": "SGDA", "amf": "AMF", "neumf": "NeuMF", "lambdafix": "MF-λFix", "lambdaopt_d": "MF-λOpt-D",
+                 "lambdaopt_du": "MF-λOpt-DU", "lambdaopt_di": "MF-λOpt-DI", "lambdaopt_dui": "MF-λOpt-DUI",
+                 "lambdaopt_dui_code": "MF-λOpt-DUI (code)"}
+
+
+def frequency_bins(freq: np.ndarray, weight: np.ndarray, n_bins: int) -> tuple[np.ndarray, list[str]]:
+    """Integer frequency bins by (weighted) quantiles: ``(bin index of each freq, "lo–hi" labels)``.
+
+    Each bin holds about the same number of users (items): ``weight`` counts them per
+    frequency. Bins are closed integer ranges, so the labels never show fractions
+    ("19–34", not "19–34.75"); frequencies that fill more than one quantile collapse into one bin.
+
+    Parameters
+    ----------
+    freq:
+        Integer training frequencies (one entry per distinct frequency or per user).
+    weight:
+        How many users (items) have each ``freq``.
+    n_bins:
+        Bins at most.
+    """
+    freq = np.asarray(freq, dtype=np.int64)
+    weight = np.asarray(weight, dtype=np.int64)
+    population = np.repeat(freq, weight)
+    quantiles = np.quantile(population, np.linspace(0, 1, n_bins + 1)[1:-1], method="inverted_cdf")
+    uppers = np.unique(np.append(quantiles.astype(np.int64), population.max()))
+    index = np.searchsorted(uppers, freq, side="left")
+    lowers = np.concatenate([[population.min()], uppers[:-1] + 1])
+    labels = [f"{lo}" if lo == hi else f"{lo}–{hi}" for lo, hi in zip(lowers, uppers, strict=True)]
+    return index, labels
+
+
+def figure_trajectory(run_dir: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str,
+                      n_bins: int = 10) -> None:
+    """λ-trajectories of MF-λOpt-DUI (slide 22): heat maps of mean λ by training frequency and epoch.
+
+    Top: per kind (users, items) a heat map, x = training frequency in ``n_bins`` quantile bins
+    (about equally many users per bin, integer ranges), y = epoch, colour = mean λ over the
+    users (items) of the bin. Bottom: the same averaged over frequency quartiles, one line each.
+    """
+    from recrepro.plotting import add_colorbar, figure_legend, fixed_colors, new_figure, save_figure
 
     traj = pd.read_parquet(Path(run_dir) / "trajectory.parquet")
-    fig, axes = new_figure(ncols=2, nrows=2, height=6.0)
+    fig, axes = new_figure(ncols=2, nrows=2, width=7.0, height=6.0)
+    quartile_names = ["Q1 (least frequent)", "Q2", "Q3", "Q4 (most frequent)"]
+    colors = fixed_colors(quartile_names)
     for col, kind in enumerate(("user", "item")):
         part = traj[traj["kind"] == kind]
-        ax = axes[0, col]
+        ax, ax2 = axes[0, col], axes[1, col]
         if part.empty:
             ax.set_title(f"{kind}s: no trajectory")
+            ax2.set_visible(False)
             continue
-        grid = part.pivot_table(index="epoch", columns="freq", values="mean_lambda")
-        grid = grid.reindex(columns=np.arange(grid.columns.min(), grid.columns.max() + 1))  # gaps: blank
-        im = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis",
-                       extent=[grid.columns.min() - 0.5, grid.columns.max() + 0.5,
-                               grid.index.min() + 0.5, grid.index.max() + 1.5])
-        fig.colorbar(im, ax=ax, label="mean λ")
-        ax.set_xlabel(f"{kind} training frequency")
+        freq = part[["freq", "n"]].drop_duplicates("freq").sort_values("freq")
+        bins, labels = frequency_bins(freq["freq"].to_numpy(), freq["n"].to_numpy(), n_bins)
+        bin_of = dict(zip(freq["freq"].to_numpy(), bins, strict=True))
+        binned = part.assign(bin=part["freq"].map(bin_of), w=part["mean_lambda"] * part["n"])
+        grid = binned.groupby(["epoch", "bin"])[["w", "n"]].sum()
+        grid = (grid["w"] / grid["n"]).unstack("bin").reindex(columns=range(len(labels)))
+        epochs = grid.index.to_numpy() + 1
+        im = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis", interpolation="nearest",
+                       extent=[-0.5, len(labels) - 0.5, epochs.min() - 0.5, epochs.max() + 0.5])
+        add_colorbar(fig, im, ax, "mean λ")
+        ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+        ax.set_xlabel(f"{kind} training frequency ({len(labels)} bins, ≈ equal {kind}s)")
         ax.set_ylabel("epoch")
-        ax.set_title(f"DUI: mean λ by {kind} frequency", fontsize=9)
-        # lines: frequency quartile buckets
-        ax2 = axes[1, col]
-        freq = part[["freq", "n"]].drop_duplicates("freq")
-        edges = np.unique(np.quantile(np.repeat(freq["freq"], freq["n"]), [0, 0.25, 0.5, 0.75, 1.0]))
-        bucket = np.clip(np.searchsorted(edges, part["freq"], side="right") - 1, 0, max(len(edges) - 2, 0))
-        part = part.assign(bucket=bucket, w=part["mean_lambda"] * part["n"])
-        lines = part.groupby(["bucket", "epoch"])[["w", "n"]].sum().reset_index()
-        for b, sub in lines.groupby("bucket"):
-            lo, hi = edges[b], edges[min(b + 1, len(edges) - 1)]
-            ax2.plot(sub["epoch"] + 1, sub["w"] / sub["n"], marker="o", ms=3, label=f"freq {lo:g}–{hi:g}")
+        ax.set_title(f"({'ab'[col]}) {kind}s")
+        ax.grid(False)
+        q_bins, q_labels = frequency_bins(freq["freq"].to_numpy(), freq["n"].to_numpy(), 4)
+        q_of = dict(zip(freq["freq"].to_numpy(), q_bins, strict=True))
+        lines = part.assign(q=part["freq"].map(q_of), w=part["mean_lambda"] * part["n"])
+        lines = lines.groupby(["q", "epoch"])[["w", "n"]].sum().reset_index()
+        names = quartile_names if len(q_labels) == 4 else [f"Q{k + 1}" for k in range(len(q_labels))]
+        for q, sub in lines.groupby("q"):
+            name = names[int(q)]
+            ax2.plot(sub["epoch"] + 1, sub["w"] / sub["n"], marker="o", ms=3, color=colors.get(name, "#000000"),
+                     label=name)
         ax2.set_xlabel("epoch")
         ax2.set_ylabel("mean λ")
-        ax2.legend(fontsize=7)
+        ax2.set_title(f"{kind}s by frequency quartile: " + " | ".join(q_labels), fontsize=8)
+    figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="λ-trajectories of MF-λOpt-DUI (Chen et al. 2019, slide 22)")
+                caption="λ-trajectories of MF-λOpt-DUI (Chen et al. 2019, slide 22); bins: training frequency")
 
 
 def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
-    from recrepro.plotting import new_figure, save_figure
+    """Validation AUC per epoch of MF-λFix for each fixed λ (poster Fig. 2), λ from large to small."""
+    from recrepro.plotting import figure_legend, method_styles, new_figure, save_figure
 
-    fig, ax = new_figure()
-    for lam, part in table.groupby("lam"):
-        ax.plot(part["epoch"], part["val_auc"], marker="o", ms=3, label=f"λ = {lam:g}")
+    fig, ax = new_figure(width=5.0)
+    lams = sorted(table["lam"].unique(), reverse=True)
+    styles = method_styles([f"λ = {lam:.0e}" for lam in lams])
+    for lam in lams:
+        part = table[table["lam"] == lam].sort_values("epoch")
+        label = f"λ = {lam:.0e}"
+        ax.plot(part["epoch"], part["val_auc"], ms=3, label=label, **styles[label])
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation AUC")
-    ax.legend(fontsize=7)
+    figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="MF-λFix: sensitivity to λ (poster Fig. 2)")
 
 
 def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: str,
                   tier: str, dataset: str) -> pd.DataFrame:
-    """HR@100 / NDCG@100 of two runs by user-frequency quartile (training counts); returns the data."""
+    """HR@100 / NDCG@100 of two runs by user-frequency quartile (training counts); returns the data.
+
+    As slide 21 (sparse vs active users): bars per frequency group, whiskers the sd over users,
+    MF-λOpt-DUI beside MF-λFix. The groups are quartiles of the training frequency with integer
+    bounds (the slide's fixed bins <30, [30, 60), [60, 90), ≥90 fit Amazon Food Review only).
+    """
     from recrepro.io import read_json
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
     counts = pd.read_parquet(Path(run_a) / "train_counts.parquet")
     freq = np.zeros(int(counts["user"].max()) + 1, dtype=np.int64)
     freq[counts["user"].to_numpy()] = counts["train_count"].to_numpy()
+    active = freq[freq > 0]
+    values, weights = np.unique(active, return_counts=True)
+    bins, labels = frequency_bins(values, weights, 4)
+    bin_of = np.full(int(freq.max()) + 1, -1, dtype=np.int64)
+    bin_of[values] = bins
     rows = []
     for run in (run_a, run_b):
         method = read_json(Path(run) / "metrics.json")["method"]
         pu = pd.read_parquet(Path(run) / "per_user.parquet")
-        f = freq[pu["user"].to_numpy()]
-        edges = np.unique(np.quantile(freq[freq > 0], [0, 0.25, 0.5, 0.75, 1.0]))
-        b = np.clip(np.searchsorted(edges, f, side="right") - 1, 0, len(edges) - 2)
-        for k in range(len(edges) - 1):
+        b = bin_of[freq[pu["user"].to_numpy()]]
+        for k, label in enumerate(labels):
             sel = b == k
             for metric in ("pp_hr@100", "pp_ndcg@100"):
                 vals = pu.loc[sel, metric].to_numpy(dtype=float)
-                rows.append({"method": method, "group": f"[{edges[k]:g}, {edges[k + 1]:g}"
-                             + ("]" if k == len(edges) - 2 else ")"), "k": k, "metric": metric,
+                rows.append({"method": method, "group": label, "k": k, "metric": metric,
                              "mean": float(np.nanmean(vals)) if vals.size else np.nan,
                              "sd": float(np.nanstd(vals)) if vals.size else np.nan, "n": int(sel.sum())})
     data = pd.DataFrame(rows)
-    fig, axes = new_figure(ncols=2)
-    for ax, metric in zip(axes, ("pp_hr@100", "pp_ndcg@100")):
+    colors = fixed_colors(METHOD_COLORS_ORDER)
+    fig, axes = new_figure(ncols=2, width=7.0, height=3.0)
+    # the paper's order: MF-λFix first, then λOpt (its bars sit right of the baseline)
+    methods = sorted(dict.fromkeys(data["method"]), key=lambda m: METHOD_ORDER.index(m) if m in METHOD_ORDER else 99)
+    for ax, metric in zip(axes, ("pp_hr@100", "pp_ndcg@100"), strict=True):
         part = data[data["metric"] == metric]
-        methods = list(dict.fromkeys(part["method"]))
-        colors = method_colors(methods)
         width = 0.8 / len(methods)
         for m_i, m in enumerate(methods):
             sub = part[part["method"] == m].sort_values("k")
             ax.bar(sub["k"] + m_i * width, sub["mean"], width, yerr=sub["sd"], capsize=2,
-                   label=m, color=colors[m])
-        labels = part.drop_duplicates("k").sort_values("k")["group"]
-        ax.set_xticks(np.arange(len(labels)) + width * (len(methods) - 1) / 2, labels, fontsize=7)
+                   label=METHOD_LABELS.get(m, m), color=colors.get(m, "#000000"), error_kw={"elinewidth": 0.8})
+        ax.set_xticks(np.arange(len(labels)) + width * (len(methods) - 1) / 2, labels)
         ax.set_xlabel("user training frequency (quartiles)")
-        ax.set_ylabel(metric.replace("pp_", "").upper())
-        ax.legend(fontsize=7)
+        ax.set_ylabel("test " + metric.replace("pp_", "").upper())
+        ax.set_ylim(bottom=0)
+        ax.grid(False, axis="x")
+    figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="Sparse vs active users (slide 21); bars: mean, whiskers: sd over users")
     return data
@@ -561,4 +628,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from recrepro.cli import run_main
+
+    sys.exit(run_main(main, prog="python -m recrepro.papers.lambdaopt"))

@@ -213,44 +213,55 @@ def _summary(frame: pd.DataFrame, x: str, y: str) -> dict[str, tuple[np.ndarray,
     return out
 
 
+#: Every method of the LRS figures in one order: marker fixed across the figures.
+METHOD_ORDER = (*METHODS, "private_amht_lrs", "global_mean")
+#: Colour and dash of every method, the same in every LRS figure: AMHT-LRS and its variants solid,
+#: the baselines dashed, the oracle (the noise floor) black dotted; eleven methods, so the
+#: reference lines take greys beside the eight colour-blind-safe colours.
+LINE_STYLES = {
+    "amht_lrs": ("#0072B2", "-"), "amht_lrs_cosamp": ("#D55E00", "-"), "amht_lrs_htp": ("#009E73", "-"),
+    "amht_lrs_iht": ("#E69F00", "-"), "altmin": ("#CC79A7", "--"), "lowrank_ridge": ("#56B4E9", "--"),
+    "sparse_iht": ("#F0E442", "--"), "per_user_ls": ("#555555", "--"), "oracle": ("#000000", ":"),
+    "private_amht_lrs": ("#D55E00", "-"), "global_mean": ("#999999", "--"),
+}
+
+
 def _lines(ax, summary, order=None):
-    from recrepro.plotting import method_colors
+    from recrepro.plotting import method_styles
 
     methods = [m for m in (order or summary) if m in summary]
-    colors = method_colors(methods)
-    markers = "osD^vP*Xh<>"  # more methods than palette colours: markers (and dashes for baselines) tell them apart
-    for i, method in enumerate(methods):
+    markers = method_styles([*METHOD_ORDER, *methods])
+    for method in methods:
         xs, mean, sd = summary[method]
-        ax.errorbar(xs, mean, yerr=np.nan_to_num(sd), label=LABELS.get(method, method), color=colors[method],
-                    marker=markers[i % len(markers)], linestyle="--" if method in (*BASELINES, "global_mean") else "-",
-                    markersize=3.5, linewidth=1.2, capsize=2.5, elinewidth=0.8)
+        color, dash = LINE_STYLES.get(method, (markers[method]["color"], "-"))
+        ax.errorbar(xs, mean, yerr=np.nan_to_num(sd), label=LABELS.get(method, method), color=color, linestyle=dash,
+                    marker=markers[method]["marker"], markersize=3.5, linewidth=1.2, capsize=2.5, elinewidth=0.8)
 
 
 def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str, tier: str) -> None:
     """Draw one figure from the concatenated seeds' rows (mean ± sd over seeds)."""
-    from recrepro.plotting import FONT_SIZES, new_figure, save_figure
+    from recrepro.plotting import figure_legend, new_figure, save_figure
 
     n_seeds = frame["seed"].nunique()
     note = f"mean ± sd over {n_seeds} seed(s); synthetic LRS data, our design (no published numbers)"
     if experiment == "error_vs_m":
-        fig, ax = new_figure()
+        fig, ax = new_figure(width=5.5)
         _lines(ax, _summary(frame, "m", "param_error"), METHODS)
         ax.set(xlabel="samples per user m", ylabel="mean relative parameter error", yscale="log")
         ax.set_title(f"Fig. 1: error vs m (t={int(frame['t'].iloc[0])})")
     elif experiment == "error_vs_t":
-        fig, ax = new_figure()
+        fig, ax = new_figure(width=5.5)
         _lines(ax, _summary(frame, "t", "param_error"), METHODS)
         ax.set(xlabel="number of users t", ylabel="mean relative parameter error", yscale="log", xscale="log")
         ax.set_title(f"Fig. 2: error vs t (m={int(frame['m'].iloc[0])})")
     elif experiment == "iterations":
-        fig, axes = new_figure(ncols=2, height=3.0)
-        _lines(axes[0], _summary(frame, "iteration", "subspace_distance"))
-        _lines(axes[1], _summary(frame, "iteration", "param_error"))
+        fig, axes = new_figure(ncols=2, width=7.0, height=3.0)
+        _lines(axes[0], _summary(frame, "iteration", "subspace_distance"), METHOD_ORDER)
+        _lines(axes[1], _summary(frame, "iteration", "param_error"), METHOD_ORDER)
         axes[0].set(xlabel="outer iteration", ylabel="‖(I − ÛÛᵀ)U*‖₂", yscale="log", title="Fig. 3a: subspace distance")
         axes[1].set(xlabel="outer iteration", ylabel="mean relative parameter error", yscale="log", title="Fig. 3b: error")
-        ax = axes[0]
     elif experiment == "private":
-        fig, ax = new_figure()
+        fig, ax = new_figure(width=5.5)
         priv = frame[frame["method"] == "private_amht_lrs"]
         non = frame[frame["method"] == "amht_lrs"].copy()
         summary = _summary(priv, "epsilon_target", "param_error")
@@ -259,22 +270,21 @@ def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str
         ax.set(xlabel="ε (computed by the zCDP accountant, δ = %g)" % priv["delta"].iloc[0],
                ylabel="mean relative parameter error", xscale="log", yscale="log", title="Fig. 4: private vs non-private")
     elif experiment == "ml100k":
-        fig, ax = new_figure()
+        fig, ax = new_figure(width=5.5)
         _lines(ax, _summary(frame, "m", "heldout_mse"), [*METHODS, "global_mean"])
         ax.set(xlabel="training ratings per user m", ylabel="held-out MSE (ratings)", yscale="log",
                title=f"Fig. 6 (our design): ML-100K, {int(frame['t'].iloc[0])} users as tasks")
         note = f"mean ± sd over {n_seeds} seed(s); our own demonstration, not the paper's experiment"
     elif experiment == "support":
         frame = frame[frame["method"].isin(["amht_lrs", *VARIANTS])]  # the error-vs-m rows also serve here
-        fig, axes = new_figure(ncols=2, height=3.0)
-        _lines(axes[0], _summary(frame, "m", "support_precision"))
-        _lines(axes[1], _summary(frame, "m", "support_recall"))
+        fig, axes = new_figure(ncols=2, width=7.0, height=3.0)
+        _lines(axes[0], _summary(frame, "m", "support_precision"), METHOD_ORDER)
+        _lines(axes[1], _summary(frame, "m", "support_recall"), METHOD_ORDER)
         axes[0].set(xlabel="samples per user m", ylabel="precision of supp(b̂ᵢ)", title="Fig. 5a: support precision")
         axes[1].set(xlabel="samples per user m", ylabel="recall of supp(b̂ᵢ)", title="Fig. 5b: support recall")
-        ax = axes[1]
     else:
         raise ValueError(f"unknown experiment {experiment!r}")
-    ax.legend(fontsize=FONT_SIZES["legend"], frameon=False, loc="best")
+    figure_legend(fig, ncols=3 if len(fig.axes) > 1 else 2)
     dataset = "ml-100k" if experiment == "ml100k" else "synthetic LRS"
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=note)
 
@@ -407,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(args.out_dir) / figure
             make_figure(FIGURES[figure], pd.read_parquet(path), f"{out}.pdf", f"{out}.png", args.tier)
     elif args.command == "ml100k":
+        from recrepro.datasets import get_dataset
+        from recrepro.datasets.download import verify_raw_files
+
+        # u.data is read straight from data/raw/: check it against fetch.json first
+        verify_raw_files(get_dataset("ml-100k"), args.raw_dir)
         frame = run_ml100k(args.raw_dir, args.settings, args.seeds)
         write_parquet(args.out, frame)
         make_figure("ml100k", frame, args.out_pdf, args.out_png, args.tier)
@@ -419,4 +434,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from recrepro.cli import run_main
+
+    sys.exit(run_main(main, prog="python -m recrepro.papers.lrs"))

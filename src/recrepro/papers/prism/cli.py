@@ -45,13 +45,24 @@ def cmd_figure_magnitudes(args: argparse.Namespace) -> None:
 
 
 def cmd_table(args: argparse.Namespace) -> None:
+    from recrepro.io import read_json
     from recrepro.papers.prism.experiments import table_prism
 
     frame = table_prism(_run_dirs(args.runs), Path(args.out_md), Path(args.out_csv),
                         Path(args.tuned_root) if args.tuned_root else None, tier=args.tier, dataset=args.dataset,
                         backbones=args.backbones, losses=args.losses, weight_decays=args.weight_decays,
-                        alpha=args.alpha)
+                        alpha=args.alpha, selection=read_json(args.selection) if args.selection else None)
     print(frame.to_string())
+
+
+def cmd_select_wd(args: argparse.Namespace) -> None:
+    from recrepro.io import write_json
+    from recrepro.papers.prism.experiments import select_weight_decay
+
+    selection = select_weight_decay(_run_dirs(args.runs), backbones=args.backbones, losses=args.losses,
+                                    weight_decays=args.weight_decays)
+    write_json(Path(args.out), selection)
+    print(json.dumps(selection["chosen"], indent=1))
 
 
 def cmd_figure(args: argparse.Namespace) -> None:
@@ -101,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--out-md", required=True)
             p.add_argument("--out-csv", required=True)
             p.add_argument("--tuned-root", default=None)
+            p.add_argument("--selection", default=None, help="the tuned-λ pick (select-wd); default: mean validation over the runs")
             p.add_argument("--backbones", nargs="+", required=True)
             p.add_argument("--alpha", type=float, default=1.0)
         else:
@@ -116,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--weight-decays", type=float, nargs="+", required=True)
         p.add_argument("--runs", nargs="+", required=True)
         p.set_defaults(func=func)
+
+    p = sub.add_parser("select-wd", help="Table 1's tuned λ per (backbone, loss) from the grid runs' validation")
+    p.add_argument("--backbones", nargs="+", required=True)
+    p.add_argument("--losses", nargs="+", required=True)
+    p.add_argument("--weight-decays", type=float, nargs="+", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--runs", nargs="*", default=[])
+    p.set_defaults(func=cmd_select_wd)
 
     p = sub.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.workflow)")
     p.add_argument("--spec", type=_json, required=True)

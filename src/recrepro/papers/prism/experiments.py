@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ from scipy import stats
 
 from recrepro.checkpoints import remove_checkpoint
 from recrepro.evaluation import evaluate_full_ranking
-from recrepro.io import read_json, write_json, write_parquet, write_text
+from recrepro.io import copy_file, read_json, write_json, write_parquet, write_text
 from recrepro.models.mf import EmbeddingRecommender
 from recrepro.papers.prism.methods import method_name, parse_method
 from recrepro.records import TIMINGS_FILE, read_history, write_history, write_run_record
@@ -191,21 +190,36 @@ def _wd_positions(values: Sequence[float]) -> tuple[np.ndarray, list[str]]:
     return np.arange(len(values), dtype=float), labels
 
 
+#: Backbones and losses as the paper writes them (figure titles).
+PAPER_NAMES = {"mf": "MF", "nlmf": "Non-linear MF", "lightgcn": "LightGCN", "bpr": "BPR", "ssm": "SSM",
+               "directau": "DirectAU", "mawu": "MAWU", "ipl": "IPL", "resn": "ReSN", "macr": "MACR"}
+
+
 def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
                         backbone: str, losses: Sequence[str], weight_decays: Sequence[float],
                         batched: bool = False) -> pd.DataFrame:
-    """Fig. 1 (coupled) / Fig. 3 (batched): NDCG@20 overall and per stratum vs weight decay, mean ± sd."""
-    from recrepro.plotting import errorbar_lines, new_figure, save_figure
+    """Fig. 1 (coupled) / Fig. 3 (batched): NDCG@20 overall and per stratum vs weight decay, mean ± sd.
+
+    One row of panels per loss (the paper: BPR top, DirectAU bottom), the sd as a shaded band
+    ("filled regions denote standard deviation"). Where Table 1 publishes the tuned-weight-decay
+    cell of a panel's (backbone, loss) on this dataset, it is drawn as a hollow marker at our
+    tuned λ (best mean validation NDCG@20 among the panel's runs).
+    """
+    from recrepro.papers.prism.figures import STRATA, STRATA_COLUMNS, published_ndcg, select_by_validation
+    from recrepro.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
+                                   published_handles, save_figure)
 
     runs = load_prism_runs(run_dirs)
     x, labels = _wd_positions(weight_decays)
-    fig, axes = new_figure(1, len(losses), height=2.6 * len(losses))
+    fig, axes = new_figure(1, len(losses), width=5.5, height=2.3 * len(losses) + 0.4)
     axes = np.atleast_1d(axes)
+    colors = fixed_colors(STRATA)
+    drawn_published = False
     table = []
     for ax, loss in zip(axes, losses, strict=True):
         series = {}
-        for col, label in (("ndcg", "overall"), ("ndcg_popular", "popular"), ("ndcg_neutral", "neutral"),
-                           ("ndcg_unpopular", "unpopular")):
+        for label in STRATA:
+            col = STRATA_COLUMNS[label]
             means, sds = [], []
             for wd in weight_decays:
                 name = method_name(backbone, loss, weight_decay=wd, batched=batched)
@@ -215,13 +229,22 @@ def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, 
                 table.append({"loss": loss, "weight_decay": wd, "series": label, "mean": means[-1], "sd": sds[-1],
                               "n_seeds": len(vals)})
             series[label] = (means, sds)
-        errorbar_lines(ax, x, series)
+        errorbar_lines(ax, x, series, colors=colors, legend=False, band=True)
+        published = None if batched else published_ndcg(dataset, f"{backbone}_{loss}_tunedwd")
+        if published is not None and len(runs):
+            candidates = [method_name(backbone, loss, weight_decay=wd) for wd in weight_decays]
+            tuned = select_by_validation(runs, candidates)
+            if tuned is not None:
+                plot_published(ax, x[candidates.index(tuned)], published, color=colors["overall"])
+                drawn_published = True
         ax.set_xticks(x, labels)
         ax.set_xlabel(("batched " if batched else "") + "weight decay λ")
-        ax.set_ylabel("NDCG@20")
-        ax.set_title(f"{backbone.upper()} + {loss}")
+        ax.set_ylabel("test NDCG@20")
+        ax.set_title(f"{PAPER_NAMES.get(backbone, backbone)} + {PAPER_NAMES.get(loss, loss)}")
+    figure_legend(fig, extra=published_handles("Table 1, tuned λ") if drawn_published else None)
     caption = ("NDCG@20 (overall and popular/neutral/unpopular shares) vs "
-               + ("batched" if batched else "coupled") + " weight decay, mean ± sd over seeds")
+               + ("batched" if batched else "coupled") + " weight decay, mean ± sd (band) over seeds"
+               + ("; hollow: Table 1's tuned-weight-decay NDCG@20, drawn at our tuned λ" if drawn_published else ""))
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
     return pd.DataFrame(table)
 
@@ -230,21 +253,23 @@ def figure_magnitudes(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path
                       dataset: str) -> dict[str, float]:
     """Fig. 2: item ‖e_i‖ vs training degree (log x) per run, Spearman ρ in each panel.
 
-    ``run_dirs`` maps a panel title (e.g. "BPR, λ = 1e-6") to a run directory.
+    ``run_dirs`` maps a panel title (e.g. "bpr, wd 1e-06") to a run directory; panels fill a
+    grid of two columns in that order (the paper: with weight decay on top, without below;
+    BPR left, DirectAU right). Each point is one item; the clouds are rasterised.
     """
-    from recrepro.plotting import new_figure, save_figure
+    from recrepro.plotting import new_figure, save_figure, scatter
 
     n = len(run_dirs)
     ncols = 2 if n > 1 else 1
     nrows = math.ceil(n / ncols)
-    fig, axes = new_figure(ncols, nrows, height=2.6 * nrows)
+    fig, axes = new_figure(ncols, nrows, width=6.0, height=2.5 * nrows)
     axes = np.atleast_1d(axes).ravel()
     rhos = {}
     for ax, (title, run_dir) in zip(axes, run_dirs.items()):
         mags = pd.read_parquet(Path(run_dir) / "magnitudes.parquet")
         rho = float(stats.spearmanr(mags["train_degree"], mags["norm"]).statistic)
         rhos[title] = rho
-        ax.scatter(mags["train_degree"] + 1, mags["norm"], s=3, alpha=0.5, linewidths=0)
+        scatter(ax, mags["train_degree"] + 1, mags["norm"], s=3, alpha=0.5, color="#0072B2")
         ax.set_xscale("log")
         ax.set_xlabel("training degree + 1")
         ax.set_ylabel("item magnitude ‖e_i‖")
@@ -266,13 +291,41 @@ def _fmt(mean: float, sd: float) -> str:
     return f"{mean:.4f} ± {sd:.4f}" if np.isfinite(sd) else f"{mean:.4f}"
 
 
+def select_weight_decay(run_dirs: Sequence[Path], *, backbones: Sequence[str], losses: Sequence[str],
+                        weight_decays: Sequence[float]) -> dict[str, Any]:
+    """Pick Table 1's tuned λ per (backbone, loss): highest mean *validation* NDCG@20 over the given runs.
+
+    Returns ``{"seeds": [...], "chosen": {"<backbone>_<loss>": method}, "validation": {method: mean},
+    "candidates": {"<backbone>_<loss>": n}}``; a (backbone, loss) with no run is left out.
+    """
+    runs = load_prism_runs(run_dirs)
+    chosen, validation, candidates = {}, {}, {}
+    for backbone in backbones:
+        for loss in losses:
+            names = [method_name(backbone, loss, weight_decay=wd) for wd in weight_decays]
+            sub = runs[runs["method"].isin(names)] if len(runs) else runs
+            if sub.empty:
+                continue
+            val = sub.groupby("method")["best_val_ndcg"].mean()
+            # ties (equal validation) go to the first λ of the grid, as the paper's list orders them
+            best = max(names, key=lambda m: (val.get(m, -np.inf), -names.index(m)))
+            chosen[f"{backbone}_{loss}"] = best
+            validation.update({m: float(v) for m, v in val.items()})
+            candidates[f"{backbone}_{loss}"] = int(sub["method"].nunique())
+    seeds = sorted({int(s) for s in runs["seed"]}) if len(runs) else []
+    return {"seeds": seeds, "chosen": chosen, "validation": dict(sorted(validation.items())),
+            "candidates": candidates}
+
+
 def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_root: Path | None, *, tier: str,
                 dataset: str, backbones: Sequence[str], losses: Sequence[str], weight_decays: Sequence[float],
-                alpha: float = 1.0) -> pd.DataFrame:
+                alpha: float = 1.0, selection: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Table 1: tuned coupled weight decay vs PRISM (α, no weight decay), test NDCG@20 and epochs to best.
 
     The tuned λ is the one with the highest mean *validation* NDCG@20 over seeds (never the
-    test score).  When ``tuned_root`` is given, the chosen runs are copied to
+    test score); with ``selection`` (:func:`select_weight_decay`, e.g. on the first seed only),
+    its pick is used and the tuned column averages the chosen λ's runs over every seed.
+    When ``tuned_root`` is given, the chosen runs are copied to
     ``<tuned_root>/<backbone>_<loss>_tunedwd/seed<k>/`` with the method renamed, so the
     scorecard can compare them with the published "Tuned Weight Decay" cells.
     """
@@ -285,8 +338,12 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
             prism = runs[runs["method"] == method_name(backbone, loss, alpha=alpha)]
             if sub.empty:
                 continue
-            val = sub.groupby("method")["best_val_ndcg"].mean()
-            chosen = str(val.idxmax())
+            if selection is not None:
+                chosen = (selection.get("chosen") or {}).get(f"{backbone}_{loss}")
+                if chosen is None:
+                    continue
+            else:
+                chosen = str(sub.groupby("method")["best_val_ndcg"].mean().idxmax())
             tuned = sub[sub["method"] == chosen]
             t_mean, t_sd = tuned["ndcg"].mean(), tuned["ndcg"].std(ddof=1)
             p_mean, p_sd = prism["ndcg"].mean(), prism["ndcg"].std(ddof=1)
@@ -307,10 +364,13 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
                              f"{backbone}_{loss}_tunedwd", chosen)
     frame = pd.DataFrame(rows)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out_csv, index=False)
+    write_text(out_csv, frame.to_csv(index=False))
+    chosen_on = ("seed " + ", ".join(str(s) for s in selection["seeds"])) if selection is not None and \
+        selection.get("seeds") else "every seed"
     lines = [f"# PRISM vs tuned weight decay ({tier} tier, {dataset})", "",
-             f"Test NDCG@20, mean ± sd over seeds; tuned λ chosen by mean validation NDCG@20 from "
-             f"{list(weight_decays)}; PRISM α = {alpha}, no weight decay. Epochs = epochs to the best validation epoch.",
+             f"Test NDCG@20, mean ± sd over seeds; tuned λ chosen by mean validation NDCG@20 on {chosen_on} from "
+             f"{list(weight_decays)}, then run on every seed; PRISM α = {alpha}, no weight decay. "
+             "Epochs = epochs to the best validation epoch.",
              "", "| backbone | loss | tuned λ | tuned wd | PRISM | % diff | epochs (wd) | epochs (PRISM) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -326,7 +386,7 @@ def _copy_as(src: Path, dst: Path, method: str, selected: str) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     for name in ("per_user.parquet", "provenance.json", "history.json", TIMINGS_FILE):
         if (src / name).exists():
-            shutil.copyfile(src / name, dst / name)
+            copy_file(src / name, dst / name)
     metrics = json.loads((src / "metrics.json").read_text())
     metrics["method"] = method
     metrics["selected_method"] = selected

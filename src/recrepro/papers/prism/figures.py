@@ -33,6 +33,21 @@ __all__ = ["draw_figure", "figure_alpha", "figure_curves", "figure_debias", "fig
            "select_by_validation", "theorem31_change"]
 
 
+#: NDCG@20 overall and its additive shares by item popularity, in the paper's order (colours fixed).
+STRATA = ("overall", "popular", "neutral", "unpopular")
+STRATA_COLUMNS = {"overall": "ndcg", "popular": "ndcg_popular", "neutral": "ndcg_neutral",
+                  "unpopular": "ndcg_unpopular"}
+#: Fig. 9's methods in the paper's order (colours fixed).
+DEBIAS_ORDER = ("BPR", "DirectAU", "PRISM + DirectAU", "IPL", "ReSN", "MACR")
+
+
+def published_ndcg(dataset: str, method: str) -> float | None:
+    """Table 1's published test NDCG@20 of ``method`` (e.g. ``mf_directau_prism``) on ``dataset``, if any."""
+    from recrepro.scorecard import published_value, published_values
+
+    return published_value(published_values("prism"), dataset, method, "ndcg@20")
+
+
 def _load(run_dirs: Sequence[Path]) -> pd.DataFrame:
     from recrepro.papers.prism.experiments import load_prism_runs
 
@@ -68,31 +83,43 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     tuned_candidates:
         The coupled weight-decay methods; the one with the best mean validation NDCG@20
         is the "tuned weight decay" point.
+
+    Published points whose epochs the paper states (``figure_points`` of ``fig4_epochs`` in
+    ``expected/prism.yaml``) are drawn as hollow markers in their series' colour.
     """
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    from recrepro.plotting import figure_legend, fixed_colors, new_figure, plot_published, published_handles, save_figure
+    from recrepro.scorecard import figure_points
 
     runs = _load(run_dirs)
     points = dict(alphas)
     tuned = select_by_validation(runs, tuned_candidates)
+    tuned_label = None
     if tuned is not None:
-        points[f"tuned wd ({tuned.rsplit('_', 1)[-1]})"] = tuned
-    colors = method_colors(list(points))
-    fig, ax = new_figure(1, 1)
+        tuned_label = f"tuned wd ({tuned.rsplit('_', 1)[-1]})"
+        points[tuned_label] = tuned
+    colors = fixed_colors([*alphas, "tuned wd"])
+    fig, ax = new_figure(1, 1, width=4.5)
     rows = []
     for label, method in points.items():
+        color = colors["tuned wd" if label == tuned_label else label]
         sub = runs[runs["method"] == method]
         (x, xsd), (y, ysd) = _mean_sd(sub["epochs_to_best"]), _mean_sd(sub["ndcg"])
         rows.append({"label": label, "method": method, "epochs_mean": x, "epochs_sd": xsd, "ndcg_mean": y,
                      "ndcg_sd": ysd, "n_seeds": len(sub)})
         if np.isfinite(x) and np.isfinite(y):
             ax.errorbar([x], [y], xerr=None if not np.isfinite(xsd) else [xsd],
-                        yerr=None if not np.isfinite(ysd) else [ysd], fmt="s" if label.startswith("tuned") else "o",
-                        color=colors[label], label=label, capsize=2.5, markersize=5)
+                        yerr=None if not np.isfinite(ysd) else [ysd], fmt="s" if label == tuned_label else "o",
+                        color=color, label=label, capsize=2.5, markersize=5)
+    published = figure_points("prism", "fig4_epochs", dataset)
+    for point in published:
+        plot_published(ax, point.x, point.y, color=colors.get(point.series, colors["tuned wd"]),
+                       marker="s" if point.series == "tuned wd" else "o")
     ax.set_xlabel("epochs to early stop (best validation epoch)")
     ax.set_ylabel("test NDCG@20")
-    ax.legend(fontsize=7, frameon=False)
+    figure_legend(fig, extra=published_handles("§5.2.1 + Table 1") if published else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="DirectAU: PRISM α grid vs tuned weight decay, mean ± sd over seeds")
+                caption="DirectAU: PRISM α grid vs tuned weight decay, mean ± sd over seeds"
+                        + ("; hollow: published (epochs from §5.2.1, NDCG@20 from Table 1)" if published else ""))
     return pd.DataFrame(rows)
 
 
@@ -101,19 +128,22 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
 
 def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
                  alphas: Mapping[str, str]) -> pd.DataFrame:
-    """Fig. 5: overall and popular / neutral / unpopular NDCG@20 vs PRISM α (mean ± sd).
+    """Fig. 5: overall and popular / neutral / unpopular NDCG@20 vs PRISM α (mean ± sd band).
 
-    ``alphas`` maps the α value (as text, e.g. ``"0.25"``) to its method name.
+    ``alphas`` maps the α value (as text, e.g. ``"0.25"``) to its method name. Table 1's
+    published PRISM (α = 1) NDCG@20 of MF + DirectAU on this dataset is a hollow marker.
     """
-    from recrepro.plotting import errorbar_lines, new_figure, save_figure
+    from recrepro.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
+                                   published_handles, save_figure)
 
     runs = _load(run_dirs)
     xs = [float(a) for a in alphas]
-    fig, axes = new_figure(2, 1, height=2.6)
+    fig, axes = new_figure(2, 1, width=6.5, height=2.8)
+    colors = fixed_colors(STRATA)
     table = []
     series_all: dict[str, tuple[list[float], list[float]]] = {}
-    for col, label in (("ndcg", "overall"), ("ndcg_popular", "popular"), ("ndcg_neutral", "neutral"),
-                       ("ndcg_unpopular", "unpopular")):
+    for label in STRATA:
+        col = STRATA_COLUMNS[label]
         means, sds = [], []
         for alpha, method in alphas.items():
             vals = runs.loc[runs["method"] == method, col] if col in runs else pd.Series(dtype=float)
@@ -122,12 +152,17 @@ def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier
             sds.append(sd)
             table.append({"alpha": float(alpha), "series": label, "mean": mean, "sd": sd, "n_seeds": len(vals)})
         series_all[label] = (means, sds)
-    errorbar_lines(axes[0], xs, {"overall": series_all["overall"]})
-    errorbar_lines(axes[1], xs, {k: v for k, v in series_all.items() if k != "overall"})
-    for ax, title in zip(axes, ("overall", "stratified (additive shares)"), strict=True):
+    errorbar_lines(axes[0], xs, {"overall": series_all["overall"]}, colors=colors, legend=False, band=True)
+    errorbar_lines(axes[1], xs, {k: v for k, v in series_all.items() if k != "overall"}, colors=colors,
+                   legend=False, band=True)
+    published = published_ndcg(dataset, "mf_directau_prism")
+    if published is not None and 1.0 in xs:
+        plot_published(axes[0], 1.0, published, color=colors["overall"])
+    for ax, title in zip(axes, ("(a) overall", "(b) by item popularity (additive shares)"), strict=True):
         ax.set_xlabel("PRISM α")
         ax.set_ylabel("test NDCG@20")
         ax.set_title(title)
+    figure_legend(fig, extra=published_handles("Table 1, α = 1") if published is not None else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="DirectAU with PRISM α, no weight decay: NDCG@20 overall and per stratum, mean ± sd")
     return pd.DataFrame(table)
@@ -143,10 +178,10 @@ def figure_curves(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *,
     ``run_dirs`` maps a curve label (e.g. "λ = 1e-06") to a run directory whose
     ``history.json`` holds ``val_ndcg`` and ``val_ndcg_cosine``.
     """
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
-    colors = method_colors(list(run_dirs))
-    fig, axes = new_figure(2, 1, height=2.6, sharey=False)
+    colors = fixed_colors(list(run_dirs))
+    fig, axes = new_figure(2, 1, width=6.5, height=2.8, sharey=False)
     rows = []
     for label, run_dir in run_dirs.items():
         history = read_history(run_dir)
@@ -156,11 +191,14 @@ def figure_curves(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *,
             ax.plot(epochs, values, color=colors[label], label=label, linewidth=1.2, marker="o", markersize=2.5)
             rows += [{"label": label, "scores": key, "epoch": int(e), "ndcg": float(v)}
                      for e, v in zip(epochs, values, strict=True)]
-    for ax, title in zip(axes, ("cosine similarity", "dot product"), strict=True):
+    from matplotlib.ticker import MaxNLocator
+
+    for ax, title in zip(axes, ("(a) cosine similarity", "(b) dot product"), strict=True):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel("validation NDCG@20")
         ax.set_title(title)
-    axes[1].legend(fontsize=7, frameon=False)
+    figure_legend(fig, title="weight decay")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="DirectAU training curves by weight decay: validation NDCG@20, cosine vs dot product "
                         "(first seed)")
@@ -178,13 +216,16 @@ def figure_debias(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     weight-decay grid) is represented by the one with the best mean validation NDCG@20.
     The ratio is taken per seed, then averaged.
     """
-    from recrepro.plotting import method_colors, new_figure, save_figure
+    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
     runs = _load(run_dirs)
-    colors = method_colors(list(groups))
-    fig, ax = new_figure(1, 1)
+    colors = fixed_colors([*DEBIAS_ORDER, *groups])
+    fig, ax = new_figure(1, 1, width=4.5)
     rows = []
-    for label, candidates in groups.items():
+    # the paper's order (the spec arrives as JSON with sorted keys)
+    order = [g for g in DEBIAS_ORDER if g in groups] + sorted(set(groups) - set(DEBIAS_ORDER))
+    for label in order:
+        candidates = groups[label]
         method = select_by_validation(runs, candidates)
         if method is None:
             continue
@@ -200,7 +241,7 @@ def figure_debias(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
                         label=label, capsize=2.5, markersize=5)
     ax.set_xlabel("unpopular NDCG@20 / popular NDCG@20")
     ax.set_ylabel("overall NDCG@20")
-    ax.legend(fontsize=7, frameon=False)
+    figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="debiasing: BPR, DirectAU (tuned wd), PRISM + DirectAU, IPL, ReSN, MACR; mean ± sd")
     return pd.DataFrame(rows)
@@ -242,7 +283,7 @@ def figure_theory(out_pdf: Path, out_png: Path, *, tier: str, lr: float, weight_
     """
     from matplotlib.colors import TwoSlopeNorm
 
-    from recrepro.plotting import new_figure, save_figure
+    from recrepro.plotting import add_colorbar, new_figure, save_figure
 
     degrees = np.unique(np.round(np.logspace(0, math.log10(max_degree), 60)))
     if not 0.0 < batch_fractions[0] < batch_fractions[1] <= 1.0:
@@ -250,11 +291,12 @@ def figure_theory(out_pdf: Path, out_png: Path, *, tier: str, lr: float, weight_
     fracs = np.logspace(math.log10(batch_fractions[0]), math.log10(batch_fractions[1]), 50)
     change = theorem31_change(degrees[None, :], fracs[:, None], lr=lr, weight_decay=weight_decay, norm=norm,
                               cosine=cosine)
-    fig, ax = new_figure(1, 1)
+    fig, ax = new_figure(1, 1, width=5.0)
     lo, hi = float(change.min()), float(change.max())
     scale = TwoSlopeNorm(vcenter=0.0, vmin=min(lo, -1e-30), vmax=max(hi, 1e-30))
-    mesh = ax.pcolormesh(degrees, fracs, change, cmap="RdBu_r", norm=scale, shading="auto")
-    fig.colorbar(mesh, ax=ax, label="E[Δ‖i‖²] per step")
+    mesh = ax.pcolormesh(degrees, fracs, change, cmap="RdBu_r", norm=scale, shading="auto", rasterized=True)
+    add_colorbar(fig, mesh, ax, "E[Δ‖i‖²] per step")
+    ax.grid(False)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("item degree d_i")

@@ -5,7 +5,6 @@ Every function takes the (validated) Snakemake ``config`` and a tier name.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -13,7 +12,7 @@ from recrepro.papers.prism.methods import method_name
 
 __all__ = [
     "EXTRA_FIGURES", "all_runs", "entries", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec", "runs",
-    "table_methods", "targets", "theory_args", "tier_conf", "tuned_dirs",
+    "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
 # Figs. 3-11 drawn by the generic ``prism_figure`` rule (Fig. 7 has its own, data-free rule).
@@ -57,19 +56,23 @@ def fig1_methods(config: Mapping[str, Any], tier: str) -> list[str]:
 
 
 def fig2_runs(config: Mapping[str, Any], tier: str, dataset: str) -> tuple[list[str], list[str]]:
-    """Panel titles and runs of Fig. 2 (first seed; λ = magnitude_wd and λ = 0 per loss)."""
+    """Panel titles and runs of Fig. 2 (first seed; λ = magnitude_wd and λ = 0 per loss).
+
+    In the paper's panel order: (a) with weight decay, then (b) without; the losses left to right.
+    """
     conf = tier_conf(config, tier)
     seed = entry(config, tier, dataset)[3][0]
     titles, paths = [], []
-    for loss in conf["figure1_losses"]:
-        for wd in (conf["magnitude_wd"], 0.0):
+    for wd in (conf["magnitude_wd"], 0.0):
+        for loss in conf["figure1_losses"]:
             titles.append(f"{loss}, wd {wd:g}")
             paths.append(run(config, tier, dataset, method_name(conf["backbone"], loss, weight_decay=wd), seed))
     return titles, paths
 
 
-def fig2_titles_arg(config: Mapping[str, Any], tier: str, dataset: str) -> str:
-    return " ".join(shlex.quote(t) for t in fig2_runs(config, tier, dataset)[0])
+def fig2_titles_arg(config: Mapping[str, Any], tier: str, dataset: str) -> list[str]:
+    """Fig. 2's panel titles, one command-line word each (the rule quotes them: ``{params.titles:q}``)."""
+    return list(fig2_runs(config, tier, dataset)[0])
 
 
 def table_methods(config: Mapping[str, Any], tier: str) -> list[str]:
@@ -83,6 +86,43 @@ def table_methods(config: Mapping[str, Any], tier: str) -> list[str]:
     return list(dict.fromkeys(methods))
 
 
+def grid_methods(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Table 1's coupled weight-decay grid: every (backbone, loss) at every λ of ``weight_decays``."""
+    conf = tier_conf(config, tier)
+    table = conf["table"]
+    return [method_name(b, l, weight_decay=wd) for b in table["backbones"] for l in table["losses"]
+            for wd in conf["weight_decays"]]
+
+
+def prism_methods(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Table 1's PRISM column: every (backbone, loss) with PRISM init (α), no weight decay."""
+    table = tier_conf(config, tier)["table"]
+    return [method_name(b, l, alpha=table.get("alpha", 1.0)) for b in table["backbones"] for l in table["losses"]]
+
+
+def selection_seeds(config: Mapping[str, Any], tier: str, dataset: str) -> list[int]:
+    """Seeds whose validation scores pick the tuned λ: the first seed (``table.select_on: first_seed``,
+    the default: the grid multiplies the cost, so the other seeds run at the pick only) or all."""
+    seeds = entry(config, tier, dataset)[3]
+    return seeds[:1] if tier_conf(config, tier)["table"].get("select_on", "first_seed") == "first_seed" else seeds
+
+
+def selection_runs(config: Mapping[str, Any], tier: str, dataset: str) -> list[str]:
+    """The grid runs the tuned-λ selection reads."""
+    return [run(config, tier, dataset, m, s) for m in grid_methods(config, tier)
+            for s in selection_seeds(config, tier, dataset)]
+
+
+def table_runs(config: Mapping[str, Any], tier: str, dataset: str, chosen: Mapping[str, str]) -> list[str]:
+    """Table 1's runs: the selection grid, the chosen λ (``chosen``: ``<backbone>_<loss>`` -> method)
+    at every seed, and PRISM at every seed."""
+    seeds = entry(config, tier, dataset)[3]
+    out = selection_runs(config, tier, dataset)
+    out += [run(config, tier, dataset, m, s) for m in chosen.values() for s in seeds]
+    out += runs(config, tier, dataset, prism_methods(config, tier))
+    return list(dict.fromkeys(out))
+
+
 def tuned_dirs(config: Mapping[str, Any], tier: str) -> list[str]:
     table = tier_conf(config, tier)["table"]
     return [f"results/{tier}/prism/tuned/{dataset}/{b}_{l}_tunedwd/seed{s}"
@@ -91,10 +131,12 @@ def tuned_dirs(config: Mapping[str, Any], tier: str) -> list[str]:
 
 
 def all_runs(config: Mapping[str, Any], tier: str) -> list[str]:
-    methods = fig1_methods(config, tier) + table_methods(config, tier)
+    """Fig. 1's runs and Table 1's selection grid and PRISM runs (the tuned λ's other seeds are
+    known only once the selection ran: the ``prism_select_wd`` checkpoint adds them)."""
     out: list[str] = []
     for dataset, _, _, _ in entries(config, tier):
-        out += runs(config, tier, dataset, methods)
+        out += runs(config, tier, dataset, fig1_methods(config, tier))
+        out += table_runs(config, tier, dataset, {})
     return list(dict.fromkeys(out))
 
 
@@ -178,14 +220,15 @@ def extra_figures(config: Mapping[str, Any], tier: str) -> list[str]:
     return list(tier_conf(config, tier).get("figures", EXTRA_FIGURES))
 
 
-def theory_args(config: Mapping[str, Any], tier: str) -> str:
-    """Fig. 7's command-line arguments from the tier's ``theory`` block."""
+def theory_args(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Fig. 7's command-line arguments from the tier's ``theory`` block, one word each
+    (the rule quotes them: ``{params.args:q}``)."""
     th = {"lr": 1e-3, "weight_decay": 1e-6, "norm": 1.0, "cosine": 0.9, "max_degree": 1e4,
           "batch_fractions": [1e-4, 1.0], **dict(tier_conf(config, tier).get("theory", {}))}
     lo, hi = th["batch_fractions"]
-    return (f"--lr {float(th['lr'])!r} --weight-decay {float(th['weight_decay'])!r} --norm {float(th['norm'])!r} "
-            f"--cosine {float(th['cosine'])!r} --max-degree {float(th['max_degree'])!r} "
-            f"--batch-fractions {float(lo)!r} {float(hi)!r}")
+    return ["--lr", repr(float(th["lr"])), "--weight-decay", repr(float(th["weight_decay"])),
+            "--norm", repr(float(th["norm"])), "--cosine", repr(float(th["cosine"])),
+            "--max-degree", repr(float(th["max_degree"])), "--batch-fractions", repr(float(lo)), repr(float(hi))]
 
 
 def targets(config: Mapping[str, Any], tier: str) -> list[str]:
@@ -198,3 +241,20 @@ def targets(config: Mapping[str, Any], tier: str) -> list[str]:
     out.append(f"results/{tier}/prism/figures/fig7_theorem31.pdf")
     out.append(f"results/{tier}/prism/scorecard.md")
     return out
+
+
+#: How the HTML report lists PRISM's figures: the label sorts as text, so the numbers are padded
+#: and the figures appear in the paper's order.
+FIGURE_LABELS = {
+    "fig1_weight_decay": "Fig. 01: NDCG@20 vs weight decay", "fig2_magnitudes": "Fig. 02: magnitude vs degree",
+    "fig3_batched_wd": "Fig. 03a: batched weight decay", "fig3_magnitudes": "Fig. 03b: magnitudes, batched wd",
+    "fig4_epochs": "Fig. 04: NDCG@20 vs epochs to early stop", "fig5_alpha": "Fig. 05: NDCG@20 vs PRISM α",
+    "fig6_curves": "Fig. 06: training curves", "fig7_theorem31": "Fig. 07: Theorem 3.1",
+    "fig8_lightgcn": "Fig. 08: LightGCN vs weight decay", "fig9_debias": "Fig. 09: debiasing",
+    "fig10_ssm_mawu": "Fig. 10: SSM and MAWU vs weight decay", "fig11_nlmf": "Fig. 11: non-linear MF vs weight decay",
+}
+
+
+def report_labels(fig: str, dataset: str) -> dict[str, str]:
+    """Labels of a PRISM figure in the HTML report (``report(..., labels=...)``)."""
+    return {"figure": FIGURE_LABELS.get(fig, fig), "dataset": dataset}
