@@ -86,17 +86,24 @@ def test_prism_init_formula_and_spearman_one_in_trainer():
     assert stats.spearmanr(deg, norms).statistic > 0.99
 
 
+def _fake_run(root, method, seed, val, test):
+    """A PRISM run record with a given validation (history) and test (metrics) NDCG@20."""
+    import json
+
+    d = root / "runs" / method / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({"dataset": "toy", "split": "random_ratio", "method": method,
+                                                "seed": seed, "tier": "smoke", "overall": {"ndcg@20": test},
+                                                "strata": {}}))
+    (d / "history.json").write_text(json.dumps({"best_val_ndcg": val, "best_epoch": 3, "seconds_per_epoch": 1.0}))
+    return d
+
+
 def test_table_picks_tuned_wd_on_validation_not_test(tmp_path):
     import json
 
     def run(method, seed, val, test):
-        d = tmp_path / "runs" / method / f"seed{seed}"
-        d.mkdir(parents=True)
-        (d / "metrics.json").write_text(json.dumps({"dataset": "toy", "split": "random_ratio", "method": method,
-                                                    "seed": seed, "tier": "smoke", "overall": {"ndcg@20": test},
-                                                    "strata": {}}))
-        (d / "history.json").write_text(json.dumps({"best_val_ndcg": val, "best_epoch": 3, "seconds_per_epoch": 1.0}))
-        return d
+        return _fake_run(tmp_path, method, seed, val, test)
 
     dirs = [run("mf_directau_wd0", s, 0.10, 0.30) for s in (1, 2)]
     dirs += [run("mf_directau_wd1em6", s, 0.20, 0.20) for s in (1, 2)]  # best validation, worse test
@@ -115,18 +122,10 @@ def test_table_picks_tuned_wd_on_validation_not_test(tmp_path):
 def test_first_seed_selection_picks_on_that_seed_and_table_averages_every_seed(tmp_path):
     """select_on first_seed: seed 1 prefers λ 0 on validation, seed 2 would prefer 1e-6; the pick is λ 0
     and the tuned column is λ 0's test mean over both seeds (hand-computed: (0.30 + 0.40) / 2)."""
-    import json
-
     from recrepro.papers.prism.experiments import select_weight_decay
 
     def run(method, seed, val, test):
-        d = tmp_path / "runs" / method / f"seed{seed}"
-        d.mkdir(parents=True)
-        (d / "metrics.json").write_text(json.dumps({"dataset": "toy", "split": "random_ratio", "method": method,
-                                                    "seed": seed, "tier": "smoke", "overall": {"ndcg@20": test},
-                                                    "strata": {}}))
-        (d / "history.json").write_text(json.dumps({"best_val_ndcg": val, "best_epoch": 3}))
-        return d
+        return _fake_run(tmp_path, method, seed, val, test)
 
     grid = [run("mf_ssm_wd0", 1, 0.30, 0.30), run("mf_ssm_wd1em6", 1, 0.20, 0.50)]
     selection = select_weight_decay(grid, backbones=["mf"], losses=["ssm"], weight_decays=[0.0, 1e-6])

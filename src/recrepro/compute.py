@@ -116,6 +116,14 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> st
         "hours × torch threads of each job; a job not run yet is priced at the mean of the recorded jobs of "
         "the same paper, dataset and method family (else of the same paper and dataset; else not priced).",
         "",
+        "Running the queue: ask Snakemake for the records of a row below (`--config tier=paper "
+        "'data={mirror: <folder>}'`; add `device=cuda` on a GPU). Training jobs checkpoint every epoch or "
+        "round under `checkpoints/` and resume after a kill, so long cells can run in pieces on machines "
+        "that stop jobs; a finished record is complete and can be committed at once (`git add results/paper`: "
+        "`.gitignore` keeps weights, checkpoints and the large per-user and per-item files out). Then "
+        "`snakemake --cores 2 --config tier=paper from_records=true` redraws the tables, figures, "
+        "scorecards, `results/paper/README.md` and this page.",
+        "",
     ]
     if frame.empty:
         return "\n".join(lines + ["No paper-tier jobs."]) + "\n"
