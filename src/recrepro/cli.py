@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from recrepro.devices import add_device_argument
+
 log = logging.getLogger("recrepro")
 
 
@@ -272,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True)
     p.add_argument("--evaluation", type=_json_arg, required=True, help="the split's evaluation section as JSON")
     p.add_argument("--meta", type=_json_arg, default={})
-    p.add_argument("--device", default="cpu")
+    add_device_argument(p)
     p.add_argument("--batch-size", type=int, default=2048)
     p.add_argument("--benchmark-file", default=None)
     p.set_defaults(func=cmd_baseline)

@@ -81,6 +81,7 @@ ENV_CPU = "../../envs/cpu.yaml"
 # `resources:` uses these (kinds and formulas: recrepro.resources.estimate), scaled by `attempt`.
 from recrepro.resources import dataset_size, estimate  # noqa: E402
 
+# device: auto asks the scheduler for no GPU (the job uses one if its node has it); cuda asks for one.
 GPU_JOBS = str(config["device"]).startswith("cuda")
 # Under --sdm conda with device: cuda, every rule's `conda: ENV_CPU` gets the CUDA build of torch.
 if GPU_JOBS:

@@ -27,6 +27,17 @@ number of users of the phase (training users while training, held-out users at f
 ``"n2"`` reproduces that (the units of every published hyperparameter), ``"none"`` uses
 the values as given.
 
+Step size (switch ``u_step_size``, docs/deviations.md#exadmm-u-step-size): the linearised
+U-step is a gradient step on a quadratic whose curvature for user u is ``L_u = λ_max(H_u)``;
+it is stable only while ``η L_u < 2``, and the convergence argument of the linearised
+(proximal) ADMM asks ``η L_u ≤ 1``.  ``L_u`` grows with ``‖V‖``, which the official code does
+not control, so with one fixed η the iteration diverges for heavy users whenever ``V`` is
+large — at fold-in, ``pred_iterations`` steps with V fixed then blow those users up along the
+popular direction (the seed-dependent collapse of issue 23).  ``"fixed"`` (official) uses η
+for every user; ``"lipschitz"`` uses ``η_u = min(η, 1/L̂_u)`` with the O(|R|) upper bound
+``L̂_u = α0 λ_max(G_V) + λ_u + Σ_{i∈I_u} ‖v_i‖² ≥ ‖H_u‖₂`` (:func:`u_step_curvature_bound`)
+and the global prox generalised to per-user steps (:func:`prox_mean_penalty`).
+
 Fold-in (:meth:`ExADMM.fold_in`): held-out users start at U = 0, s = 0, w = 0 and run
 ``pred_iterations`` rounds of U-, s- and w-steps with V fixed, so the fairness term also
 acts on the held-out population.
@@ -58,7 +69,8 @@ from recrepro.models.ials import (
 from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
 
-__all__ = ["ExADMM", "observed_hessian_product", "prox_sherman_morrison", "u_step", "s_step"]
+__all__ = ["ExADMM", "observed_hessian_product", "prox_mean_penalty", "prox_sherman_morrison", "u_step",
+           "u_step_curvature_bound", "u_step_sizes", "s_step"]
 
 
 def _check_operands(step: str, where: str, **operands: Any) -> None:
@@ -82,6 +94,59 @@ def prox_sherman_morrison(u_hat: torch.Tensor, eta: float, rho: float) -> torch.
     n = u_hat.shape[0]
     c = (rho / n) / (rho / n + 1.0 / eta) if rho > 0 else 0.0
     return u_hat - c * u_hat.mean(dim=0, keepdim=True)
+
+
+def prox_mean_penalty(u_tilde: torch.Tensor, step: torch.Tensor, rho: float, s: torch.Tensor,
+                      w: torch.Tensor) -> torch.Tensor:
+    """Global prox of the U-step with a step size per user, in O(nd).
+
+    Minimises ``Σ_u ‖u_u − ũ_u‖² / (2η_u) + (ρ/2) ‖ū − s + w‖²`` over U (``ū = Uᵀ1/n``),
+    the linearised U-subproblem of the scaled augmented Lagrangian with ``Ũ = U − η⊙∇``.
+    Its optimality condition ``u_u = ũ_u − (ρ/n) η_u (ū − s + w)`` averaged over users gives
+    ``ū = (mean(Ũ) + κ (s − w)) / (1 + κ)`` with ``κ = ρ Σ_u η_u / n²``; with every
+    ``η_u = η`` this is :func:`prox_sherman_morrison` applied to ``Ũ + (ηρ/n)(s − w)``.
+
+    Parameters
+    ----------
+    u_tilde:
+        ``[n, d]`` users after the gradient part, ``U − η ⊙ (H U − b)``.
+    step:
+        ``[n]`` step sizes ``η_u``.
+    rho:
+        ADMM penalty ρ (after strength scaling).
+    s, w:
+        ``[d]`` auxiliary mean and scaled dual.
+    """
+    n = u_tilde.shape[0]
+    if rho <= 0:
+        return u_tilde
+    kappa = rho * float(step.sum()) / n ** 2
+    ubar = (u_tilde.mean(dim=0) + kappa * (s - w)) / (1.0 + kappa)
+    return u_tilde - (rho / n) * step.view(-1, 1) * (ubar - s + w).view(1, -1)
+
+
+def u_step_curvature_bound(V: torch.Tensor, by_user: sp.csr_matrix | RowGroups, lam_u: torch.Tensor,
+                           gram_v: torch.Tensor, alpha0: float) -> torch.Tensor:
+    """``L̂_u = α0 λ_max(G_V) + λ_u + Σ_{i∈I_u} ‖v_i‖²`` for every row of ``by_user``.
+
+    An upper bound of the U-step's curvature ``‖H_u‖₂ = λ_max(α0 G_V + λ_u I + Σ_{i∈I_u}
+    v_i v_iᵀ)`` (the trace bounds the observed part), and of ``‖·‖₂`` of the official
+    variant with ``tril(Σ v_i v_iᵀ)`` (``‖tril(S)‖₂ ≤ ‖tril(S)‖_F ≤ ‖S‖_F ≤ tr S`` for PSD S).
+    One ``d × d`` eigenvalue problem and a gather of squared item norms: O(|R| + d³), so the
+    safeguard keeps the U-step free of per-user ``d × d`` work.
+    """
+    groups = by_user if isinstance(by_user, RowGroups) else build_row_groups(by_user, V.shape[1], str(V.device))
+    top = float(torch.linalg.eigvalsh(gram_v.to(torch.float64))[-1])
+    squared_norms = torch.cat([(V ** 2).sum(dim=1), V.new_zeros(1)])  # padding points at the zero
+    observed = torch.zeros(lam_u.shape[0], dtype=V.dtype, device=V.device)
+    for rows, idx in zip(groups.rows, groups.idx, strict=True):
+        observed[rows] = squared_norms[idx].sum(dim=1)
+    return alpha0 * top + lam_u + observed
+
+
+def u_step_sizes(eta: float, curvature: torch.Tensor) -> torch.Tensor:
+    """``η_u = min(η, 1/L̂_u)``: the given step, capped where the user's curvature needs it."""
+    return torch.clamp(1.0 / curvature, max=eta)
 
 
 def observed_hessian_product(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix | RowGroups,
@@ -119,15 +184,19 @@ def observed_hessian_product(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_m
 
 
 def u_step(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix | RowGroups, lam_u: torch.Tensor, gram_v: torch.Tensor,
-           alpha0: float, eta: float, rho: float, s: torch.Tensor, w: torch.Tensor,
+           alpha0: float, eta: float | torch.Tensor, rho: float, s: torch.Tensor, w: torch.Tensor,
            hessian: str = "full") -> torch.Tensor:
     """One linearised proximal-gradient U-step (gradient part, then the global prox).
 
     ``U`` holds only the phase's users (rows of ``by_user``, each with >= 1 entry);
     ``n = U.shape[0]``.  With ``rho = 0`` and ``hessian="full"`` this is ``U − η·∇(L_iALS/2)``.
+    ``eta`` is one step size (the official code) or ``[n]`` per-user steps
+    (:func:`u_step_sizes`; prox by :func:`prox_mean_penalty`).
     """
     n = U.shape[0]
     grad = alpha0 * (U @ gram_v) + lam_u.view(-1, 1) * U + observed_hessian_product(U, V, by_user, hessian)
+    if isinstance(eta, torch.Tensor):
+        return prox_mean_penalty(U - eta.view(-1, 1) * grad, eta, rho, s, w)
     u_hat = U - eta * grad
     if rho > 0:
         u_hat = u_hat + (eta * rho / n) * (s - w).view(1, -1)
@@ -161,18 +230,24 @@ class ExADMM(TorchFactorModel):
     u_step_hessian:
         ``"full"`` (the paper's gradient) or ``"lower"`` (the official code's product with
         a lower-triangle-only ``Σ v vᵀ``); see :func:`observed_hessian_product`.
+    u_step_size:
+        ``"lipschitz"`` (default: per-user ``η_u = min(η, 1/L̂_u)``, the step the linearised
+        ADMM's convergence needs) or ``"fixed"`` (the official code: η for every user, which
+        diverges at fold-in whenever ``η L_u > 2`` for some user); see the module docstring.
     """
 
     def __init__(self, dim: int = 8, alpha0: float = 0.1, l2: float = 0.002, l2_exp: float = 1.0,
                  exposure_reg: float = 1e-3, admm_penalty: float = 0.01, learning_rate: float = 0.01,
                  pred_iterations: int = 50, stdev: float = 0.1, epochs: int = 10, seed: int = 0,
-                 strength_scaling: str = "n2", u_step_hessian: str = "full", device: str = "cpu", dtype: torch.dtype = torch.float32,
-                 log_losses: bool = True) -> None:
+                 strength_scaling: str = "n2", u_step_hessian: str = "full", u_step_size: str = "lipschitz",
+                 device: str = "cpu", dtype: torch.dtype = torch.float32, log_losses: bool = True) -> None:
         if strength_scaling not in ("n2", "none"):
             raise ValueError(f"strength_scaling must be 'n2' or 'none', got {strength_scaling!r}")
         if u_step_hessian not in ("full", "lower"):
             raise ValueError(f"u_step_hessian must be 'full' or 'lower', got {u_step_hessian!r}")
-        self.u_step_hessian = u_step_hessian
+        if u_step_size not in ("lipschitz", "fixed"):
+            raise ValueError(f"u_step_size must be 'lipschitz' or 'fixed', got {u_step_size!r}")
+        self.u_step_hessian, self.u_step_size = u_step_hessian, u_step_size
         self.dim, self.alpha0, self.l2, self.l2_exp = int(dim), float(alpha0), float(l2), float(l2_exp)
         self.exposure_reg, self.admm_penalty = float(exposure_reg), float(admm_penalty)
         self.learning_rate, self.pred_iterations = float(learning_rate), int(pred_iterations)
@@ -187,6 +262,15 @@ class ExADMM(TorchFactorModel):
         """``(Λ, ρ)`` for a phase with ``n`` users."""
         scale = float(n) ** 2 if self.strength_scaling == "n2" else 1.0
         return self.exposure_reg * scale, self.admm_penalty * scale
+
+    def _steps(self, V: torch.Tensor, groups: RowGroups, lam_u: torch.Tensor,
+               gram_v: torch.Tensor) -> tuple[float | torch.Tensor, float]:
+        """The U-step's step size(s) and the largest ``η_u L̂_u`` (logged; > 1 means unsafe)."""
+        curvature = u_step_curvature_bound(V, groups, lam_u, gram_v, self.alpha0)
+        worst = self.learning_rate * float(curvature.max())
+        if self.u_step_size == "fixed":
+            return self.learning_rate, worst
+        return u_step_sizes(self.learning_rate, curvature), min(worst, 1.0)
 
     def _t(self, a: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(a, dtype=self.dtype, device=self.device)
@@ -228,8 +312,8 @@ class ExADMM(TorchFactorModel):
             gram_v = V.T @ V
             _check_operands("U", where, **{"item factors V": V, "VᵀV": gram_v, "user L2 weights": lam_u,
                                             "s": s, "w": w})
-            U = u_step(U, V, user_groups, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
-                       self.u_step_hessian)
+            step, step_curvature = self._steps(V, user_groups, lam_u, gram_v)
+            U = u_step(U, V, user_groups, lam_u, gram_v, self.alpha0, step, rho, s, w, self.u_step_hessian)
             ubar = U.mean(dim=0)
             _check_operands("s", where, **{"user factors U": U, "mean user factor ū": ubar, "w": w})
             s = s_step(ubar, w, gram_v, lam_expo, rho)
@@ -243,7 +327,8 @@ class ExADMM(TorchFactorModel):
                      "residual_U": float(torch.linalg.norm(U - U_prev)),
                      "residual_s": float(torch.linalg.norm(s - s_prev)),
                      "residual_w": float(torch.linalg.norm(w - w_prev)),
-                     "primal_residual": float(torch.linalg.norm(ubar - s))}
+                     "primal_residual": float(torch.linalg.norm(ubar - s)),
+                     "max_step_curvature": step_curvature}
             if self.log_losses:
                 entry.update(self._loss_terms(by_user, U, V, lam_u, lam_i, deg_i, lam_expo, rho, s, w))
             self.history.append(entry)
@@ -286,12 +371,13 @@ class ExADMM(TorchFactorModel):
         s = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
         w = torch.zeros_like(s)
         self.fold_in_history = []
+        # V is fixed here, so the step sizes are too (the unsafe case of the official code)
+        step, step_curvature = self._steps(self.V, user_groups, lam_u, gram_v)
         for it in range(1, self.pred_iterations + 1):
             U_prev = U
             where = f"fold-in iteration {it}"
             _check_operands("U", where, **{"user factors U": U, "s": s, "w": w})
-            U = u_step(U, self.V, user_groups, lam_u, gram_v, self.alpha0, self.learning_rate, rho, s, w,
-                       self.u_step_hessian)
+            U = u_step(U, self.V, user_groups, lam_u, gram_v, self.alpha0, step, rho, s, w, self.u_step_hessian)
             ubar = U.mean(dim=0)
             _check_operands("s", where, **{"user factors U": U, "mean user factor ū": ubar, "w": w})
             s = s_step(ubar, w, gram_v, lam_expo, rho)
@@ -299,7 +385,8 @@ class ExADMM(TorchFactorModel):
             w = w + ubar - s
             check_finite("exADMM fold-in user factors", U, f"fold-in iteration {it}")
             self.fold_in_history.append({"iteration": it, "residual_U": float(torch.linalg.norm(U - U_prev)),
-                                         "primal_residual": float(torch.linalg.norm(ubar - s))})
+                                         "primal_residual": float(torch.linalg.norm(ubar - s)),
+                                         "max_step_curvature": step_curvature})
         out = torch.zeros(hist.shape[0], self.dim, dtype=self.dtype, device=self.device)
         out[torch.as_tensor(active, device=self.device)] = U
         return out

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import read_json, write_json, write_text
+from recrepro.devices import add_device_argument
 from recrepro.records import read_history, write_history
 
 # torch, the evaluation core and the models are imported where they are used, so the
@@ -43,7 +44,8 @@ DEFAULT_METRICS = ("recall_liang", "ndcg", "coverage", "gini", "gini_pos")
 MODEL_KEYS = {
     "ials": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "log_losses", "solver", "cg_steps"),
     "exadmm": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "exposure_reg", "admm_penalty",
-               "learning_rate", "pred_iterations", "strength_scaling", "u_step_hessian", "log_losses"),
+               "learning_rate", "pred_iterations", "strength_scaling", "u_step_hessian", "u_step_size",
+               "log_losses"),
 }
 
 
@@ -91,7 +93,8 @@ def smk_entries(config: Mapping[str, Any], tier: str) -> list[dict]:
 def smk_switches(config: Mapping[str, Any]) -> dict[str, str]:
     block = config.get("exadmm", {})
     return {"strength_scaling": block.get("strength_scaling", "n2"),
-            "u_step_hessian": block.get("u_step_hessian", "full")}
+            "u_step_hessian": block.get("u_step_hessian", "full"),
+            "u_step_size": block.get("u_step_size", "lipschitz")}
 
 
 def smk_entry(config: Mapping[str, Any], tier: str, dataset: str) -> dict:
@@ -475,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ks", required=True, help="JSON list")
     p.add_argument("--metrics", default=json.dumps(list(DEFAULT_METRICS)))
     p.add_argument("--meta", default="{}")
-    p.add_argument("--device", default="cpu")
+    add_device_argument(p)
     p.add_argument("--batch-size", type=int, default=2048)
     p.add_argument("--benchmark-file", default=None)
     for name in ("tradeoff", "convergence"):
@@ -500,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--out-json", required=True)
     q.add_argument("--out-pdf", required=True)
     q.add_argument("--out-png", required=True)
-    q.add_argument("--device", default="cpu")
+    add_device_argument(q)
     args = parser.parse_args(argv)
     if args.command == "train":
         point = json.loads(args.point)

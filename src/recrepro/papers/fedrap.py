@@ -38,6 +38,7 @@ import pandas as pd
 from recrepro.io import write_parquet, write_text
 from recrepro.records import read_history, write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits
+from recrepro.devices import add_device_argument
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.
@@ -523,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out-dir", required=True)
     p.add_argument("--meta", type=_json, default={})
     p.add_argument("--evaluation", type=_json, required=True)
-    p.add_argument("--device", default="cpu")
+    add_device_argument(p)
     p.add_argument("--memory-budget-mb", type=float, default=None)
     p.add_argument("--benchmark-file", default=None)
     p.add_argument("--threads", type=int, default=None)

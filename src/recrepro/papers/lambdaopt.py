@@ -41,6 +41,7 @@ import pandas as pd
 from recrepro.io import write_parquet, write_text
 from recrepro.records import write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits
+from recrepro.devices import add_device_argument
 
 __all__ = ["main", "run_variant", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed",
            "rule_run_dir", "rule_split_dir", "rule_sensitivity_epochs", "paired_tests", "granularity_order",
@@ -553,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out-dir", required=True)
     p.add_argument("--meta", type=_json, default={})
     p.add_argument("--evaluation", type=_json, required=True)
-    p.add_argument("--device", default="cpu")
+    add_device_argument(p)
     p.add_argument("--batch-size", type=int, default=2048)
     p.add_argument("--benchmark-file", default=None)
     p.add_argument("--threads", type=int, default=None)
@@ -567,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--epochs", type=int, required=True)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--evaluation", type=_json, required=True)
-    s.add_argument("--device", default="cpu")
+    add_device_argument(s)
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--out", required=True)
     t = sub.add_parser("table")

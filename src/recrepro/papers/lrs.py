@@ -37,6 +37,7 @@ from recrepro.lrs.baselines import altmin, lowrank_ridge, oracle_ls, per_user_ls
 from recrepro.lrs.generator import LRSData, LRSSpec, generate, parameter_error, subspace_distance, support_scores
 from recrepro.lrs.private import PrivateConfig, private_amht_lrs
 from recrepro.records import write_run_record
+from recrepro.devices import add_device_argument
 
 EXPERIMENTS = ("error_vs_m", "error_vs_t", "iterations", "private", "support")
 #: Figure file names and the experiment each draws.
@@ -380,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiment", required=True, choices=EXPERIMENTS)
     p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], required=True)
     p.add_argument("--settings", type=json.loads, required=True)
-    p.add_argument("--device", default="cpu")
+    add_device_argument(p)
     p.add_argument("--out", required=True)
     p = sub.add_parser("figures")
     p.add_argument("--tier", required=True)
@@ -398,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--settings", type=json.loads, required=True)
     p.add_argument("--tier", required=True)
-    p.add_argument("--device", default="cpu")
+    add_device_argument(p)
     p.add_argument("--run-root", required=True)
     p.add_argument("--done", required=True)
     for p in sub.choices.values():

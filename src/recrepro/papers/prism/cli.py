@@ -8,6 +8,8 @@ import json
 import logging
 from pathlib import Path
 
+from recrepro.devices import add_device_argument
+
 __all__ = ["main"]
 
 
@@ -95,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--switches", type=_json, required=True)
     p.add_argument("--evaluation", type=_json, required=True)
     p.add_argument("--meta", type=_json, default={})
-    p.add_argument("--device", default="cpu")
+    add_device_argument(p)
     p.add_argument("--batch-size", type=int, default=2048)
     p.add_argument("--benchmark-file", default=None)
     p.add_argument("--checkpoint", default=None, metavar="PATH",
