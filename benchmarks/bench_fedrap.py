@@ -1,25 +1,35 @@
-"""Benchmark: seconds per federated round of FedRAP on ML-100K (all 943 clients, 10 local epochs).
+"""Benchmark: seconds per federated round of FedRAP (all clients, 10 local epochs).
 
 Run from the repository root, after building the split (paper tier, mirror)::
 
     python3 benchmarks/bench_fedrap.py --split-dir data/splits/ml-100k/fedrap/leave_one_out/seed0 \
-        [--rounds 3] [--mode code] [--threads 2]
+        [--rounds 3] [--mode code] [--threads 2] [--paper-path lazy|dense]
 
 Workload: the README's ML-100K flags of mtics/FedRAP (``--mu 1e-3 --l2_regularization 1e-6
 --lr_network 1e-4 --lr_args 1e3``, λ 0.1, d 32, batch 2048, 4 negatives, every client every
-round, 10 local epochs), ``mode=code`` by default (``paper`` adds the dense full-matrix
-regularisers to every step).  Reported per round: wall seconds of the training round (client
-sampling, negatives, local training, aggregation; evaluation excluded and timed separately),
-the process CPU seconds of the round (on a shared machine CPU/threads is a better guide to the
-unloaded wall time), test HR@10 after the round, and the peak RSS.  Not part of the test suite.
+round, 10 local epochs), ``mode=code`` by default (``paper`` adds the full-matrix regularisers,
+by default through the exact lazy form, ``--paper-path dense`` through the dense reference
+path).  Reported per round: wall seconds of the training round (client sampling, negatives,
+local training, aggregation; evaluation excluded and timed separately), the process CPU
+seconds of the round (on a shared machine CPU/threads is a better guide to the unloaded wall
+time), test HR@10 after the round, and the peak RSS.  Not part of the test suite.
+
+``measure(quick)`` (imported by ``benchmarks/run_all.py``): paper mode's round against code
+mode's round on the same dataset in the same process (issue 21's goal: ≤ 3×), for ML-100K,
+Amazon Video and LastFM (quick: ML-100K only).  Split folders are looked up under
+``$RECREPRO_DATA_ROOT`` (default ``data``); a dataset whose split is missing is skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import resource
+import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -27,24 +37,124 @@ from recrepro.models.federated import FederatedConfig, FederatedRecommender
 from recrepro.papers.fedrap import NEGATIVE_POOL_PARTS, _eval_both
 from recrepro.runs import SplitData
 
+#: datasets of :func:`measure` (folder names under ``splits/``); quick mode runs the first only
+DATASETS = ("ml-100k", "amazon-video", "hetrec2011-lastfm-2k")
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--split-dir", required=True)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--mode", default="code", choices=["code", "paper"])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    split = SplitData(args.split_dir)
+
+def make_model(split: SplitData, mode: str, rounds: int, seed: int = 0, paper_path: str = "lazy",
+               memory_budget_mb: float = 2048.0) -> FederatedRecommender:
+    """A FedRAP model with the README's ML-100K flags, set up on ``split`` (no round run yet)."""
     train = split.csr(["train"])
     touched = split.csr(NEGATIVE_POOL_PARTS["all_interactions"])  # the released code's negative pool
-    cfg = FederatedConfig(method="fedrap", mode=args.mode, rounds=args.rounds, local_epochs=10, dim=32,
-                          lam=0.1, mu=1e-3, l2=1e-6, lr_network=1e-4, lr_args=1e3, seed=args.seed)
+    cfg = FederatedConfig(method="fedrap", mode=mode, rounds=rounds, local_epochs=10, dim=32,
+                          lam=0.1, mu=1e-3, l2=1e-6, lr_network=1e-4, lr_args=1e3, seed=seed,
+                          paper_path=paper_path, memory_budget_mb=memory_budget_mb)
     model = FederatedRecommender(cfg)
     model.train_csr, model.touched = train, touched
     model.init_state(*train.shape)
+    return model
+
+
+def _reset_peak_rss() -> None:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process (Linux ≥ 4.0; else no-op)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_mb() -> float:
+    """Peak RSS since the last :func:`_reset_peak_rss` (VmHWM), else the process's ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _timed_rounds(split: SplitData, mode: str, warmup: int, timed: int) -> tuple[list[float], list[float], float]:
+    """Process CPU and wall seconds of ``timed`` training rounds after ``warmup`` untimed ones, and
+    the peak RSS (MB)."""
+    gc.collect()
+    _reset_peak_rss()
+    model = make_model(split, mode, warmup + timed)
+    for _ in range(warmup):
+        model.train_round()
+    cpu, wall = [], []
+    for _ in range(timed):
+        c0, t0 = time.process_time(), time.perf_counter()
+        model.train_round()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - t0)
+    peak = _peak_rss_mb()
+    del model
+    gc.collect()
+    return cpu, wall, peak
+
+
+def measure(quick: bool) -> list[dict]:
+    """Paper mode's FedRAP round vs code mode's, per dataset, in this process.
+
+    One dict per dataset: ``{"measure", "ours_s", "anchor_s", "ratio", "goal", "holds"}`` plus
+    context (``ours_wall_s``, ``anchor_wall_s``, ``wall_ratio``, ``peak_rss_mb`` of each mode,
+    ``threads``).  ``ours`` = a paper-mode round (lazy full-matrix regularisers), ``anchor`` = a
+    code-mode round, both the median over the timed rounds of the **process CPU seconds**
+    (``run_all.py``'s convention: on the shared machine other jobs move wall times); the wall
+    medians are reported too, and ``holds`` needs the goal on both (on LastFM the wall time also
+    includes waiting for the disk-backed tables).  Round 1 (a = 0) is run untimed: its
+    curriculum weights are ``tanh(0) = 0``, so it would understate paper mode's work.
+    quick: ML-100K only, one timed round per mode (≈ 30 s on 2 cores); full: every dataset
+    whose split exists, three timed rounds per mode.  For LastFM the goal also requires paper
+    mode's peak RSS ≤ 2 GB (the private tables live in a disk-backed memmap above the
+    2 GB ``memory_budget_mb``).
+    """
+    root = Path(os.environ.get("RECREPRO_DATA_ROOT", "data"))
+    out = []
+    for name in DATASETS[:1] if quick else DATASETS:
+        split_dir = root / "splits" / name / "fedrap" / "leave_one_out" / "seed0"
+        if not (split_dir / "manifest.json").exists():
+            continue
+        split = SplitData(split_dir)
+        timed = 1 if quick else 3
+        anchor, anchor_wall, anchor_rss = _timed_rounds(split, "code", 1, timed)
+        ours, ours_wall, ours_rss = _timed_rounds(split, "paper", 1, timed)
+        ours_s, anchor_s = statistics.median(ours), statistics.median(anchor)
+        ratio = ours_s / anchor_s
+        wall_ratio = statistics.median(ours_wall) / statistics.median(anchor_wall)
+        holds = ratio <= 3.0 and wall_ratio <= 3.0 and (name != "hetrec2011-lastfm-2k" or ours_rss <= 2048)
+        out.append({"measure": f"fedrap paper-mode round vs code-mode round, {name}",
+                    "ours_s": round(ours_s, 3), "anchor_s": round(anchor_s, 3), "ratio": round(ratio, 2),
+                    "goal": "≤ 3×" + (" and paper peak RSS ≤ 2 GB" if name == "hetrec2011-lastfm-2k" else ""),
+                    "holds": bool(holds), "ours_wall_s": round(statistics.median(ours_wall), 3),
+                    "anchor_wall_s": round(statistics.median(anchor_wall), 3), "wall_ratio": round(wall_ratio, 2),
+                    "peak_rss_mb": {
+                        "paper": round(ours_rss), "code": round(anchor_rss)},
+                    "threads": torch.get_num_threads()})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--split-dir", help="one split: per-round table (the original benchmark)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mode", default="code", choices=["code", "paper"])
+    parser.add_argument("--paper-path", default="lazy", choices=["lazy", "dense"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--measure", action="store_true", help="run measure() (paper vs code per dataset)")
+    parser.add_argument("--quick", action="store_true", help="with --measure: ML-100K only, one round")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.measure:
+        for row in measure(args.quick):
+            print(json.dumps(row), flush=True)
+        return
+    if not args.split_dir:
+        parser.error("--split-dir is required without --measure")
+    split = SplitData(args.split_dir)
+    model = make_model(split, args.mode, args.rounds, seed=args.seed, paper_path=args.paper_path)
     rows = []
     for _ in range(args.rounds):
         wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -57,7 +167,8 @@ def main() -> None:
                      "test_ndcg@10": round(test.overall["ndcg@10"], 4)})
         print(json.dumps(rows[-1]), flush=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"mode": args.mode, "threads": args.threads, "peak_rss_mb": round(peak),
+    print(json.dumps({"mode": args.mode, "paper_path": args.paper_path, "threads": args.threads,
+                      "peak_rss_mb": round(peak),
                       "mean_wall_s": round(sum(r["wall_s"] for r in rows) / len(rows), 2),
                       "mean_cpu_s": round(sum(r["cpu_s"] for r in rows) / len(rows), 2)}))
 

@@ -2,6 +2,17 @@
 
     python benchmarks/bench_prism.py --split-dir data/splits/gowalla/prism/random_ratio/seed123 \
         [--batches 20] [--threads 2]
+    python benchmarks/bench_prism.py --split-dir ... --trainer [--quick] [--threads 1]
+
+``--trainer`` (issue 21) times the real trainer, :func:`recrepro.papers.prism.trainer.train`, against
+a bare loop over the same steps: per epoch, the same edge order, negatives and
+:func:`~recrepro.papers.prism.trainer.batch_loss` / backward / Adam step, then one validation
+ranking (:func:`~recrepro.papers.prism.trainer.validation_ndcg`) — and nothing else (no finiteness
+checks, no loss bookkeeping, no best-state copy, no checkpoint).  The trainer runs as in a paper-tier
+job (paper settings of the loss, per-epoch validation, an atomic checkpoint to a temporary file).
+Both are timed in process CPU seconds (``CLOCK``) over their steady-state epochs (epochs 2 and 3: from the first epoch's validation to
+the third's), alternating ours / bare, so the ratio is the trainer's overhead.  ``--quick`` uses a
+20 % user sample of the split and MF only.
 
 Times ``--batches`` training steps (MF, d 64, full-table coupled weight decay 1e-6, batch 4,096)
 and extrapolates to one epoch, for
@@ -17,15 +28,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from recrepro.models.mf import MFNet
-from recrepro.papers.prism.trainer import TrainSettings, _edges, _make_optimizer, batch_loss
+from recrepro.models.mf import build_net
+from recrepro.papers.prism.trainer import TrainSettings, _edges, _make_optimizer, batch_loss, train, validation_ndcg
 from recrepro.runs import SplitData
+
+#: Trainer timings count this process's CPU seconds: on a shared 2-core machine the other jobs'
+#: load changes wall times by ±50 % between consecutive epochs, CPU time of a one-thread run far less.
+CLOCK = time.process_time
+
+#: The paper tier's batch size per loss (config.yaml ``prism.tiers.paper.batch_size``).
+PAPER_BATCH = {"bpr": 16384, "ssm": 16384, "directau": 4096, "mawu": 4096}
 
 
 def _pdist_uniformity(x: torch.Tensor) -> torch.Tensor:
@@ -75,14 +96,110 @@ def time_case(name, train, loss_fn, settings, optimizer_kind, batches, batch_siz
             "batches_per_epoch": n_batches, "threads": torch.get_num_threads()}
 
 
+def user_sample(train, validation, fraction: float, seed: int = 0):
+    """The rows of a random ``fraction`` of users (all items kept): a smaller problem of the same shape."""
+    if fraction >= 1.0:
+        return train, validation
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(train.shape[0], int(train.shape[0] * fraction), replace=False))
+    return train[rows], validation[rows]
+
+
+def paper_settings(backbone: str, loss: str, **extra) -> TrainSettings:
+    """Table 1's settings of one cell (PRISM init α 1, no weight decay, paper negatives)."""
+    return TrainSettings(backbone=backbone, loss=loss, dim=64, lr=1e-3, alpha=1.0, batch_size=PAPER_BATCH[loss],
+                         n_negatives=10 if loss == "ssm" else 1, wd_mode="none", seed=0, **extra)
+
+
+def time_trainer(train_m, validation, settings: TrainSettings) -> float:
+    """Steady-state seconds per epoch of the real trainer (epochs 2-3: training + validation + bookkeeping)."""
+    stamps: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        train(train_m, validation, TrainSettings(**{**settings.as_dict(), "epochs": 3, "patience": 100}),
+              on_epoch=lambda epoch, score: stamps.append(CLOCK()),
+              checkpoint=Path(tmp) / "ckpt.pt")
+    return (stamps[2] - stamps[0]) / 2
+
+
+def time_bare(train_m, validation, settings: TrainSettings) -> float:
+    """Steady-state seconds per epoch of the bare loop: the same steps and one validation ranking."""
+    torch.manual_seed(settings.seed)
+    gen = torch.Generator().manual_seed(settings.seed)
+    n_users, n_items = train_m.shape
+    net = build_net(settings.backbone, n_users, n_items, settings.dim, settings.seed, train=train_m)
+    margins = None
+    params = list(net.parameters())
+    if settings.loss == "mawu":
+        margins = (torch.nn.Parameter(torch.zeros(n_users)), torch.nn.Parameter(torch.zeros(n_items)))
+        params += list(margins)
+    opt = _make_optimizer(params, settings)
+    users, items = _edges(train_m)
+    n_neg = {"bpr": 1, "ssm": settings.n_negatives}.get(settings.loss, 0)
+    degree = torch.as_tensor(np.bincount(train_m.indices, minlength=n_items), dtype=torch.float32)
+    stamps = []
+    for _ in range(3):
+        order = torch.randperm(users.numel(), generator=gen)
+        for start in range(0, users.numel(), settings.batch_size):
+            idx = order[start:start + settings.batch_size]
+            negs = torch.randint(n_items, (idx.numel(), n_neg), generator=gen) if n_neg else None
+            loss = batch_loss(net, users[idx], items[idx], negs, settings, margins, degree)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        validation_ndcg(net, train_m, validation, settings.eval_k, settings.eval_batch_size, "cpu")
+        stamps.append(CLOCK())
+    return (stamps[2] - stamps[0]) / 2
+
+
+def measure_trainer(split_dir: str | Path, *, quick: bool, backbones=("mf", "nlmf"),
+                    losses=("bpr", "ssm", "directau", "mawu"), repeats: int | None = None) -> list[dict]:
+    """Trainer epoch vs bare step loop + one validation ranking, per backbone and loss (goal ≤ 1.2×)."""
+    split = SplitData(split_dir)
+    train_m, validation = user_sample(split.csr(["train"]), split.csr(["validation"]), 0.2 if quick else 1.0)
+    out = []
+    for backbone in (("mf",) if quick else backbones):
+        for loss in losses:
+            settings = paper_settings(backbone, loss)
+            # alternate ours / bare (twice unless quick) and keep each one's best: slow phases of a shared machine hit both
+            ours = anchor = float("inf")
+            for _ in range(repeats or (1 if quick else 2)):
+                ours = min(ours, time_trainer(train_m, validation, settings))
+                anchor = min(anchor, time_bare(train_m, validation, settings))
+            out.append({"measure": f"PRISM trainer epoch, {backbone} {loss}" + (" (20 % users)" if quick else ""),
+                        "ours_s": round(ours, 3), "anchor_s": round(anchor, 3), "ratio": round(ours / anchor, 3),
+                        "goal": "≤ 1.2×", "holds": ours / anchor <= 1.2, "threads": torch.get_num_threads(),
+                        "clock": "process CPU s"})
+    return out
+
+
+def measure_directau(split_dir: str | Path, *, batches: int = 20) -> dict:
+    """DirectAU step, ours vs the ``torch.pdist`` loop (goal ≥ 4× faster)."""
+    train_m = SplitData(split_dir).csr(["train"])
+    dau = TrainSettings(loss="directau", weight_decay=1e-6, wd_mode="coupled")
+    ours = time_case("directau_ours", train_m, lambda n, u, i, g: batch_loss(n, u, i, None, dau), dau, "ours",
+                     batches, 4096)["median_batch_s"]
+    anchor = time_case("directau_pdist_loop", train_m, lambda n, u, i, g: _pdist_directau(n, u, i), dau, "default",
+                       batches, 4096)["median_batch_s"]
+    return {"measure": "DirectAU step vs torch.pdist loop", "ours_s": ours, "anchor_s": anchor,
+            "ratio": round(ours / anchor, 3), "goal": "≤ 0.25× (≥ 4× faster)", "holds": ours / anchor <= 0.25,
+            "threads": torch.get_num_threads()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--split-dir", required=True)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--trainer", action="store_true", help="trainer vs bare loop (module docstring)")
+    parser.add_argument("--quick", action="store_true", help="with --trainer: 20 %% users, MF only")
+    parser.add_argument("--repeats", type=int, default=None, help="with --trainer: ours/bare alternations")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.trainer:
+        for row in measure_trainer(args.split_dir, quick=args.quick, repeats=args.repeats):
+            print(json.dumps(row), flush=True)
+        return
     train = SplitData(args.split_dir).csr(["train"])
     wd = 1e-6
     dau = TrainSettings(loss="directau", weight_decay=wd, wd_mode="coupled")

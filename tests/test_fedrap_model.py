@@ -74,7 +74,7 @@ def test_l1_prox_and_subgradient_on_c():
         m.C = torch.tensor([[0.3, -0.7]])
         out = m.local_train(np.array([0]), np.array([0]), np.array([0]), np.array([1.0], np.float32),
                             0.0, 1.0, np.random.default_rng(0))
-        np.testing.assert_allclose(out["C"][0, 0].numpy(), expected, atol=1e-6)
+        np.testing.assert_allclose(m.dense_uploads(out)[0, 0].numpy(), expected, atol=1e-6)
 
 
 def _reference_loop(model0, users, owner, item, label, lam, mu, seed):

@@ -13,9 +13,15 @@ gradients.  Two paths:
   shrink), so the round's distinct (client, item) rows are gathered once into compact
   ``[M, d]`` tables (``M`` ≈ the round's samples) and trained there; nothing of size
   ``B × n_items × d`` is formed.  About 1.4 CPU-seconds per ML-100K round (docs/performance.md).
-* **dense** (paper mode with private tables; :meth:`FederatedRecommender._local_train_dense`):
-  the paper's full-matrix regularisers touch every entry of every client's ``D_i`` and
-  ``C_i`` at every step, so the chunk's ``D[B, n_items, d]`` and ``C[B, n_items, d]`` are dense.
+* **lazy** (paper mode with private tables, the default; :meth:`FederatedRecommender._local_train_lazy`):
+  the paper's full-matrix regularisers touch every entry of every client's ``D_i`` and ``C_i``
+  at every step, but between two BCE touches an entry follows a per-client affine map as
+  long as ``sign(C)`` is constant.  The sampled rows train as in the row path, entries whose
+  ``C`` may cross zero are replayed step by step, all others get the composed map once per
+  round; exact up to float rounding, two streaming passes over the private tables per round.
+* **dense** (``paper_path: dense``, the reference; also DP, the prox L1 update and the L2
+  ablation; :meth:`FederatedRecommender._local_train_dense`): the chunk's ``D[B, n_items, d]``
+  and ``C[B, n_items, d]`` are dense and every step updates all of them.
 
 One local step of client ``i`` on its mini-batch ``(j_k, r_k)_{k=1..n}`` (FedRAP,
 Li et al. 2024, the poster's objective)::
@@ -60,6 +66,7 @@ are deterministic, so a seed gives identical rounds.
 from __future__ import annotations
 
 import math
+import mmap
 import tempfile
 import time
 import warnings
@@ -98,6 +105,7 @@ __all__ = [
 CURRICULA = ("fixed", "tanh", "sin", "square", "frac")
 METHODS = ("fedrap", "fedrap_no", "fedrap_l2", "fedmf", "pfedrec", "fedncf")  # fedncf: models.fedncf
 _L1_THRESHOLD = 1e-4  # the code's sparsity definition: |C| <= 1e-4 counts as zero
+_MEMMAP_PIECE_BYTES = 256 << 20  # file span of one piece of a scattered read/write of a disk-backed table
 
 
 def gaussian_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
@@ -249,6 +257,9 @@ class FederatedConfig:
     normalised by n_items·d; no user bias) | ``code`` (constant λ, μ; batch-row means;
     a user bias), see docs/deviations.md#fedrap-mode.  ``code_curriculum``: code mode with
     the paper's curriculum λ_a, μ_a (an ablation isolating the curriculum; cheap, row path).
+    ``paper_path``: ``lazy`` (default: paper mode's full-matrix regularisers in the exact lazy
+    form, :meth:`FederatedRecommender._local_train_lazy`) | ``dense`` (the dense reference
+    path, kept for verification; equal up to float rounding).
     ``client_optimizer``: ``sgd`` (FedRAP's code: SGD with weight decay ``l2``) | ``adam``
     (FedNCF only: a fresh ``torch.optim.Adam`` per client and round, as FedNCF's own paper
     trains its clients; needs ``l2 = 0``, see :mod:`recrepro.models.fedncf`).
@@ -272,6 +283,7 @@ class FederatedConfig:
     curriculum: str = "tanh"
     code_curriculum: bool = False
     l1_update: Literal["subgradient", "prox"] = "subgradient"
+    paper_path: Literal["lazy", "dense"] = "lazy"
     client_optimizer: Literal["sgd", "adam"] = "sgd"
     tol: float = 1e-4
     init_std: float = 1.0
@@ -293,6 +305,8 @@ class FederatedConfig:
             raise ValueError(f"unknown curriculum {self.curriculum!r}; known: {CURRICULA}")
         if self.l1_update == "prox" and self.mode != "paper":
             raise ValueError("l1_update='prox' needs mode='paper' (the code's L1 is a batch-row mean)")
+        if self.paper_path not in ("lazy", "dense"):
+            raise ValueError(f"paper_path must be 'lazy' or 'dense', got {self.paper_path!r}")
         if not 0.0 < self.client_ratio <= 1.0:
             raise ValueError("client_ratio must be in (0, 1]")
         if self.client_optimizer not in ("sgd", "adam"):
@@ -332,6 +346,48 @@ def _chunk_size(n_items: int, dim: int, budget_mb: float, n_clients: int) -> int
     return int(max(1, min(n_clients, (budget_mb * 2**20) // per_client)))
 
 
+def _row_layout(owner: np.ndarray, item: np.ndarray, label: np.ndarray, B: int, n_items: int,
+                batch_size: int) -> dict[str, Any]:
+    """The compact row layout of a round's samples (:meth:`FederatedRecommender._local_train_rows`).
+
+    The distinct (client, item) pairs of the samples become rows; clients with a single
+    mini-batch are ordered first (``cperm``: permuted position -> caller's client index), so
+    the later batches of the big clients are a contiguous tail ``[M1, M)`` of rows and
+    ``[B1, B)`` of clients.  Returns ``s_row`` (sample -> row), ``s_owner`` (sample ->
+    permuted client), ``r_owner``/``r_item``/``r_label``/``r_mult`` (per row; ``r_mult`` =
+    samples of the row), ``counts`` (samples per permuted client), ``cperm``, ``rows_per``,
+    ``M``, ``B1``, ``M1``, ``max_batches``, ``s_sorted``/``s_owner_sorted`` (samples grouped
+    by permuted client, for :func:`client_batches`).
+    """
+    counts = np.bincount(owner, minlength=B)           # samples per client
+    key = owner.astype(np.int64) * n_items + item.astype(np.int64)
+    uniq, first, inv, mult = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    multi = counts > batch_size
+    cperm = np.argsort(multi, kind="stable")          # single-batch clients first
+    crank = np.empty(B, np.int64)
+    crank[cperm] = np.arange(B)
+    r_owner0 = uniq // n_items
+    order = np.argsort(crank[r_owner0], kind="stable")
+    new_pos = np.empty(order.size, np.int64)
+    new_pos[order] = np.arange(order.size)
+    s_row = new_pos[inv.ravel()]                      # sample -> row
+    s_owner = crank[owner]                            # sample -> client (permuted order)
+    r_owner = crank[r_owner0[order]]                  # row -> client (permuted order)
+    r_item = (uniq - r_owner0 * n_items)[order]
+    r_label = label[first[order]].astype(np.float32)
+    r_mult = mult[order].astype(np.float32)
+    counts = counts[cperm]
+    rows_per = np.bincount(r_owner, minlength=B)
+    B1 = int((~multi).sum())
+    M1 = int(rows_per[:B1].sum())
+    max_batches = int(-(-counts.max() // batch_size)) if B and counts.max() > 0 else 0
+    s_sorted = np.argsort(s_owner, kind="stable")     # samples grouped by permuted client
+    return {"s_row": s_row, "s_owner": s_owner, "r_owner": r_owner, "r_item": r_item, "r_label": r_label,
+            "r_mult": r_mult, "counts": counts, "cperm": cperm, "rows_per": rows_per, "M": int(r_owner.size),
+            "B1": B1, "M1": M1, "max_batches": max_batches, "s_sorted": s_sorted,
+            "s_owner_sorted": s_owner[s_sorted]}
+
+
 class FederatedRecommender(Recommender):
     """FedRAP / FedMF / PFedRec trained by the vectorised simulation (see module docstring).
 
@@ -369,9 +425,11 @@ class FederatedRecommender(Recommender):
             d0 = (rng.standard_normal((n_items, d)).astype(np.float32) * cfg.init_std
                   if cfg.has_private_items else self.C.cpu().numpy())
             self.D = self._alloc_private(n_users, n_items, d)
-            for start in range(0, n_users, 4096):
-                stop = min(n_users, start + 4096)
+            step = max(1, min(4096, (256 << 20) // max(1, n_items * d * 4)))  # ≤ 256 MB at a time
+            for start in range(0, n_users, step):
+                stop = min(n_users, start + step)
                 self.D[start:stop] = torch.as_tensor(d0, device=self.D.device).expand(stop - start, -1, -1)
+                self._drop_private_pages(start, stop)
         # lazy SGD weight decay of the private tables: true D[u] = D_scale[u] * stored D[u]
         self.D_scale = torch.ones(n_users, dtype=torch.float64)
         self.lr_network = cfg.lr_network
@@ -389,6 +447,7 @@ class FederatedRecommender(Recommender):
         folder.mkdir(parents=True, exist_ok=True)
         self._memmap_file = tempfile.NamedTemporaryFile(dir=folder, suffix=".fedrap-D.f32")
         array = np.memmap(self._memmap_file.name, dtype=np.float32, mode="w+", shape=(n_users, n_items, d))
+        self._memmap_array = array  # its mmap: resident pages are released after streaming passes
         return torch.from_numpy(array)
 
     # ------------------------------------------------------------------ checkpoints
@@ -404,6 +463,8 @@ class FederatedRecommender(Recommender):
         """:func:`~recrepro.checkpoints.settings_key` of a fit: class, config, rounds, data."""
         config = asdict(self.config)
         config.pop("scratch_dir", None)  # where the memmap lives does not change the run
+        if not (config["mode"] == "paper" and self.config.has_private_items):
+            config.pop("paper_path", None)  # only paper mode with private tables has two paths
         return settings_key({"model": type(self).__name__, "config": config, "target_round": int(target_round),
                              "data": data_fingerprint(train, touched)})
 
@@ -526,7 +587,8 @@ class FederatedRecommender(Recommender):
             participants = np.sort(rng.choice(self.n_users, n_part, replace=False))
         lam, mu = cfg.weights(a, self.weights_prev)
         self.weights_prev = (lam, mu)
-        dense = (cfg.mode == "paper" and cfg.has_private_items) or cfg.dp_clip is not None
+        dense = ((cfg.mode == "paper" and cfg.has_private_items and not self._uses_lazy_paper())
+                 or cfg.dp_clip is not None)
         # the row path forms nothing of size B x n_items x d: all participants in one chunk
         chunk = (_chunk_size(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if dense
                  else max(1, participants.size))
@@ -537,7 +599,10 @@ class FederatedRecommender(Recommender):
             users = participants[start:start + chunk]
             owner, item, label = self.round_samples(users, rng)
             result = self.local_train(users, owner, item, label, lam, mu, rng)
-            if cfg.dp_clip is not None or "C" in result:
+            if "c_sum" in result:  # the lazy paper path sums its uploads itself
+                c_sum += result["c_sum"]
+                nnz_upload += result["nnz"]
+            elif cfg.dp_clip is not None or "C" in result:
                 up = self.dense_uploads(result)
                 if cfg.dp_clip is not None:
                     up = self.privatise(up, rng)
@@ -585,13 +650,16 @@ class FederatedRecommender(Recommender):
         """Local epochs of the clients ``users`` at once; writes back their private state.
 
         ``mode: paper`` with private tables (FedRAP's full-matrix regularisers touch every
-        row of D⁽ⁱ⁾ and C at every step) runs on dense ``[B, n_items, d]`` tables
-        (:meth:`_local_train_dense`); everything else (code mode, FedMF, PFedRec) only ever
+        row of D⁽ⁱ⁾ and C at every step) runs the exact lazy form (:meth:`_local_train_lazy`),
+        or, with ``paper_path: dense`` (and for DP, ``l1_update: prox``, ``fedrap_l2``), dense
+        ``[B, n_items, d]`` tables (:meth:`_local_train_dense`); everything else (code mode, FedMF, PFedRec) only ever
         changes the rows of the items a client samples in the round, so it trains on those
         rows alone (:meth:`_local_train_rows`).  Use :meth:`dense_uploads` for the uploaded
         ``C_i`` as ``[B, n_items, d]``.
         """
         cfg = self.config
+        if self._uses_lazy_paper():
+            return self._local_train_lazy(users, owner, item, label, lam, mu, rng)
         if cfg.mode == "paper" and cfg.has_private_items:
             return self._local_train_dense(users, owner, item, label, lam, mu, rng)
         return self._local_train_rows(users, owner, item, label, lam, mu, rng)
@@ -673,6 +741,506 @@ class FederatedRecommender(Recommender):
             self.D[users_t.cpu()] = C.to(self.D.device)
         return {"C": C, "loss": torch.as_tensor(np.nan_to_num(prev_mean))}
 
+    def _uses_lazy_paper(self) -> bool:
+        """Whether paper mode runs on :meth:`_local_train_lazy` (else :meth:`_local_train_dense`).
+
+        The lazy form covers the paper's objective with the L1 subgradient (``fedrap``,
+        ``fedrap_no``); the L2 ablation, the prox update and DP (which clips every client's
+        dense upload) keep the dense path, as does ``paper_path: dense`` (kept for verification).
+        """
+        cfg = self.config
+        return (cfg.mode == "paper" and cfg.has_private_items and cfg.paper_path == "lazy"
+                and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient" and cfg.dp_clip is None)
+
+    def _lazy_schedule(self, n_steps: int, lam: float, mu: float) -> dict[str, np.ndarray]:
+        """Composite regulariser map after ``k = 0..n_steps`` steps of a client (float64).
+
+        Between BCE touches an entry of client i follows (``X = D + C``, ``E = D − C``,
+        ``s = sign C``, ``lr_k`` the client's k-th learning rate, ``sh = 1 − lr·l2``,
+        ``g = sh + 4 lr λ/(n d)``, ``ν = μ/(n d)``)::
+
+            X ← sh X − lr ν s,      E ← g E + lr ν s
+
+        so, while s is constant, ``X_k = PX_k X_0 − s QX_k`` and ``E_k = PE_k E_0 + s QE_k``.
+        Returns ``PX, PE, QX, QE`` of length ``n_steps + 1`` for the learning-rate schedule
+        ``lr_k = lr_args · batch_decay^k`` (as float32, like the steps themselves).
+        """
+        cfg = self.config
+        nd = float(self.n_items * cfg.dim)
+        k = np.arange(n_steps)
+        lr = (self.lr_args * cfg.batch_decay ** k).astype(np.float32).astype(np.float64)
+        sh = 1.0 - lr * cfg.l2
+        g = sh + 4.0 * lr * lam / nd
+        m = lr * mu / nd
+        out = {name: np.empty(n_steps + 1) for name in ("PX", "PE", "QX", "QE")}
+        px, pe, qx, qe = 1.0, 1.0, 0.0, 0.0
+        for step in range(n_steps + 1):  # a loop over local steps (≤ local_epochs × batches), not entries
+            out["PX"][step], out["PE"][step], out["QX"][step], out["QE"][step] = px, pe, qx, qe
+            if step < n_steps:
+                px, qx = sh[step] * px, sh[step] * qx + m[step]
+                pe, qe = g[step] * pe, g[step] * qe + m[step]
+        return out
+
+    def _private_blocks(self, users: np.ndarray, block_bytes: int = 4 << 20):
+        """Yield ``(lo, hi, table)`` over cache-sized blocks of the stored private tables of ``users``.
+
+        ``table`` is ``[hi − lo, n_items, d]`` in stored units (true = ``D_scale`` × stored):
+        a view (written in place) when ``users`` are consecutive, else a copy written back
+        after the consumer's turn.  Pages of a disk-backed table are released after each
+        block, so streaming over it does not grow the resident set.
+        """
+        per = self.n_items * self.config.dim * 4
+        step = max(1, block_bytes // per)
+        consecutive = users.size > 0 and bool(np.all(np.diff(users) == 1))
+        for lo in range(0, users.size, step):
+            hi = min(users.size, lo + step)
+            if consecutive:
+                first = int(users[0])
+                yield lo, hi, self.D[first + lo:first + hi]
+                self._drop_private_pages(first + lo, first + hi)
+            else:
+                idx = torch.as_tensor(users[lo:hi])
+                table = self.D[idx]
+                yield lo, hi, table
+                self.D[idx] = table
+                self._drop_private_pages()
+
+    def _private_rows(self, index: torch.Tensor) -> torch.Tensor:
+        """Rows ``index`` of the stored private tables viewed as ``[-1, d]``.
+
+        A disk-backed table is read in address order, in pieces that span at most
+        :data:`_MEMMAP_PIECE_BYTES` of the file, releasing the mapped pages after each piece:
+        a page fault maps a whole (up to 2 MB) folio of the file, so one scattered gather
+        (1,874 rows, one per LastFM user) would otherwise make the whole 4 GB file resident.
+        """
+        table = self.D.view(-1, self.config.dim)
+        index = index.to(self.D.device)
+        if getattr(self, "private_storage", "dense") != "memmap":
+            return table.index_select(0, index)
+        out = torch.empty((index.numel(), table.shape[1]), dtype=table.dtype)
+        for order, rows in self._memmap_pieces(index, table.shape[1]):
+            out[order] = table.index_select(0, rows)
+            self._drop_private_pages()
+        return out
+
+    def _write_private_rows(self, index: torch.Tensor, values: torch.Tensor, width: int | None = None) -> None:
+        """``stored[index] = values`` on the private tables viewed as ``[-1, width]`` (default
+        ``d``; ``width = 1``: single entries), in pieces as :meth:`_private_rows`."""
+        width = width or self.config.dim
+        table = self.D.view(-1, width) if width != 1 else self.D.view(-1)
+        index, values = index.to(self.D.device), values.to(self.D.device)
+        if getattr(self, "private_storage", "dense") != "memmap":
+            table.index_copy_(0, index, values)
+            return
+        for order, rows in self._memmap_pieces(index, width):
+            table.index_copy_(0, rows, values[order])
+            self._drop_private_pages()
+
+    @staticmethod
+    def _memmap_pieces(index: torch.Tensor, width: int):
+        """Yield ``(positions in index, sorted row ids)`` per piece of at most
+        :data:`_MEMMAP_PIECE_BYTES` of distinct 2 MB file regions (rows of ``width`` floats)."""
+        if index.numel() == 0:
+            return
+        order = torch.argsort(index)
+        rows = index[order]
+        region = (rows * (width * 4)) >> 21
+        first = torch.ones_like(region, dtype=torch.bool)
+        first[1:] = region[1:] != region[:-1]
+        piece = (torch.cumsum(first, 0) - 1) // (_MEMMAP_PIECE_BYTES >> 21)
+        bounds = torch.searchsorted(piece, torch.arange(int(piece[-1]) + 2)).tolist()
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            yield order[lo:hi], rows[lo:hi]
+
+    def _drop_private_pages(self, lo: int | None = None, hi: int | None = None) -> None:
+        """Release the resident pages of a disk-backed private table (users ``lo:hi``, or all).
+
+        ``MADV_DONTNEED`` on a shared file mapping keeps the data (dirty pages go to the page
+        cache); it only stops them counting in this process's RSS.  No-op for RAM tables.
+        """
+        array = getattr(self, "_memmap_array", None)
+        handle = getattr(array, "_mmap", None)
+        if (getattr(self, "private_storage", "dense") != "memmap" or handle is None
+                or not hasattr(mmap, "MADV_DONTNEED")):
+            return
+        per = self.n_items * self.config.dim * 4
+        start = 0 if lo is None else (lo * per) // mmap.PAGESIZE * mmap.PAGESIZE
+        stop = len(handle) if hi is None else min(len(handle), hi * per)
+        if stop > start:
+            handle.madvise(mmap.MADV_DONTNEED, start, stop - start)
+
+    def _local_train_lazy(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
+                          lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
+        """Paper mode (full-matrix regularisers) without dense per-step passes; exact.
+
+        Paper-mode gradients of client i at every local step (poster objective, normalised by
+        ``n d`` = n_items·d; ``a_k = wt_k(σ(s_k) − r_k)/n_batch`` on the batch rows, 0 elsewhere)::
+
+            ∂L/∂D = a w − 2λ(D − C)/(n d),   ∂L/∂C = a w + 2λ(D − C)/(n d) + μ sign(C)/(n d)
+
+        i.e. with ``X = D + C``, ``E = D − C``, ``s = sign C``, ``sh = 1 − lr·l2``,
+        ``g = sh + 4 lr λ/(n d)``, ``ν = μ/(n d)``::
+
+            X ← sh X − 2 lr a w − lr ν s,      E ← g E + lr ν s.
+
+        Three kinds of entries:
+
+        * the **rows the client samples** this round (compact ``[M, d]`` tables as in the
+          row path): stepped exactly, every step of the client, by :meth:`_paper_row_step`;
+        * **entries that may change sign** (``C`` can cross zero during the round) in the
+          other rows: found once per round by a conservative bound and replayed step by step
+          as a flat list (:meth:`_paper_entry_step`);
+        * **all other entries**: ``a = 0`` and ``s`` constant, so the map is affine with
+          per-client scalars (:meth:`_lazy_schedule`), applied once at the end of the round;
+          their share of the loss (``−λ‖D − C‖²``, ``μ‖C‖₁``, needed by the early stop) is a
+          closed form in per-client sums taken at the start of the round.
+
+        The sign bound: after k steps ``C_k = u_k C_0 − v_k D_0 − s q_k`` (``u = (PX+PE)/2``,
+        ``v = (PE−PX)/2 ≥ 0``, ``q = (QX+QE)/2``), so ``s·C_k ≥ |C_0| u_k − |D_0| v_k − q_k``;
+        an entry is replayed unless this is positive (with a margin for rounding) for every
+        ``k < K_i``, ``K_i`` = the client's most steps this round (early stop only shortens).
+        Only two streaming passes over the private tables per round remain (start: sums and
+        the bound; end: apply the map, sum the uploads), in cache-sized blocks.
+
+        Returns ``{"c_sum": Σ_i C_i (float64 [n_items, d]), "nnz": entries with |C_i| > 1e-4,
+        "loss": [B], "lazy": what :meth:`dense_uploads` needs}``.
+        """
+        cfg, dev = self.config, self.device
+        B, d, n_items = users.size, cfg.dim, self.n_items
+        nd = n_items * d
+        bs = cfg.batch_size
+        lay = _row_layout(owner, item, label, B, n_items, bs)
+        s_row, s_owner, r_owner, r_item, r_label, r_mult = (lay[k] for k in (
+            "s_row", "s_owner", "r_owner", "r_item", "r_label", "r_mult"))
+        counts, cperm, rows_per, M, B1, M1, max_batches = (lay[k] for k in (
+            "counts", "cperm", "rows_per", "M", "B1", "M1", "max_batches"))
+        s_sorted, s_owner_sorted = lay["s_sorted"], lay["s_owner_sorted"]
+        users_p = users[cperm]
+        crank = np.empty(B, np.int64)
+        crank[cperm] = np.arange(B)
+
+        own_t = torch.as_tensor(r_owner, device=dev)
+        item_t = torch.as_tensor(r_item, device=dev)
+        lab_t = torch.as_tensor(r_label, device=dev)
+        crow = torch.as_tensor(np.concatenate([[0], np.cumsum(rows_per)]), device=dev)
+        users_t = torch.as_tensor(users_p, device=dev)
+        w = self.w[users_t].clone()
+        C0 = self.C
+        S0 = torch.sign(C0)
+        C0f, S0f = C0.reshape(-1), S0.reshape(-1)
+        scale_p = self.D_scale[torch.as_tensor(users_p)].clone()          # float64, permuted order
+        store_idx = torch.as_tensor(users_p[r_owner] * n_items + r_item)
+        Dr0 = self._private_rows(store_idx).to(dev)
+        Dr0.mul_(scale_p.to(dev, torch.float32)[own_t][:, None])
+        Cr0 = C0.index_select(0, item_t)
+        X, E = Dr0 + Cr0, Dr0 - Cr0
+
+        # ---- the bound on sign changes, over each client's longest possible schedule
+        K = cfg.local_epochs * (-(-counts // bs))                         # most steps per client
+        n_max = int(K.max()) if B else 0
+        sched = self._lazy_schedule(n_max, lam, mu)
+        can_flip = mu > 0 and n_max >= 2
+        U = np.full(B, np.inf)
+        V = np.zeros(B)
+        Q = np.full(B, -1.0)                                              # -1: never at risk
+        if can_flip:
+            u = (sched["PX"] + sched["PE"]) / 2
+            v = (sched["PE"] - sched["PX"]) / 2
+            q = (sched["QX"] + sched["QE"]) / 2
+            u_min = np.minimum.accumulate(u[1:])                          # over k = 1..K-1
+            v_max, q_max = np.maximum.accumulate(v[1:]), np.maximum.accumulate(q[1:])
+            multi_step = K >= 2
+            last = np.maximum(K - 2, 0)
+            # margins: the replayed/dense float32 values differ from exact ones by rounding
+            U = np.where(multi_step, u_min[last] * (1 - 1e-5), np.inf)
+            V = np.where(multi_step, v_max[last] * (1 + 1e-5) * scale_p.numpy(), 0.0)
+            Q = np.where(multi_step, q_max[last] * (1 + 1e-5) + 1e-6, -1.0)
+
+        def to_orig(values: np.ndarray) -> np.ndarray:
+            out = np.empty_like(values)
+            out[cperm] = values
+            return out
+
+        U_o, V_o, Q_o = (torch.as_tensor(to_orig(a), dtype=torch.float32, device=dev) for a in (U, V, Q))
+        touched = torch.zeros((B, n_items), dtype=torch.bool, device=dev)
+        touched[torch.as_tensor(cperm[r_owner], device=dev), item_t] = True
+        absC0 = C0.abs()
+        CS = torch.stack([C0f, S0f])                                      # [2, n d]
+        absC0f = absC0.reshape(-1)
+        # columns by |C0|: a block's candidate columns are a prefix / a slice of this order
+        abs_sorted, abs_order = torch.sort(absC0f)
+        n_zero = int(torch.count_nonzero(absC0f == 0))
+        sq = torch.empty(B, dtype=torch.float64)
+        dots = torch.empty((B, 2), dtype=torch.float64)
+        amax = torch.empty(B, dtype=torch.float64)                        # max |stored| per client
+        risk_client, risk_pos, risk_val = [], [], []
+        for lo, hi, table in self._private_blocks(users):                 # start-of-round pass
+            flat = table.to(dev).reshape(hi - lo, nd)
+            sq[lo:hi] = torch.linalg.vector_norm(flat, dim=1).double().cpu() ** 2
+            dots[lo:hi] = torch.mm(CS, flat.T).T.double().cpu()
+            top = torch.maximum(flat.amax(1), flat.amin(1).neg_())  # (aminmax is ~15x slower here)
+            amax[lo:hi] = top.double().cpu()
+            if can_flip:
+                # screen: only columns whose |C0| is below the block's largest threshold can fail
+                # the bound (|D0| v + q ≥ |C0| u); the exact test runs on those columns alone
+                reach = ((top * V_o[lo:hi] + Q_o[lo:hi]) / U_o[lo:hi]).max().reshape(1)
+                cand = abs_order[:int(torch.searchsorted(abs_sorted, reach, right=True))]
+                if cand.numel():
+                    sub = flat.index_select(1, cand)
+                    lhs = torch.abs(sub).mul_(V_o[lo:hi, None]).add_(Q_o[lo:hi, None])
+                    risky = lhs >= absC0f[cand] * U_o[lo:hi, None]
+                    risky &= ~touched[lo:hi].index_select(1, cand // d)
+                    rows, cols = torch.nonzero(risky, as_tuple=True)
+                    if rows.numel():
+                        risk_client.append(rows + lo)
+                        risk_pos.append(cand[cols])
+                        risk_val.append(sub[rows, cols])
+        # the replayed entries, grouped by permuted client
+        if risk_client:
+            e_client = torch.as_tensor(crank, device=dev)[torch.cat(risk_client)]
+            order = torch.argsort(e_client, stable=True)
+            e_own, e_pos = e_client[order], torch.cat(risk_pos)[order]
+            e_D0 = torch.cat(risk_val)[order] * scale_p.to(dev, torch.float32)[e_own]
+        else:
+            e_own = torch.zeros(0, dtype=torch.int64, device=dev)
+            e_pos = torch.zeros(0, dtype=torch.int64, device=dev)
+            e_D0 = torch.zeros(0, device=dev)
+        e_C0 = C0f.index_select(0, e_pos)
+        Xe, Ee = e_D0 + e_C0, e_D0 - e_C0
+        e_crow = torch.as_tensor(np.concatenate([[0], np.cumsum(np.bincount(e_own.cpu().numpy(), minlength=B))]),
+                                 device=dev)
+
+        # ---- per-client sums over the lazily mapped entries (all − sampled rows − replayed)
+        sc = scale_p.numpy()
+        sq_p, dots_p = sq.numpy()[cperm], dots.numpy()[cperm]
+        sumC2, sumAbsC = float((C0.double() ** 2).sum()), float(C0.double().abs().sum())
+        n_sign = float(torch.count_nonzero(S0f))
+        sD0S = sc * dots_p[:, 1]
+        lazy_E2 = sc ** 2 * sq_p - 2 * sc * dots_p[:, 0] + sumC2
+        lazy_sE = sD0S - sumAbsC
+        lazy_sX = sD0S + sumAbsC
+        lazy_n = np.full(B, n_sign)
+
+        def per_client(own, values):  # per-client sums (float64) of per-row or per-entry values
+            values = values if values.dim() == 1 else values.sum(1)
+            return torch.zeros(B, dtype=torch.float64).index_add_(0, own.cpu(), values.double().cpu()).numpy()
+
+        for own, D0v, C0v in ((own_t, Dr0, Cr0), (e_own, e_D0, e_C0)):
+            if own.numel() == 0:
+                continue
+            S0v, E0v = torch.sign(C0v), D0v - C0v
+            lazy_E2 -= per_client(own, E0v * E0v)
+            lazy_sE -= per_client(own, S0v * E0v)
+            lazy_sX -= per_client(own, S0v * (D0v + C0v))
+            lazy_n -= per_client(own, S0v * S0v)
+        PX, PE, QX, QE = np.ones(B), np.ones(B), np.zeros(B), np.zeros(B)
+
+        # ---- local epochs (as the row path; every step also maps the client's non-batch rows)
+        bufs = {"wf": torch.empty_like(X), "t": torch.empty_like(X), "s": torch.empty_like(X)}
+        steps_done = np.zeros(B, np.int64)
+        active = counts > 0
+        loss_acc, n_acc = np.zeros(B), np.zeros(B)
+        prev_mean = np.full(B, np.nan)
+        for epoch in range(cfg.local_epochs):
+            if not active.any():
+                break
+            batch_of = np.empty(owner.size, np.int64)
+            batch_of[s_sorted] = client_batches(s_owner_sorted, counts, bs, rng)
+            for t in range(max_batches):
+                n_t = np.clip(counts - t * bs, 0, bs)
+                step_on = active & (n_t > 0)
+                if not step_on.any():
+                    continue
+                lo, c0 = (0, 0) if t == 0 else (M1, B1)   # later batches: big clients only (the tail)
+                el = int(e_crow[c0])
+                mask = (batch_of == t) & step_on[s_owner]
+                wt = r_mult if mask.all() else np.bincount(s_row[mask], minlength=M).astype(np.float32)
+                n_c = np.where(step_on, n_t, 0)[c0:]
+                lr_scale = torch.as_tensor(np.where(step_on, cfg.batch_decay ** steps_done, 0.0)[c0:], device=dev)
+                lr_arg = (self.lr_args * lr_scale).to(torch.float32)
+                sl = slice(lo, M)
+                bce, e2, l1 = self._paper_row_step(
+                    w[c0:], X[sl], E[sl], own_t[sl] - c0, lab_t[sl], torch.as_tensor(wt[lo:], device=dev),
+                    torch.as_tensor(n_c, dtype=torch.float32, device=dev), crow[c0:] - lo, lam, mu,
+                    lr_scale, lr_arg, {k: v[:M - lo] for k, v in bufs.items()})
+                e2, l1 = e2.double().cpu().numpy(), l1.double().cpu().numpy()
+                if Xe.numel() > el:
+                    re2, rl1 = self._paper_entry_step(Xe[el:], Ee[el:], e_own[el:] - c0, e_crow[c0:] - el,
+                                                      lam, mu, lr_arg)
+                    e2, l1 = e2 + re2.double().cpu().numpy(), l1 + rl1.double().cpu().numpy()
+                # lazily mapped entries: their sums at the pre-step values, then advance the map
+                cs = slice(c0, B)
+                e2 += PE[cs] ** 2 * lazy_E2[cs] + 2 * PE[cs] * QE[cs] * lazy_sE[cs] + QE[cs] ** 2 * lazy_n[cs]
+                l1 += (PX[cs] * lazy_sX[cs] - PE[cs] * lazy_sE[cs] - (QX[cs] + QE[cs]) * lazy_n[cs]) / 2
+                lr64 = lr_arg.double().cpu().numpy()
+                sh = 1.0 - lr64 * cfg.l2
+                g = sh + 4.0 * lr64 * lam / nd
+                m = lr64 * mu / nd
+                PX[cs], QX[cs] = sh * PX[cs], sh * QX[cs] + m
+                PE[cs], QE[cs] = g * PE[cs], g * QE[cs] + m
+                batch_loss = bce.double().cpu().numpy() - lam * e2 / nd + mu * l1 / nd
+                on = step_on[c0:]
+                loss_acc[c0:] += np.where(on, batch_loss * n_c, 0.0)
+                n_acc[c0:] += np.where(on, n_c, 0)
+                steps_done += step_on
+            mean, active = local_convergence(loss_acc, n_acc, prev_mean, active, epoch, cfg.tol)
+            prev_mean = mean
+            check_finite("client parameters", w, f"round {self.round} local epoch {epoch}")
+            check_finite("client losses", loss_acc, f"round {self.round} local epoch {epoch}")
+        del bufs
+
+        # ---- end of round: the lazy map on every entry, then the exact rows/entries over it
+        alpha, beta = (PX + PE) / 2, (PX - PE) / 2            # C_T = α C0 + β D0 − γ s
+        gamma, delta = (QX + QE) / 2, (QE - QX) / 2           # D_T = α D0 + β C0 + δ s
+        new_scale = scale_p.numpy() * alpha
+        alpha_o, gamma_o = to_orig(alpha), to_orig(gamma)
+        def f32(values):
+            return torch.as_tensor(values, dtype=torch.float32, device=dev)
+
+        beta_st = f32(to_orig(beta * sc))                     # β D0 = (β·scale) stored
+        up_coef = f32(np.stack([alpha_o, -gamma_o], 1))
+        d_coef = f32(to_orig(np.stack([beta, delta], 1) / new_scale[:, None]))
+        c_acc = torch.zeros(nd, device=dev)  # Σ_i β_i D0_i: a small correction, float32 suffices
+        # entries with |C_i| > 1e-4 among the lazily mapped uploads C = s(α|C0| − γ) + β D0: certain
+        # from |C0| alone unless |α|C0| − γ| is within |β|·max|D0| of the threshold (then exact)
+        thr = _L1_THRESHOLD
+        abs_sorted64 = abs_sorted.double()
+        ag = torch.as_tensor(np.stack([alpha_o, gamma_o], 1), device=dev)  # float64
+        hi_cut = torch.as_tensor((gamma_o + thr) / alpha_o, device=dev)
+        lo_cut = torch.as_tensor((gamma_o - thr) / alpha_o, device=dev)
+        nnz = int((abs_sorted64.numel() - torch.searchsorted(abs_sorted64, hi_cut, right=True)).sum()
+                  + torch.searchsorted(abs_sorted64, lo_cut, right=False).sum())
+        reach_all = torch.as_tensor(np.abs(to_orig(beta)) * to_orig(sc), device=dev) * amax.to(dev)
+        for lo, hi, table in self._private_blocks(users):     # end-of-round pass
+            flat = table.to(dev).view(hi - lo, nd)
+            c_acc.addmv_(flat.T, beta_st[lo:hi])
+            w_blk = reach_all[lo:hi]
+            band = torch.stack([((ag[lo:hi, 1] - thr - w_blk) / ag[lo:hi, 0]).min() * (1 - 1e-6) - 1e-12,
+                                ((ag[lo:hi, 1] + thr + w_blk) / ag[lo:hi, 0]).max() * (1 + 1e-6) + 1e-12])
+            k_lo, k_hi = torch.searchsorted(abs_sorted64, band, right=True).tolist()
+            # C0 = 0 entries (lazy C = β D0, not the sign formula) are always evaluated
+            cand = (abs_order[:k_hi] if k_lo == 0
+                    else torch.cat([abs_order[:n_zero], abs_order[max(k_lo, n_zero):k_hi]]))
+            if cand.numel():
+                a_blk, g_blk = up_coef[lo:hi, 0:1], -up_coef[lo:hi, 1:2]
+                abs_cand = absC0f[cand].double()
+                certain = (abs_cand > hi_cut[lo:hi, None]) | (abs_cand < lo_cut[lo:hi, None])  # counted above
+                exact = (flat.index_select(1, cand) * beta_st[lo:hi, None]
+                         + a_blk * C0f[cand] - g_blk * S0f[cand]).abs() > thr
+                nnz += int(torch.count_nonzero(exact)) - int(torch.count_nonzero(certain))
+            flat.addmm_(d_coef[lo:hi], CS)                    # stored' = stored + (β C0 + δ s)/(α scale)
+            if flat.data_ptr() != table.data_ptr():           # a table on another device
+                table.copy_(flat.view_as(table))
+        c_sum = (C0.double() * alpha.sum() - S0.double() * gamma.sum()).add_(c_acc.view(n_items, d).double())
+
+        def lazy_value(own, C0v, D0v):                        # the lazy map's C where exact values replace it
+            col = (lambda a: f32(a)[own]) if D0v.dim() == 1 else (lambda a: f32(a)[own][:, None])
+            return col(alpha) * C0v + col(beta) * D0v - col(gamma) * torch.sign(C0v)
+
+        Cr = torch.sub(X, E).mul_(0.5)
+        Dr = X.add_(E).mul_(0.5)
+        Ce, De = torch.sub(Xe, Ee).mul_(0.5), Xe.add_(Ee).mul_(0.5)
+        del E, Ee
+        _check_finite("client item rows", Cr, f"round {self.round}")
+
+        def n_up(values):
+            return int(torch.count_nonzero(values.abs() > _L1_THRESHOLD))
+
+        lazy_r = lazy_value(own_t, Cr0, Dr0)
+        c_sum.index_add_(0, item_t, (Cr - lazy_r).double())
+        nnz += n_up(Cr) - n_up(lazy_r)
+        if Ce.numel():
+            lazy_e = lazy_value(e_own, e_C0, e_D0)
+            c_sum.view(-1).index_add_(0, e_pos, (Ce - lazy_e).double())
+            nnz += n_up(Ce) - n_up(lazy_e)
+        ns = f32(new_scale)
+        self._write_private_rows(store_idx, Dr.div_(ns[own_t][:, None]))
+        e_store = torch.as_tensor(users_p, device=dev)[e_own] * nd + e_pos
+        self._write_private_rows(e_store, De.div_(ns[e_own]), width=1)
+        users_cpu = torch.as_tensor(users_p)
+        self.D_scale[users_cpu] = torch.as_tensor(new_scale)
+        drift = users_p[(new_scale < 1e-3) | (new_scale > 1e3)]
+        if drift.size:
+            self._materialise_private(drift)
+        self.w[users_t] = w
+        loss_out = np.empty(B)
+        loss_out[cperm] = np.nan_to_num(prev_mean)
+        orig = torch.as_tensor(cperm, device=dev)
+        return {"c_sum": c_sum, "nnz": nnz, "loss": torch.as_tensor(loss_out),
+                "lazy": {"users": users, "C0": C0, "alpha": alpha_o, "beta": to_orig(beta), "gamma": gamma_o,
+                         "delta": to_orig(delta), "rows": (orig[own_t], item_t, Cr),
+                         "entries": (orig[e_own], e_pos, Ce)}}
+
+    def _paper_row_step(self, w, X, E, own, lab, wt, n_c, crow, lam, mu, lr_scale, lr_arg,
+                        bufs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One paper-mode SGD step of clients ``0..len(w)`` on their sampled rows, in place.
+
+        As :meth:`_row_step`, but the full-matrix regularisers act on every row of a stepping
+        client (not only its batch rows): ``X ← sh X − 2 lr a_k w_i − lr ν s``,
+        ``E ← g E + lr ν s`` (``g = sh + 4 lr λ/(n d)``, ``ν = μ/(n d)``, ``s = sign C``;
+        see :meth:`_local_train_lazy`).  Returns per client the batch BCE, and ``Σ (D − C)²``
+        and ``Σ |C|`` over these rows at the pre-step values (the caller adds the other
+        entries' shares and forms the loss).
+        """
+        cfg = self.config
+        nd = float(self.n_items * cfg.dim)
+        Bc = w.shape[0]
+        M = X.shape[0]
+        wf = torch.index_select(w, 0, own, out=bufs["wf"])
+
+        def seg(values):  # per-client sums of a row vector
+            return torch.segment_reduce(values, "sum", offsets=crow, axis=0)
+
+        s = torch.einsum("kd,kd->k", X, wf)
+        p = torch.sigmoid(s)
+        bce = -(lab * torch.clamp(torch.log(p), min=-100) + (1 - lab) * torch.clamp(torch.log1p(-p), min=-100))
+        n_safe = torch.clamp(n_c, min=1.0)
+        nk = n_safe.index_select(0, own)
+        loss = seg(wt * bce) / n_safe
+        a_k = wt * (p - lab) / nk
+        A = torch.sparse_csr_tensor(crow, torch.arange(M, device=X.device), a_k, size=(Bc, M),
+                                    check_invariants=False)
+        g_w = A @ X
+        lr_net = (self.lr_network * lr_scale).to(torch.float32)
+        lr_k = lr_arg.index_select(0, own)
+        e2 = seg(torch.einsum("kd,kd->k", E, E))
+        T = torch.sub(X, E, out=bufs["t"])                    # 2C
+        S = torch.sign(T, out=bufs["s"])
+        l1 = seg(torch.einsum("kd,kd->k", T, S)) / 2
+        sh = 1 - lr_k * cfg.l2
+        X.mul_(sh[:, None])
+        X.addcmul_(wf, (-2 * lr_k * a_k)[:, None])
+        E.mul_((sh + 4 * lam / nd * lr_k)[:, None])
+        if mu:
+            m_k = lr_k * (mu / nd)
+            X.addcmul_(S, (-m_k)[:, None])
+            E.addcmul_(S, m_k[:, None])
+        w.sub_(lr_net[:, None] * (g_w + cfg.l2 * w))
+        return loss, e2, l1
+
+    def _paper_entry_step(self, Xe, Ee, own, crow, lam, mu, lr_arg) -> tuple[torch.Tensor, torch.Tensor]:
+        """One paper-mode step of the replayed entries (``C`` may cross zero), in place.
+
+        Flat entries of unsampled rows, grouped by client (``crow``): the regulariser map
+        ``X ← sh X − lr ν s``, ``E ← g E + lr ν s`` with ``s = sign C`` read at this step.
+        Returns per client ``Σ (D − C)²`` and ``Σ |C|`` at the pre-step values.
+        """
+        cfg = self.config
+        nd = float(self.n_items * cfg.dim)
+        lr_k = lr_arg.index_select(0, own)
+
+        def seg(values):
+            return torch.segment_reduce(values, "sum", offsets=crow, axis=0)
+
+        T = Xe - Ee
+        S = torch.sign(T)
+        e2, l1 = seg(Ee * Ee), seg(T * S) / 2
+        sh = 1 - lr_k * cfg.l2
+        m_k = lr_k * (mu / nd)
+        Xe.mul_(sh).addcmul_(S, -m_k)
+        Ee.mul_(sh + 4 * lam / nd * lr_k).addcmul_(S, m_k)
+        return e2, l1
+
     def _local_train_rows(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
                           lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
         """Local epochs of the clients ``users`` at once, on the rows they sample (code mode).
@@ -702,32 +1270,13 @@ class FederatedRecommender(Recommender):
         cfg, dev = self.config, self.device
         B, d, n_items = users.size, cfg.dim, self.n_items
         bs = cfg.batch_size
-        counts = np.bincount(owner, minlength=B)           # samples per client
-        key = owner.astype(np.int64) * n_items + item.astype(np.int64)
-        uniq, first, inv, mult = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-        multi = counts > bs
-        cperm = np.argsort(multi, kind="stable")          # single-batch clients first
-        crank = np.empty(B, np.int64)
-        crank[cperm] = np.arange(B)
-        r_owner0 = uniq // n_items
-        order = np.argsort(crank[r_owner0], kind="stable")
-        new_pos = np.empty(order.size, np.int64)
-        new_pos[order] = np.arange(order.size)
-        s_row = new_pos[inv.ravel()]                      # sample -> row
-        s_owner = crank[owner]                            # sample -> client (permuted order)
-        r_owner = crank[r_owner0[order]]                  # row -> client (permuted order)
-        r_item = (uniq - r_owner0 * n_items)[order]
-        r_label = label[first[order]].astype(np.float32)
-        r_mult = mult[order].astype(np.float32)
-        counts = counts[cperm]
-        rows_per = np.bincount(r_owner, minlength=B)
-        M = r_owner.size
-        B1 = int((~multi).sum())
-        M1 = int(rows_per[:B1].sum())
-        max_batches = int(-(-counts.max() // bs)) if B and counts.max() > 0 else 0
+        lay = _row_layout(owner, item, label, B, n_items, bs)
+        s_row, s_owner, r_owner, r_item, r_label, r_mult = (lay[k] for k in (
+            "s_row", "s_owner", "r_owner", "r_item", "r_label", "r_mult"))
+        counts, cperm, rows_per, M, B1, M1, max_batches = (lay[k] for k in (
+            "counts", "cperm", "rows_per", "M", "B1", "M1", "max_batches"))
+        s_sorted, s_owner_sorted = lay["s_sorted"], lay["s_owner_sorted"]
         users_p = users[cperm]
-        s_sorted = np.argsort(s_owner, kind="stable")     # samples grouped by permuted client
-        s_owner_sorted = s_owner[s_sorted]
 
         own_t = torch.as_tensor(r_owner, device=dev)
         item_t = torch.as_tensor(r_item, device=dev)
@@ -741,7 +1290,7 @@ class FederatedRecommender(Recommender):
         store_idx = None
         if cfg.has_private_items:
             store_idx = torch.as_tensor(users_p[r_owner] * n_items + r_item)
-            Dc = self.D.view(-1, d).index_select(0, store_idx.to(self.D.device)).to(dev)
+            Dc = self._private_rows(store_idx).to(dev)
             scale = self.D_scale[torch.as_tensor(users_p)].to(dev, torch.float32)
             if bool((scale != 1).any()):
                 Dc.mul_(scale[own_t][:, None])
@@ -808,7 +1357,7 @@ class FederatedRecommender(Recommender):
             new_scale = self.D_scale[users_cpu] * shrink_cpu
             self.D_scale[users_cpu] = new_scale
             stored = Dc.div_(new_scale.to(dev, torch.float32)[own_t][:, None])
-            self.D.view(-1, d).index_copy_(0, store_idx.to(self.D.device), stored.to(self.D.device))
+            self._write_private_rows(store_idx, stored)
             small = users_p[(new_scale < 1e-3).numpy()]
             if small.size:
                 self._materialise_private(small)
@@ -908,6 +1457,21 @@ class FederatedRecommender(Recommender):
         """The uploaded ``C_i`` of a :meth:`local_train` result as ``[B, n_items, d]``."""
         if "C" in result:
             return result["C"]
+        if "lazy" in result:
+            # lazy paper path: C_T = α C0 + β D0 − γ s with D0 recovered from the stored
+            # D_T = α D0 + β C0 + δ s (valid until the private tables change), exact entries over it
+            lazy = result["lazy"]
+            C0 = lazy["C0"]
+            S0 = torch.sign(C0)
+            col = {k: torch.as_tensor(lazy[k], dtype=torch.float32, device=C0.device)[:, None, None]
+                   for k in ("alpha", "beta", "gamma", "delta")}
+            D0 = (self.private_items(lazy["users"]) - col["beta"] * C0 - col["delta"] * S0) / col["alpha"]
+            up = col["alpha"] * C0 + col["beta"] * D0 - col["gamma"] * S0
+            owner, item, rows = lazy["rows"]
+            up[owner, item] = rows
+            owner, pos, values = lazy["entries"]
+            up.view(up.shape[0], -1)[owner, pos] = values
+            return up
         p_owner, p_item, rows = result["rows"]
         shrink = result["shrink"].to(torch.float32)
         up = self.C[None].mul(shrink[:, None, None]).contiguous()
@@ -1129,7 +1693,7 @@ class FederatedRecommender(Recommender):
         i = torch.as_tensor(np.asarray(item_ids, dtype=np.int64).ravel())
         ud, idev = u.to(self.device), i.to(self.device)
         if cfg.has_private_items or cfg.keeps_personal_copy:
-            rows = self.D.view(-1, cfg.dim).index_select(0, (u * self.n_items + i).to(self.D.device)).to(self.device)
+            rows = self._private_rows(u * self.n_items + i).to(self.device)
             rows = rows * self.D_scale[u].to(self.device, torch.float32)[:, None]
             items = rows + self.C.index_select(0, idev) if cfg.has_private_items else rows
         else:
