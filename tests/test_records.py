@@ -29,7 +29,7 @@ from recrepro.records import (
 
 PROVENANCE_KEYS = {
     "schema_version", "run", "config", "config_sha256", "split", "git", "versions", "seed", "device",
-    "device_name", "threads", "host", "started_at", "finished_at", "wall_seconds", "peak_rss_mb",
+    "device_name", "threads", "host", "started_at", "finished_at", "wall_seconds", "cpu_seconds", "peak_rss_mb",
     "benchmark_file",
 }
 META = {"dataset": "toy", "split": "random_80_20", "method": "mostpop", "tier": "smoke", "paper": "baselines"}
@@ -111,6 +111,7 @@ def test_record_files_and_provenance_keys(tmp_path, monkeypatch):
     assert set(provenance["git"]) == {"commit", "dirty"}
     assert provenance["host"]["hostname"]
     assert provenance["peak_rss_mb"] > 1.0
+    assert 0.0 < provenance["cpu_seconds"]  # at least the interpreter's start-up
     assert provenance["run"]["method"] == "mostpop" and provenance["run"]["seed"] == 7
 
 

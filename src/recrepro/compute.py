@@ -54,7 +54,10 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
             prov = read_json(prov_path)
             threads = (prov.get("threads") or {}).get("torch_num_threads") or 1
             wall = float(prov.get("wall_seconds") or 0.0)
-            row.update({"wall_hours": wall / 3600, "cpu_hours": wall * int(threads) / 3600,
+            # measured CPU time where the record has it; older records: wall × threads (an upper bound)
+            cpu = prov.get("cpu_seconds")
+            row.update({"wall_hours": wall / 3600,
+                        "cpu_hours": (float(cpu) if cpu is not None else wall * int(threads)) / 3600,
                         "threads": int(threads), "peak_rss_mb": prov.get("peak_rss_mb"),
                         "device": prov.get("device_name") or prov.get("device") or "cpu"})
         rows.append(row)

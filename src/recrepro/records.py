@@ -299,6 +299,15 @@ def peak_rss_mb() -> float:
     return round(max_rss * bytes_per_unit / (1024 * 1024), 1)
 
 
+def process_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its finished children so far.
+
+    The measure of a run's work on a shared machine: other jobs stretch its wall time, not this."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3)
+
+
 def _device_name(device: str) -> str | None:
     torch = sys.modules.get("torch")
     if torch is None or not str(device).startswith("cuda"):
@@ -350,6 +359,7 @@ def build_provenance(
         "started_at": started.isoformat() if started is not None else None,
         "finished_at": now.isoformat(),
         "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 3),
+        "cpu_seconds": process_cpu_seconds(),
         "peak_rss_mb": peak_rss_mb(),
         "benchmark_file": None if benchmark_file is None else str(benchmark_file),
     }
@@ -480,7 +490,7 @@ def write_run_record(
     -----
     Provenance ``keys``: ``schema_version, run, config, config_sha256, split, git,
     versions, seed, device, device_name, threads, host, started_at, finished_at,
-    wall_seconds, peak_rss_mb, benchmark_file``.
+    wall_seconds, cpu_seconds, peak_rss_mb, benchmark_file``.
     """
     run_dir = Path(run_dir)
     missing = [key for key in REQUIRED_META_KEYS if key not in meta]
