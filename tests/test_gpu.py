@@ -56,7 +56,7 @@ def run_paper(paper: str, device: str) -> np.ndarray:
                        dtype=torch.float64).fit(train)
         return model.score(users)
     if paper == "lambdaopt":
-        from recrepro.models.lambdaopt import MFLambdaOpt
+        from recrepro.papers.lambdaopt.mf_lambdaopt import MFLambdaOpt
 
         model = MFLambdaOpt(dict(dim=4, epochs=2, batch_size=32, val_batch_size=16, granularity="dui",
                                  device=device), seed=0)
