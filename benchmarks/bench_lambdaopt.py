@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from recrepro.papers.lambdaopt import make_model
+from recrepro.papers.lambdaopt.experiments import make_model
 from recrepro.runs import SplitData
 
 VARIANTS = {

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from recrepro.lrs import AMHTConfig, LRSSpec, amht_lrs, generate, parameter_error, subspace_distance
+from recrepro.papers.lrs import AMHTConfig, LRSSpec, amht_lrs, generate, parameter_error, subspace_distance
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ def run_paper(paper: str, device: str) -> np.ndarray:
                        dtype=torch.float64).fit(train)
         return model.score(users)
     if paper == "lambdaopt":
-        from recrepro.models.lambdaopt import MFLambdaOpt
+        from recrepro.papers.lambdaopt.mf_lambdaopt import MFLambdaOpt
 
         model = MFLambdaOpt(dict(dim=4, epochs=2, batch_size=32, val_batch_size=16, granularity="dui",
                                  device=device), seed=0)
@@ -70,7 +70,7 @@ def run_paper(paper: str, device: str) -> np.ndarray:
         model.fit(train)
         return model.score(users)
     if paper == "lrs":
-        from recrepro.lrs import AMHTConfig, LRSSpec, amht_lrs, generate
+        from recrepro.papers.lrs import AMHTConfig, LRSSpec, amht_lrs, generate
 
         data = generate(LRSSpec(d=20, r=2, k=2, t=120, m=30, seed=0))
         res = amht_lrs(data.X.to(device), data.y.to(device), AMHTConfig(r=2, k=2, iterations=5))

@@ -7,10 +7,10 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.amf import AMF, adversarial_rows
+from recrepro.papers.lambdaopt.amf import AMF, adversarial_rows
 from recrepro.models.mf_bpr import MFBPR
 from recrepro.models.neumf import NeuMF
-from recrepro.models.sgda import SGDA
+from recrepro.papers.lambdaopt.sgda import SGDA
 
 
 def _data(n_users=60, n_items=40, seed=0):

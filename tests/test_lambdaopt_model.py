@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.lambdaopt import LambdaOptConfig, MFLambdaOpt, simulate_adam_rows
+from recrepro.papers.lambdaopt.mf_lambdaopt import LambdaOptConfig, MFLambdaOpt, simulate_adam_rows
 from recrepro.models.mf_bpr import MFBPR, bpr_loss, sample_negatives
 
 

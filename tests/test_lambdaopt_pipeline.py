@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from recrepro.config import load_config
-from recrepro.papers import lambdaopt as lo
+from recrepro.papers.lambdaopt import experiments as lo
 
 EVAL = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test", "ks": [50, 100],
         "metrics": ["auc", "pp_hr", "pp_ndcg"], "rank_ties": "optimistic"}

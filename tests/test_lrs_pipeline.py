@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from recrepro.papers import lrs
-from recrepro.scorecard import build_scorecard, load_expected
+from recrepro.papers.lrs import experiments as lrs
+from recrepro.scorecard import build_scorecard, expected_path, load_expected
 
 TINY = {
     "seeds": [0],
@@ -67,7 +67,7 @@ def test_acceptance_records_feed_the_scorecard(tmp_path):
     assert metrics["overall"]["error_to_oracle"] >= 1.0 - 1e-9 or metrics["overall"]["error_to_oracle"] > 0
     oracle = json.loads((tmp_path / "runs/synthetic/floor/oracle/seed0/metrics.json").read_text())
     assert oracle["overall"]["subspace_distance"] < 1e-12
-    expected = load_expected(lrs_expected := (lrs.Path(lrs.__file__).parents[1] / "expected" / "lrs.yaml"))
+    expected = load_expected(lrs_expected := (expected_path("lrs")))
     assert expected.paper == "lrs" and all(e.dataset == "synthetic" for e in expected.entries)
     card = build_scorecard("lrs", "smoke", lrs_expected, runs, tmp_path / "card.md", tmp_path / "card.csv")
     table = pd.read_csv(tmp_path / "card.csv")

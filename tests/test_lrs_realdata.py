@@ -10,7 +10,7 @@ pytestmark = pytest.mark.realdata
 
 def test_ml100k_tasks(mirror, tmp_path):
     from recrepro.datasets import fetch_dataset
-    from recrepro.lrs.movielens import heldout_mse, load_tasks
+    from recrepro.papers.lrs.movielens import heldout_mse, load_tasks
 
     raw = tmp_path / "raw"
     fetch_dataset("ml-100k", raw, mirror=mirror, urls_allowed=False)

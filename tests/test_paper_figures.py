@@ -27,7 +27,7 @@ def _published(fig):
 
 
 def test_lambdaopt_frequency_bins_are_integer_quantiles():
-    from recrepro.papers.lambdaopt import frequency_bins
+    from recrepro.papers.lambdaopt.experiments import frequency_bins
 
     freq = np.arange(1, 101)
     index, labels = frequency_bins(freq, np.ones(100, dtype=int), 4)
@@ -42,7 +42,7 @@ def test_lambdaopt_frequency_bins_are_integer_quantiles():
 def test_lambdaopt_trajectory_has_no_empty_columns(tmp_path, saved_figures):
     import pandas as pd
 
-    from recrepro.papers.lambdaopt import figure_trajectory
+    from recrepro.papers.lambdaopt.experiments import figure_trajectory
 
     rng = np.random.default_rng(0)
     rows = []

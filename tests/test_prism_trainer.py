@@ -73,7 +73,7 @@ def test_other_backbones_and_losses_run(backbone, loss):
 def test_prism_init_formula_and_spearman_one_in_trainer():
     train, _ = _planted()
     settings = T.TrainSettings(loss="directau", dim=8, epochs=1, alpha=1.0, fused_adam=False)
-    from recrepro.models.mf import build_net
+    from recrepro.models.backbones import build_net
 
     net = build_net("mf", *train.shape, 8, 0)
     deg = np.bincount(train.indices, minlength=train.shape[1])

@@ -215,7 +215,7 @@ def test_preprocess_refuses_a_truncated_raw_file_by_its_size(tmp_path, capsys):
 
 
 def test_the_lrs_ml100k_figure_checks_u_data_before_reading_it(tmp_path):
-    from recrepro.papers.lrs import main as lrs_main
+    from recrepro.papers.lrs.experiments import main as lrs_main
 
     (tmp_path / "u.data").write_text("1\t2\t3\t881250949\n")  # no fetch.json vouches for it
     with pytest.raises(ChecksumError, match="fetch.json: not found"):

@@ -467,7 +467,7 @@ def test_prism_cli_sigkilled_and_rerun_writes_the_same_record(prism_split, tmp_p
      "assumed_grad": "current_lambda"},
 ])
 def test_lambdaopt_resume_after_kill_is_exact(case, tmp_path, monkeypatch, one_torch_thread):
-    from recrepro.models.lambdaopt import LambdaOptConfig, MFLambdaOpt
+    from recrepro.papers.lambdaopt.mf_lambdaopt import LambdaOptConfig, MFLambdaOpt
     from recrepro.models.mf_bpr import BPRConfig, MFBPR
 
     train, val = _planted(40, 30)
@@ -493,7 +493,7 @@ def test_lambdaopt_resume_after_kill_is_exact(case, tmp_path, monkeypatch, one_t
 
 
 def test_models_without_declared_checkpoint_state_refuse_checkpoints(tmp_path):
-    from recrepro.models.amf import AMF
+    from recrepro.papers.lambdaopt.amf import AMF
 
     train, _ = _planted(20, 15)
     with pytest.raises(NotImplementedError, match="AMF"):
@@ -506,7 +506,7 @@ def test_models_without_declared_checkpoint_state_refuse_checkpoints(tmp_path):
 ])
 def test_lambdaopt_driver_resumes_to_the_same_record(prism_split, settings, tmp_path, monkeypatch,
                                                      one_torch_thread):
-    from recrepro.papers import lambdaopt as driver
+    from recrepro.papers.lambdaopt import experiments as driver
 
     evaluation = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test",
                   "ks": [20], "metrics": ["auc", "ndcg"], "rank_ties": "optimistic"}

@@ -518,7 +518,7 @@ def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
         methods = {r.split("/")[-3] for r in all_runs(config, "smoke")}
         methods |= {d.split("/")[-2].split("_tunedwd")[0] + "_tunedwd" for d in tuned_dirs(config, "smoke")}
     elif paper == "lambdaopt":
-        from recrepro.papers.lambdaopt import rule_runs
+        from recrepro.papers.lambdaopt.experiments import rule_runs
 
         methods = {r.split("/")[-3] for r in rule_runs(config, "smoke")}
     elif paper == "fedrap":

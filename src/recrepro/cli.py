@@ -17,11 +17,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from recrepro.devices import add_device_argument
+from recrepro.entrypoints import KNOWN_ERRORS, TRACEBACK_ENV, report_error
 
 log = logging.getLogger("recrepro")
 
@@ -310,35 +310,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+")
     p.set_defaults(func=cmd_figure_baselines)
     return parser
-
-
-#: Failures with a message written for the user (checksum, format, missing data, config,
-#: non-finite training): reported in a few lines, without a traceback.
-KNOWN_ERRORS = (ValueError, LookupError, OSError, RuntimeError)
-TRACEBACK_ENV = "RECREPRO_TRACEBACK"
-
-
-def report_error(exc: BaseException, prog: str = "recrepro") -> None:
-    """Print ``exc`` as the last lines of stderr (the job's log), ``prog: error: Type: message``."""
-    print(f"{prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-    print(f"{prog}: (set {TRACEBACK_ENV}=1 for the traceback)", file=sys.stderr)
-
-
-def run_main(main_func: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None,
-             prog: str = "recrepro") -> int:
-    """Run an entry point's ``main``; a known failure ends it with a short message and status 1.
-
-    Snakemake shows a failing job's log on the console (``show-failed-logs`` in the
-    profiles): its last lines should say what went wrong, not end in a traceback.
-    ``RECREPRO_TRACEBACK=1`` re-raises, for debugging.
-    """
-    try:
-        return int(main_func(argv) or 0)
-    except KNOWN_ERRORS as exc:
-        if os.environ.get(TRACEBACK_ENV):
-            raise
-        report_error(exc, prog)
-        return 1
 
 
 def main(argv: list[str] | None = None) -> int:

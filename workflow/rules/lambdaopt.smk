@@ -3,7 +3,7 @@
 # results table, λ-trajectory heat map, sensitivity and sparse-vs-active figures and the
 # scorecard under results/<tier>/lambdaopt/.
 
-from recrepro.papers.lambdaopt import (
+from recrepro.papers.lambdaopt.experiments import (
     rule_first_seed as lambdaopt_first_seed,
     rule_run_dir as lambdaopt_run_dir,
     rule_runs as lambdaopt_runs,

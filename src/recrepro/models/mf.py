@@ -6,10 +6,11 @@
   official code computes the ReLU but discards its result (notes B7.1), so its
   "non-linear" MF is linear; ``relu=False`` reproduces that (switch ``nlmf_relu``).
 - :func:`prism_init` — Eq. (4): ``x = (α·ln(d_x + 2) + 1 − α) · x_init / ‖x_init‖``.
-- :class:`EmbeddingRecommender` — the :class:`~recrepro.models.base.Recommender` wrapper
-  shared by MF, non-linear MF and LightGCN: ``fit`` runs the PRISM trainer
-  (:mod:`recrepro.papers.prism.trainer`), scores are dot products of the final
-  embeddings.
+
+The backbones by name are :func:`recrepro.models.backbones.build_net`; the
+:class:`~recrepro.models.base.Recommender` that trains them with the PRISM trainer is
+:class:`recrepro.papers.prism.recommender.EmbeddingRecommender` (paper code, so it lives with
+the paper: shared models never import from ``recrepro.papers``).
 
 Every network exposes ``user_emb`` / ``item_emb`` (the raw ID tables, whose row norms
 are the "magnitudes" of the paper's Fig. 2) and ``encoders()``, returning two functions
@@ -19,17 +20,12 @@ mapping index tensors to final embeddings (LightGCN propagates once per call).
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from torch import nn
 
-from recrepro.models.base import Recommender
-
-__all__ = ["EmbeddingRecommender", "MFNet", "NLMFNet", "prism_init", "prism_magnitude", "xavier_table"]
+__all__ = ["MFNet", "NLMFNet", "prism_init", "prism_magnitude", "xavier_table"]
 
 Encoder = Callable[[torch.Tensor], torch.Tensor]
 
@@ -122,77 +118,3 @@ class NLMFNet(_IDTables):
 
     def final_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._tower(self.user_tower, self.user_emb), self._tower(self.item_tower, self.item_emb)
-
-
-def build_net(backbone: str, n_users: int, n_items: int, dim: int, seed: int, *, train: sp.csr_matrix | None = None,
-              nlmf_relu: bool = True, layers: int = 3) -> nn.Module:
-    """The backbone network by name: ``mf``, ``nlmf`` or ``lightgcn``."""
-    if backbone == "mf":
-        return MFNet(n_users, n_items, dim, seed)
-    if backbone == "nlmf":
-        return NLMFNet(n_users, n_items, dim, seed, relu=nlmf_relu)
-    if backbone == "lightgcn":
-        from recrepro.models.lightgcn import LightGCNNet
-
-        if train is None:
-            raise ValueError("LightGCN needs the training matrix")
-        return LightGCNNet(n_users, n_items, dim, seed, train=train, layers=layers)
-    raise ValueError(f"unknown backbone {backbone!r}; known: mf, nlmf, lightgcn")
-
-
-class EmbeddingRecommender(Recommender):
-    """A PRISM backbone trained by :func:`recrepro.papers.prism.trainer.train`; scores = dot products.
-
-    Parameters
-    ----------
-    backbone:
-        ``mf`` | ``nlmf`` | ``lightgcn``.
-    settings:
-        :class:`recrepro.papers.prism.trainer.TrainSettings` fields (loss, lr,
-        weight decay and its mode, PRISM α, epochs, patience, ...).
-    """
-
-    def __init__(self, backbone: str = "mf", **settings: Any) -> None:
-        self.backbone = backbone
-        self.settings = settings
-        self.net: nn.Module | None = None
-        self.history: dict[str, Any] = {}
-        self._user: np.ndarray | None = None
-        self._item: np.ndarray | None = None
-
-    def fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None = None, *,
-            checkpoint: str | Path | None = None, **kwargs: Any) -> EmbeddingRecommender:
-        """Train (early-stopping on ``validation``); ``checkpoint``: resume from / save to this
-        file after every epoch (:func:`recrepro.papers.prism.trainer.train`); other keyword
-        arguments (``on_epoch``, ``checkpoint_min_seconds``) go to the trainer too."""
-        from recrepro.papers.prism.trainer import TrainSettings, train as run_training
-
-        if checkpoint is not None:
-            kwargs["checkpoint"] = checkpoint
-
-        matrix = self._as_train_matrix(train)
-        self.n_users, self.n_items = matrix.shape
-        settings = TrainSettings(backbone=self.backbone, **self.settings)
-        self.net, self.history = run_training(matrix, validation, settings, **kwargs)
-        with torch.no_grad():
-            users, items = self.net.final_tables()
-            self._user = users.detach().cpu().numpy().astype(np.float32)
-            self._item = items.detach().cpu().numpy().astype(np.float32)
-        return self
-
-    @property
-    def user_factors(self) -> np.ndarray | None:
-        return self._user
-
-    @property
-    def item_factors(self) -> np.ndarray | None:
-        return self._item
-
-    def score(self, user_ids: np.ndarray) -> np.ndarray:
-        self._check_fitted()
-        return (self._user[np.asarray(user_ids, dtype=np.int64)] @ self._item.T).astype(np.float32)
-
-    def item_magnitudes(self) -> np.ndarray:
-        """Row norms of the raw item ID table (the magnitudes of the paper's Fig. 2)."""
-        self._check_fitted()
-        return self.net.item_emb.detach().norm(dim=1).cpu().numpy()

@@ -2,7 +2,7 @@
 
 λOpt (Chen et al., KDD 2019, "λOpt: Learn to Regularize Recommender Models in Finer
 Levels") builds on this model; its fine-grained variant lives in
-:mod:`recrepro.models.lambdaopt`.
+:mod:`recrepro.papers.lambdaopt.mf_lambdaopt`.
 
 Model and loss (the paper's slides 12–16, official code ``yihong-chen/lambda-opt@fdaa44d``)
 -------------------------------------------------------------------------------------

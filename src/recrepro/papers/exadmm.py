@@ -528,6 +528,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from recrepro.cli import run_main
+    from recrepro.entrypoints import run_main
 
     sys.exit(run_main(main, prog="python -m recrepro.papers.exadmm"))

@@ -585,6 +585,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from recrepro.cli import run_main
+    from recrepro.entrypoints import run_main
 
     sys.exit(run_main(main, prog="python -m recrepro.papers.fedrap"))

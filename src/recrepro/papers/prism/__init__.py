@@ -4,7 +4,10 @@ Submodules
 ----------
 - :mod:`~recrepro.papers.prism.trainer` — the shared trainer (Adam, weight decay modes, PRISM init,
   early stopping on validation NDCG@20).
+- :mod:`~recrepro.papers.prism.recommender` — the backbones as a ``Recommender`` trained by the trainer.
 - :mod:`~recrepro.papers.prism.methods` — run names <-> settings.
-- :mod:`~recrepro.papers.prism.experiments` — one run, Fig. 1/2/3 and Table 1 drivers.
+- :mod:`~recrepro.papers.prism.experiments` — one run, reading runs back, Table 1 drivers.
+- :mod:`~recrepro.papers.prism.figures` — every figure, drawn from run records (Fig. 7 from Theorem 3.1).
+- :mod:`~recrepro.papers.prism.workflow` — the rules' targets and figure specs from the config.
 - :mod:`~recrepro.papers.prism.cli` — ``python -m recrepro.papers.prism <command>`` for the rules.
 """

@@ -2,7 +2,7 @@
 
 import sys
 
-from recrepro.cli import run_main
+from recrepro.entrypoints import run_main
 from recrepro.papers.prism.cli import main
 
 sys.exit(run_main(main, prog="python -m recrepro.papers.prism"))

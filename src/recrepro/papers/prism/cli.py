@@ -31,7 +31,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_figure_wd(args: argparse.Namespace) -> None:
-    from recrepro.papers.prism.experiments import figure_weight_decay
+    from recrepro.papers.prism.figures import figure_weight_decay
 
     frame = figure_weight_decay(_run_dirs(args.runs), Path(args.out_pdf), Path(args.out_png), tier=args.tier,
                                 dataset=args.dataset, backbone=args.backbone, losses=args.losses,
@@ -40,7 +40,7 @@ def cmd_figure_wd(args: argparse.Namespace) -> None:
 
 
 def cmd_figure_magnitudes(args: argparse.Namespace) -> None:
-    from recrepro.papers.prism.experiments import figure_magnitudes
+    from recrepro.papers.prism.figures import figure_magnitudes
 
     panels = dict(zip(args.titles, _run_dirs(args.runs), strict=True))
     print(figure_magnitudes(panels, Path(args.out_pdf), Path(args.out_png), tier=args.tier, dataset=args.dataset))

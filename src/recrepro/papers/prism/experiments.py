@@ -1,4 +1,6 @@
-"""PRISM experiment drivers: one training run, Fig. 1, Fig. 2, Table 1 (Loveland et al., KDD 2025).
+"""PRISM experiment drivers: one training run, reading runs back, Table 1 (Loveland et al., KDD 2025).
+
+The figures drawn from these runs are in :mod:`recrepro.papers.prism.figures`.
 
 The rules in ``workflow/rules/prism.smk`` call these through ``python -m recrepro.papers.prism``.
 """
@@ -6,7 +8,6 @@ The rules in ``workflow/rules/prism.smk`` call these through ``python -m recrepr
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,17 +15,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from recrepro.checkpoints import remove_checkpoint
 from recrepro.evaluation import evaluate_full_ranking
 from recrepro.io import copy_file, read_json, write_json, write_parquet, write_text
-from recrepro.models.mf import EmbeddingRecommender
+from recrepro.papers.prism.recommender import EmbeddingRecommender
 from recrepro.papers.prism.methods import method_name, parse_method
 from recrepro.records import TIMINGS_FILE, read_history, write_history, write_run_record
 from recrepro.runs import SplitData
 
-__all__ = ["evaluate_prism", "figure_magnitudes", "figure_weight_decay", "run_method", "table_prism"]
+__all__ = ["evaluate_prism", "load_prism_runs", "run_method", "select_weight_decay", "table_prism"]
 
 SSM_NEGATIVES = {"paper": 10, "code": 20}
 
@@ -179,107 +179,6 @@ def load_prism_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
             pass
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-# ----------------------------------------------------------------------------- figures
-
-
-def _wd_positions(values: Sequence[float]) -> tuple[np.ndarray, list[str]]:
-    labels = ["0" if v == 0 else f"1e{int(round(math.log10(v)))}" if math.log10(v).is_integer() else f"{v:g}"
-              for v in values]
-    return np.arange(len(values), dtype=float), labels
-
-
-#: Backbones and losses as the paper writes them (figure titles).
-PAPER_NAMES = {"mf": "MF", "nlmf": "Non-linear MF", "lightgcn": "LightGCN", "bpr": "BPR", "ssm": "SSM",
-               "directau": "DirectAU", "mawu": "MAWU", "ipl": "IPL", "resn": "ReSN", "macr": "MACR"}
-
-
-def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
-                        backbone: str, losses: Sequence[str], weight_decays: Sequence[float],
-                        batched: bool = False) -> pd.DataFrame:
-    """Fig. 1 (coupled) / Fig. 3 (batched): NDCG@20 overall and per stratum vs weight decay, mean ± sd.
-
-    One row of panels per loss (the paper: BPR top, DirectAU bottom), the sd as a shaded band
-    ("filled regions denote standard deviation"). Where Table 1 publishes the tuned-weight-decay
-    cell of a panel's (backbone, loss) on this dataset, it is drawn as a hollow marker at our
-    tuned λ (best mean validation NDCG@20 among the panel's runs).
-    """
-    from recrepro.papers.prism.figures import STRATA, STRATA_COLUMNS, published_ndcg, select_by_validation
-    from recrepro.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
-                                   published_handles, save_figure)
-
-    runs = load_prism_runs(run_dirs)
-    x, labels = _wd_positions(weight_decays)
-    fig, axes = new_figure(1, len(losses), width=5.5, height=2.3 * len(losses) + 0.4)
-    axes = np.atleast_1d(axes)
-    colors = fixed_colors(STRATA)
-    drawn_published = False
-    table = []
-    for ax, loss in zip(axes, losses, strict=True):
-        series = {}
-        for label in STRATA:
-            col = STRATA_COLUMNS[label]
-            means, sds = [], []
-            for wd in weight_decays:
-                name = method_name(backbone, loss, weight_decay=wd, batched=batched)
-                vals = runs.loc[runs["method"] == name, col].astype(float) if col in runs else pd.Series(dtype=float)
-                means.append(vals.mean() if len(vals) else np.nan)
-                sds.append(vals.std(ddof=1) if len(vals) > 1 else np.nan)
-                table.append({"loss": loss, "weight_decay": wd, "series": label, "mean": means[-1], "sd": sds[-1],
-                              "n_seeds": len(vals)})
-            series[label] = (means, sds)
-        errorbar_lines(ax, x, series, colors=colors, legend=False, band=True)
-        published = None if batched else published_ndcg(dataset, f"{backbone}_{loss}_tunedwd")
-        if published is not None and len(runs):
-            candidates = [method_name(backbone, loss, weight_decay=wd) for wd in weight_decays]
-            tuned = select_by_validation(runs, candidates)
-            if tuned is not None:
-                plot_published(ax, x[candidates.index(tuned)], published, color=colors["overall"])
-                drawn_published = True
-        ax.set_xticks(x, labels)
-        ax.set_xlabel(("batched " if batched else "") + "weight decay λ")
-        ax.set_ylabel("test NDCG@20")
-        ax.set_title(f"{PAPER_NAMES.get(backbone, backbone)} + {PAPER_NAMES.get(loss, loss)}")
-    figure_legend(fig, extra=published_handles("Table 1, tuned λ") if drawn_published else None)
-    caption = ("NDCG@20 (overall and popular/neutral/unpopular shares) vs "
-               + ("batched" if batched else "coupled") + " weight decay, mean ± sd (band) over seeds"
-               + ("; hollow: Table 1's tuned-weight-decay NDCG@20, drawn at our tuned λ" if drawn_published else ""))
-    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
-    return pd.DataFrame(table)
-
-
-def figure_magnitudes(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *, tier: str,
-                      dataset: str) -> dict[str, float]:
-    """Fig. 2: item ‖e_i‖ vs training degree (log x) per run, Spearman ρ in each panel.
-
-    ``run_dirs`` maps a panel title (e.g. "bpr, wd 1e-06") to a run directory; panels fill a
-    grid of two columns in that order (the paper: with weight decay on top, without below;
-    BPR left, DirectAU right). Each point is one item; the clouds are rasterised.
-    """
-    from recrepro.plotting import new_figure, save_figure, scatter
-
-    n = len(run_dirs)
-    ncols = 2 if n > 1 else 1
-    nrows = math.ceil(n / ncols)
-    fig, axes = new_figure(ncols, nrows, width=6.0, height=2.5 * nrows)
-    axes = np.atleast_1d(axes).ravel()
-    rhos = {}
-    for ax, (title, run_dir) in zip(axes, run_dirs.items()):
-        mags = pd.read_parquet(Path(run_dir) / "magnitudes.parquet")
-        rho = float(stats.spearmanr(mags["train_degree"], mags["norm"]).statistic)
-        rhos[title] = rho
-        scatter(ax, mags["train_degree"] + 1, mags["norm"], s=3, alpha=0.5, color="#0072B2")
-        ax.set_xscale("log")
-        ax.set_xlabel("training degree + 1")
-        ax.set_ylabel("item magnitude ‖e_i‖")
-        ax.set_title(title)
-        ax.text(0.03, 0.95, f"Spearman ρ = {rho:.3f}", transform=ax.transAxes, va="top", fontsize=7)
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="item embedding magnitude vs training degree, with and without weight decay (first seed)")
-    return rhos
 
 
 # ------------------------------------------------------------------------------- table

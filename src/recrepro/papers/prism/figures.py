@@ -1,4 +1,4 @@
-"""PRISM Figs. 3-11 (Loveland et al., KDD 2025) from run records, and Fig. 7 from Theorem 3.1.
+"""PRISM Figs. 1-11 (Loveland et al., KDD 2025) from run records, and Fig. 7 from Theorem 3.1.
 
 Each figure is described by a JSON-able *spec* (built by
 :mod:`recrepro.papers.prism.workflow` from the config) and drawn by :func:`draw_figure`
@@ -25,12 +25,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from recrepro.io import read_json
+from recrepro.papers.prism.experiments import load_prism_runs
+from recrepro.papers.prism.methods import method_name
 from recrepro.records import read_history
 
-__all__ = ["draw_figure", "figure_alpha", "figure_curves", "figure_debias", "figure_epochs", "figure_theory",
-           "select_by_validation", "theorem31_change"]
+__all__ = ["draw_figure", "figure_alpha", "figure_curves", "figure_debias", "figure_epochs", "figure_magnitudes",
+           "figure_theory", "figure_weight_decay", "select_by_validation", "theorem31_change"]
 
 
 #: NDCG@20 overall and its additive shares by item popularity, in the paper's order (colours fixed).
@@ -46,12 +49,6 @@ def published_ndcg(dataset: str, method: str) -> float | None:
     from recrepro.scorecard import published_value, published_values
 
     return published_value(published_values("prism"), dataset, method, "ndcg@20")
-
-
-def _load(run_dirs: Sequence[Path]) -> pd.DataFrame:
-    from recrepro.papers.prism.experiments import load_prism_runs
-
-    return load_prism_runs(run_dirs)
 
 
 def _mean_sd(values: pd.Series) -> tuple[float, float]:
@@ -90,7 +87,7 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     from recrepro.plotting import figure_legend, fixed_colors, new_figure, plot_published, published_handles, save_figure
     from recrepro.scorecard import figure_points
 
-    runs = _load(run_dirs)
+    runs = load_prism_runs(run_dirs)
     points = dict(alphas)
     tuned = select_by_validation(runs, tuned_candidates)
     tuned_label = None
@@ -136,7 +133,7 @@ def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier
     from recrepro.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
                                    published_handles, save_figure)
 
-    runs = _load(run_dirs)
+    runs = load_prism_runs(run_dirs)
     xs = [float(a) for a in alphas]
     fig, axes = new_figure(2, 1, width=6.5, height=2.8)
     colors = fixed_colors(STRATA)
@@ -218,7 +215,7 @@ def figure_debias(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     """
     from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
-    runs = _load(run_dirs)
+    runs = load_prism_runs(run_dirs)
     colors = fixed_colors([*DEBIAS_ORDER, *groups])
     fig, ax = new_figure(1, 1, width=4.5)
     rows = []
@@ -309,14 +306,112 @@ def figure_theory(out_pdf: Path, out_png: Path, *, tier: str, lr: float, weight_
     return grid
 
 
+# ------------------------------------------------------------ Figs. 1 and 2 (and 3)
+
+
+def _wd_positions(values: Sequence[float]) -> tuple[np.ndarray, list[str]]:
+    labels = ["0" if v == 0 else f"1e{int(round(math.log10(v)))}" if math.log10(v).is_integer() else f"{v:g}"
+              for v in values]
+    return np.arange(len(values), dtype=float), labels
+
+
+#: Backbones and losses as the paper writes them (figure titles).
+PAPER_NAMES = {"mf": "MF", "nlmf": "Non-linear MF", "lightgcn": "LightGCN", "bpr": "BPR", "ssm": "SSM",
+               "directau": "DirectAU", "mawu": "MAWU", "ipl": "IPL", "resn": "ReSN", "macr": "MACR"}
+
+
+def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
+                        backbone: str, losses: Sequence[str], weight_decays: Sequence[float],
+                        batched: bool = False) -> pd.DataFrame:
+    """Fig. 1 (coupled) / Fig. 3 (batched): NDCG@20 overall and per stratum vs weight decay, mean ± sd.
+
+    One row of panels per loss (the paper: BPR top, DirectAU bottom), the sd as a shaded band
+    ("filled regions denote standard deviation"). Where Table 1 publishes the tuned-weight-decay
+    cell of a panel's (backbone, loss) on this dataset, it is drawn as a hollow marker at our
+    tuned λ (best mean validation NDCG@20 among the panel's runs).
+    """
+    from recrepro.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
+                                   published_handles, save_figure)
+
+    runs = load_prism_runs(run_dirs)
+    x, labels = _wd_positions(weight_decays)
+    fig, axes = new_figure(1, len(losses), width=5.5, height=2.3 * len(losses) + 0.4)
+    axes = np.atleast_1d(axes)
+    colors = fixed_colors(STRATA)
+    drawn_published = False
+    table = []
+    for ax, loss in zip(axes, losses, strict=True):
+        series = {}
+        for label in STRATA:
+            col = STRATA_COLUMNS[label]
+            means, sds = [], []
+            for wd in weight_decays:
+                name = method_name(backbone, loss, weight_decay=wd, batched=batched)
+                vals = runs.loc[runs["method"] == name, col].astype(float) if col in runs else pd.Series(dtype=float)
+                means.append(vals.mean() if len(vals) else np.nan)
+                sds.append(vals.std(ddof=1) if len(vals) > 1 else np.nan)
+                table.append({"loss": loss, "weight_decay": wd, "series": label, "mean": means[-1], "sd": sds[-1],
+                              "n_seeds": len(vals)})
+            series[label] = (means, sds)
+        errorbar_lines(ax, x, series, colors=colors, legend=False, band=True)
+        published = None if batched else published_ndcg(dataset, f"{backbone}_{loss}_tunedwd")
+        if published is not None and len(runs):
+            candidates = [method_name(backbone, loss, weight_decay=wd) for wd in weight_decays]
+            tuned = select_by_validation(runs, candidates)
+            if tuned is not None:
+                plot_published(ax, x[candidates.index(tuned)], published, color=colors["overall"])
+                drawn_published = True
+        ax.set_xticks(x, labels)
+        ax.set_xlabel(("batched " if batched else "") + "weight decay λ")
+        ax.set_ylabel("test NDCG@20")
+        ax.set_title(f"{PAPER_NAMES.get(backbone, backbone)} + {PAPER_NAMES.get(loss, loss)}")
+    figure_legend(fig, extra=published_handles("Table 1, tuned λ") if drawn_published else None)
+    caption = ("NDCG@20 (overall and popular/neutral/unpopular shares) vs "
+               + ("batched" if batched else "coupled") + " weight decay, mean ± sd (band) over seeds"
+               + ("; hollow: Table 1's tuned-weight-decay NDCG@20, drawn at our tuned λ" if drawn_published else ""))
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
+    return pd.DataFrame(table)
+
+
+def figure_magnitudes(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *, tier: str,
+                      dataset: str) -> dict[str, float]:
+    """Fig. 2: item ‖e_i‖ vs training degree (log x) per run, Spearman ρ in each panel.
+
+    ``run_dirs`` maps a panel title (e.g. "bpr, wd 1e-06") to a run directory; panels fill a
+    grid of two columns in that order (the paper: with weight decay on top, without below;
+    BPR left, DirectAU right). Each point is one item; the clouds are rasterised.
+    """
+    from recrepro.plotting import new_figure, save_figure, scatter
+
+    n = len(run_dirs)
+    ncols = 2 if n > 1 else 1
+    nrows = math.ceil(n / ncols)
+    fig, axes = new_figure(ncols, nrows, width=6.0, height=2.5 * nrows)
+    axes = np.atleast_1d(axes).ravel()
+    rhos = {}
+    for ax, (title, run_dir) in zip(axes, run_dirs.items()):
+        mags = pd.read_parquet(Path(run_dir) / "magnitudes.parquet")
+        rho = float(stats.spearmanr(mags["train_degree"], mags["norm"]).statistic)
+        rhos[title] = rho
+        scatter(ax, mags["train_degree"] + 1, mags["norm"], s=3, alpha=0.5, color="#0072B2")
+        ax.set_xscale("log")
+        ax.set_xlabel("training degree + 1")
+        ax.set_ylabel("item magnitude ‖e_i‖")
+        ax.set_title(title)
+        ax.text(0.03, 0.95, f"Spearman ρ = {rho:.3f}", transform=ax.transAxes, va="top", fontsize=7)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
+                caption="item embedding magnitude vs training degree, with and without weight decay (first seed)")
+    return rhos
+
+
 # ------------------------------------------------------------------------- dispatcher
 
 
 def draw_figure(spec: Mapping[str, Any], run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str,
                 dataset: str) -> Any:
     """Draw the figure a workflow spec describes from ``run_dirs`` (see the module table)."""
-    from recrepro.papers.prism.experiments import figure_magnitudes, figure_weight_decay
-
     kind = spec["kind"]
     by_method = _by_method(run_dirs)
     if kind == "wd":

@@ -52,7 +52,7 @@ from recrepro.checkpoints import (Checkpointer, data_fingerprint, global_rng_sta
 from recrepro.evaluation import evaluate_full_ranking
 from recrepro.models import debias as D
 from recrepro.models import losses as L
-from recrepro.models.mf import build_net
+from recrepro.models.backbones import build_net
 from recrepro.records import check_finite
 
 __all__ = ["TrainSettings", "checkpoint_key", "train"]

@@ -1,6 +1,6 @@
 """AMHT-LRS (Pal et al., arXiv 2210.03505): experiment drivers, figures and run records.
 
-Every experiment is synthetic (``recrepro.lrs.generator``) and of our own design: the paper's
+Every experiment is synthetic (``recrepro.papers.lrs.generator``) and of our own design: the paper's
 figures, constants and numbers could not be read (``docs/deviations.md#lrs-experiments``).
 
 Commands (``python -m recrepro.papers.lrs <command> ...``, called by ``workflow/rules/lrs.smk``)::
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -32,10 +31,10 @@ import pandas as pd
 import torch
 
 from recrepro.io import write_parquet, write_text
-from recrepro.lrs.amht_lrs import AMHTConfig, amht_lrs
-from recrepro.lrs.baselines import altmin, lowrank_ridge, oracle_ls, per_user_ls, sparse_iht
-from recrepro.lrs.generator import LRSData, LRSSpec, generate, parameter_error, subspace_distance, support_scores
-from recrepro.lrs.private import PrivateConfig, private_amht_lrs
+from recrepro.papers.lrs.amht_lrs import AMHTConfig, amht_lrs
+from recrepro.papers.lrs.baselines import altmin, lowrank_ridge, oracle_ls, per_user_ls, sparse_iht
+from recrepro.papers.lrs.generator import LRSData, LRSSpec, generate, parameter_error, subspace_distance, support_scores
+from recrepro.papers.lrs.private import PrivateConfig, private_amht_lrs
 from recrepro.records import write_run_record
 from recrepro.devices import add_device_argument
 
@@ -174,8 +173,8 @@ def run_sweep(experiment: str, settings: Mapping[str, Any], seed: int, device: s
 
 
 def run_ml100k(raw_dir: str | Path, settings: Mapping[str, Any], seeds: list[int]) -> pd.DataFrame:
-    """Figure 6, OUR OWN DESIGN (``recrepro.lrs.movielens``): held-out MSE per method vs ``m`` on ML-100K."""
-    from recrepro.lrs.movielens import heldout_mse, load_tasks
+    """Figure 6, OUR OWN DESIGN (``recrepro.papers.lrs.movielens``): held-out MSE per method vs ``m`` on ML-100K."""
+    from recrepro.papers.lrs.movielens import heldout_mse, load_tasks
 
     ml = settings["ml100k"]
     grid = [int(m) for m in ml["m_grid"]]
@@ -432,9 +431,3 @@ def main(argv: list[str] | None = None) -> int:
         write_text(args.done, "".join(f"{run}\n" for run in runs))
         print("\n".join(map(str, runs)))
     return 0
-
-
-if __name__ == "__main__":
-    from recrepro.cli import run_main
-
-    sys.exit(run_main(main, prog="python -m recrepro.papers.lrs"))

@@ -17,7 +17,7 @@ factors, ``λ^Q ∈ R^d`` (Rendle's ``λ_{P,f}``, ``λ_{Q,f}``; no biases here).
 
 Rendle alternates single training and validation cases; we use mini-batches of the same size
 as the other MF runs (vectorised; docs/deviations.md#lambdaopt-baselines).  The λ step is
-done before the Θ step on the same batch (as in :class:`~recrepro.models.lambdaopt.MFLambdaOpt`,
+done before the Θ step on the same batch (as in :class:`~recrepro.papers.lambdaopt.mf_lambdaopt.MFLambdaOpt`,
 whose machinery this class reuses with an SGD simulation instead of Adam's).
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from recrepro.models.lambdaopt import LambdaOptConfig, MFLambdaOpt
+from recrepro.papers.lambdaopt.mf_lambdaopt import LambdaOptConfig, MFLambdaOpt
 
 __all__ = ["SGDAConfig", "SGDA"]
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import torch
 
-from recrepro.lrs.amht_lrs import (
+from recrepro.papers.lrs.amht_lrs import (
     AMHTConfig, AMHTResult, amht_lrs, batched_lstsq, init_subspace, local_step, orthonormalise, u_step_lstsq,
     u_step_gradient,
 )

@@ -9,7 +9,7 @@ Entry points (``python -m recrepro.papers.lambdaopt <command> ...``, called by
     ``lambdafix`` trains one MF per λ of ``lambdafix_grid`` and keeps the λ with the best
     **validation** AUC (the paper: "best of {10, …, 1e-5, 0}" chosen on validation);
     ``lambdaopt`` variants learn Λ on the validation part, as does the baseline ``sgda``
-    (:mod:`recrepro.models.sgda`); ``amf`` (:mod:`recrepro.models.amf`) and ``neumf``
+    (:mod:`recrepro.papers.lambdaopt.sgda`); ``amf`` (:mod:`recrepro.papers.lambdaopt.amf`) and ``neumf``
     (:mod:`recrepro.models.neumf`) train on train only.  No early stopping: the test
     metrics are those of the last epoch (the official code has no model selection).
     Beside the run record: ``history.parquet`` (per-epoch loss, seconds, mean λ; for
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -121,7 +120,7 @@ def _model_settings(settings: Mapping[str, Any], device: str) -> dict[str, Any]:
 
 
 def make_model(settings: Mapping[str, Any], seed: int, device: str = "cpu", lam: float | None = None):
-    from recrepro.models.lambdaopt import LambdaOptConfig, MFLambdaOpt
+    from recrepro.papers.lambdaopt.mf_lambdaopt import LambdaOptConfig, MFLambdaOpt
     from recrepro.models.mf_bpr import BPRConfig, MFBPR
 
     ms = _model_settings(settings, device)
@@ -133,11 +132,11 @@ def make_model(settings: Mapping[str, Any], seed: int, device: str = "cpu", lam:
     if settings["method"] == "lambdaopt":
         return MFLambdaOpt(LambdaOptConfig.from_mapping(ms), seed=seed)
     if settings["method"] == "sgda":
-        from recrepro.models.sgda import SGDA, SGDAConfig
+        from recrepro.papers.lambdaopt.sgda import SGDA, SGDAConfig
 
         return SGDA(SGDAConfig.from_mapping(ms), seed=seed)
     if settings["method"] == "amf":
-        from recrepro.models.amf import AMF, AMFConfig
+        from recrepro.papers.lambdaopt.amf import AMF, AMFConfig
 
         return AMF(AMFConfig.from_mapping(ms), seed=seed)
     if settings["method"] == "neumf":
@@ -626,9 +625,3 @@ def main(argv: Sequence[str] | None = None) -> int:
                              args.dataset)
         write_text(args.out_csv, data.to_csv(index=False))
     return 0
-
-
-if __name__ == "__main__":
-    from recrepro.cli import run_main
-
-    sys.exit(run_main(main, prog="python -m recrepro.papers.lambdaopt"))

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from recrepro.lrs.amht_lrs import AMHTConfig, AMHTResult, amht_lrs, top_eigenvectors, u_gradient
+from recrepro.papers.lrs.amht_lrs import AMHTConfig, AMHTResult, amht_lrs, top_eigenvectors, u_gradient
 
 
 # ------------------------------------------------------------------------------ accountant
