@@ -295,7 +295,7 @@ def test_optimised_steps_bit_identical_to_reference(granularity, switches):
 
 
 def test_unique_rows_and_gather_match_torch():
-    from recrepro.models.lambdaopt import bpr_loss_selected, unique_rows
+    from recrepro.papers.lambdaopt.mf_lambdaopt import bpr_loss_selected, unique_rows
 
     idx = torch.tensor([5, 2, 5, 0, 7, 2, 2])
     rows, inverse = unique_rows(idx, 9)
