@@ -426,8 +426,8 @@ def test_exadmm_names_epoch_step_and_quantity_of_a_bad_operand(monkeypatch, step
         monkeypatch.setattr(E, "u_step", _poison(E.u_step))
     elif step == "w":
         monkeypatch.setattr(E, "s_step", _poison(E.s_step))
-    else:
-        settings["learning_rate"] = 1e30
+    else:  # the official fixed step (the default caps η at 1/L̂_u, so it cannot overflow)
+        settings.update(learning_rate=1e30, u_step_size="fixed")
     with pytest.raises(NonFiniteError) as info:
         E.ExADMM(**settings).fit(_exadmm_matrix())
     message = str(info.value)
