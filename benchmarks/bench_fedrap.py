@@ -33,8 +33,9 @@ from pathlib import Path
 
 import torch
 
-from recrepro.models.federated import FederatedConfig, FederatedRecommender
-from recrepro.papers.fedrap import NEGATIVE_POOL_PARTS, _eval_both
+from recrepro.papers.fedrap.config import FederatedConfig
+from recrepro.papers.fedrap.fedrap import FederatedRecommender
+from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
 from recrepro.runs import SplitData
 
 #: datasets of :func:`measure` (folder names under ``splits/``); quick mode runs the first only

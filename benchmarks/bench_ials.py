@@ -41,7 +41,7 @@ def load_gowalla(mirror: Path):
 def time_ours(train, family: str, dim: int, epochs: int) -> tuple[dict, object]:
     """Mean wall seconds per epoch (from the model's history) and process CPU seconds per epoch
     (setup included; on a shared machine the CPU time is the steadier number)."""
-    from recrepro.models.exadmm import ExADMM
+    from recrepro.papers.exadmm.exadmm import ExADMM
     from recrepro.models.ials import IALS
 
     kw = dict(dim=dim, alpha0=0.1, l2=0.002, epochs=epochs, seed=0, log_losses=False)

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from recrepro.cliargs import add_threads
 from recrepro.papers.lambdaopt.experiments import make_model
 from recrepro.runs import SplitData
 
@@ -59,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--split-dir", required=True)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
+    add_threads(parser, default=2, help="torch threads (default 2)")
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--device", default="cpu")

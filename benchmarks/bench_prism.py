@@ -36,8 +36,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from recrepro.cliargs import add_threads
 from recrepro.models.mf import MFNet
-from recrepro.models.mf import build_net
+from recrepro.models.backbones import build_net
 from recrepro.papers.prism.trainer import TrainSettings, _edges, _make_optimizer, batch_loss, train, validation_ndcg
 from recrepro.runs import SplitData
 
@@ -190,7 +191,7 @@ def main() -> None:
     parser.add_argument("--split-dir", required=True)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=2)
+    add_threads(parser, default=2, help="torch threads (default 2)")
     parser.add_argument("--trainer", action="store_true", help="trainer vs bare loop (module docstring)")
     parser.add_argument("--quick", action="store_true", help="with --trainer: 20 %% users, MF only")
     parser.add_argument("--repeats", type=int, default=None, help="with --trainer: ours/bare alternations")

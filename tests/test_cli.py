@@ -43,3 +43,135 @@ def test_describe_lists_urls_and_licence(capsys):
     assert main(["data", "describe", "ml-100k"]) == 0
     out = capsys.readouterr().out
     assert "ml-100k.zip" in out and "licence" in out
+
+
+# ----------------------------------------------------------------------------- one command line
+def _subcommands(parser) -> dict:
+    """The choices of ``parser``'s subcommand (name -> parser)."""
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _rule_commands(repo_root) -> list[list[str]]:
+    """The words after ``recrepro`` up to the first option, of every rule's shell line."""
+    import re
+
+    commands = []
+    for path in sorted((repo_root / "workflow").rglob("*.smk")):
+        for line in path.read_text().splitlines():
+            match = re.search(r'"(?:OMP_NUM_THREADS=\S+ )?recrepro ([a-z0-9 -]+?)(?: --| \{|"|$)', line)
+            if match:
+                commands.append(match.group(1).split())
+    return commands
+
+
+def test_help_lists_the_papers_and_each_paper_its_verbs(capsys):
+    from recrepro.cli import PAPERS
+
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("data", "baseline", "scorecard", "report", *PAPERS):
+        assert f"\n    {command} " in out, command
+    with pytest.raises(SystemExit):
+        main(["prism", "--help"])
+    out = capsys.readouterr().out
+    assert "usage: recrepro prism" in out
+    for verb in ("train", "figure-wd", "figure-magnitudes", "select-wd", "table", "figure", "figure-theory"):
+        assert f"\n    {verb}" in out, verb
+
+
+def test_every_rule_calls_a_verb_the_parser_knows(repo_root):
+    from recrepro.cli import build_parser
+
+    smk = "".join(p.read_text() for p in (repo_root / "workflow").rglob("*.smk"))
+    assert "recrepro_module" not in smk and "python -m recrepro" not in smk
+    commands = _rule_commands(repo_root)
+    assert len(commands) > 30
+    parser = build_parser()
+    for words in commands:
+        level = parser
+        for word in words:
+            choices = _subcommands(level)
+            assert word in choices, (words, sorted(choices))
+            level = choices[word]
+            if not any(a.__class__.__name__ == "_SubParsersAction" for a in level._actions):
+                break
+    papers = {words[0] for words in commands}
+    assert {"exadmm", "prism", "lambdaopt", "fedrap", "lrs", "report", "data"} <= papers
+
+
+def test_verbs_share_the_spelling_of_common_options():
+    """Every figure verb takes --tier, --out-pdf and --out-png; every training verb the run options."""
+    from recrepro.cli import PAPERS, build_parser
+
+    parser = build_parser()
+    commands = _subcommands(parser)
+    verbs = {(paper, verb): p for paper in PAPERS for verb, p in _subcommands(commands[paper]).items()}
+    verbs[("baseline", "")] = commands["baseline"]
+    options = {key: {s for a in p._actions for s in a.option_strings} for key, p in verbs.items()}
+    figure_verbs = [key for key, opts in options.items() if "--out-pdf" in opts]
+    assert len(figure_verbs) >= 12
+    for key in figure_verbs:
+        assert {"--tier", "--out-png"} <= options[key], key
+    run = {"--split-dir", "--seed", "--out-dir", "--meta", "--device", "--benchmark-file"}
+    for key in (("baseline", ""), ("prism", "train"), ("lambdaopt", "run"), ("exadmm", "train"), ("fedrap", "run")):
+        assert run <= options[key], (key, run - options[key])
+
+
+def test_a_data_command_imports_no_paper_code_and_no_torch(tmp_path, repo_root):
+    import subprocess
+    import sys
+
+    script = ("import sys; from recrepro.cli import main; main(['data', 'describe', 'ml-100k']); "
+              "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('recrepro.papers')))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(repo_root / "src"), "PATH": ""}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_report_table_html(tmp_path):
+    md = tmp_path / "results.md"
+    md.write_text("# Table\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    assert main(["report", "table-html", "--md", str(md), "--out", str(tmp_path / "results.html")]) == 0
+    assert "<table" in (tmp_path / "results.html").read_text()
+
+
+def test_a_json_option_that_is_not_json_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["exadmm", "table", "--tier", "smoke", "--out-md", "t.md", "--out-csv", "t.csv", "--ks", "[20,",
+              "runs"])
+    assert info.value.code == 2
+    assert "not valid JSON" in capsys.readouterr().err
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("tier", ["smoke", "paper"])
+def test_every_planned_job_command_parses(tier, tmp_path):
+    """Each job's shell line of a dry run, options and all, is a command the parser accepts."""
+    import shlex
+
+    from test_workflow import REPO, snakemake
+
+    from recrepro.cli import build_parser
+
+    proc = snakemake("-n", "-p", "--directory", str(tmp_path), "--configfile", str(REPO / "config.yaml"),
+                     "--config", f"tier={tier}")
+    lines = [line.split("Shell command: ", 1)[1] for line in proc.stdout.splitlines() if "Shell command: " in line]
+    lines = [line for line in lines if line != "None"]  # the target rule
+    assert len(lines) > 20
+    parser = build_parser()
+    seen = set()
+    for line in lines:
+        words = shlex.split(line)
+        while "=" in words[0]:  # OMP_NUM_THREADS=1
+            words.pop(0)
+        assert words[0] == "recrepro", line[:200]
+        words = words[1:words.index(">")] if ">" in words else words[1:]
+        args = parser.parse_args(words)  # a usage error exits
+        seen.add((args.command, getattr(args, "verb", None)))
+    assert {command for command, _ in seen} >= {"data", "baseline", "scorecard", "exadmm", "prism", "lambdaopt",
+                                                  "fedrap", "lrs"}

@@ -26,7 +26,7 @@ from recrepro.datasets import (
     load_raw,
     safe_extract,
 )
-from recrepro.datasets.download import Expected, download_url, fetch_spec
+from recrepro.datasets.download import Expected, download_url
 
 
 MIRROR = mirror_path()
@@ -205,7 +205,7 @@ def test_archive_in_mirror_is_verified_then_extracted(tmp_path):
     spec = _spec_like("ml-1m", archive_md5=_md5(archive), member_md5={"ratings.dat": _md5(ratings)})
     raw_dir = tmp_path / "raw"
 
-    record = json.loads(fetch_spec(spec, raw_dir, mirror=tmp_path / "mirror", urls_allowed=False).read_text())
+    record = json.loads(fetch_dataset(spec, raw_dir, mirror=tmp_path / "mirror", urls_allowed=False).read_text())
     assert record["members"]["ratings.dat"]["archive_member"] == "ml-1m/ratings.dat"
     assert record["members"]["ratings.dat"]["sha256"] == _sha256(ratings)
     assert record["archive"]["verified"] == "md5"
@@ -231,7 +231,7 @@ def test_member_absent_from_archive(tmp_path):
     (tmp_path / "mirror" / "ml-1m" / "ml-1m.zip").write_bytes(archive)
     spec = _spec_like("ml-1m", archive_md5=_md5(archive))
     with pytest.raises(DatasetUnavailableError, match="archive has no ratings.dat"):
-        fetch_spec(spec, tmp_path / "raw", mirror=tmp_path / "mirror", urls_allowed=False)
+        fetch_dataset(spec, tmp_path / "raw", mirror=tmp_path / "mirror", urls_allowed=False)
 
 
 # --------------------------------------------------------------------------- downloads (local HTTP)
@@ -283,7 +283,7 @@ def test_download_member_from_url(server, tmp_path, capsys):
         members={"u.data": _sha256(U_DATA_LINES)},
         member_md5={},
     )
-    record = json.loads(fetch_spec(spec, tmp_path, urls_allowed=True, progress=True).read_text())
+    record = json.loads(fetch_dataset(spec, tmp_path, urls_allowed=True, progress=True).read_text())
     assert record["members"]["u.data"]["source"] == f"{server.base}/data/u.data"
     assert (tmp_path / "u.data").read_bytes() == U_DATA_LINES
     assert "u.data" in capsys.readouterr().err  # the tqdm bar
@@ -300,7 +300,7 @@ def test_download_archive_from_url(server, tmp_path):
         members={"u.data": _sha256(U_DATA_LINES)},
         member_md5={},
     )
-    record = json.loads(fetch_spec(spec, tmp_path, progress=False).read_text())
+    record = json.loads(fetch_dataset(spec, tmp_path, progress=False).read_text())
     assert record["archive"]["source"] == f"{server.base}/ml-100k.zip"
     assert record["members"]["u.data"]["archive_member"] == "ml-100k/u.data"
     # The downloaded archive is not kept: only the member and the record.
@@ -318,7 +318,7 @@ def test_download_checksum_mismatch_leaves_nothing(server, tmp_path):
         member_md5={},
     )
     with pytest.raises(ChecksumError) as info:
-        fetch_spec(spec, tmp_path, progress=False)
+        fetch_dataset(spec, tmp_path, progress=False)
     assert "0" * 64 in str(info.value) and _sha256(U_DATA_LINES) in str(info.value)
     assert list(tmp_path.iterdir()) == []
 
@@ -327,7 +327,7 @@ def test_http_404_becomes_dataset_unavailable_with_url(server, tmp_path):
     url = f"{server.base}/gone/u.data"
     spec = _spec_like("ml-100k", archive=None, archive_md5=None, urls=(url,), member_md5={})
     with pytest.raises(DatasetUnavailableError) as info:
-        fetch_spec(spec, tmp_path, progress=False)
+        fetch_dataset(spec, tmp_path, progress=False)
     assert url in str(info.value) and "404" in str(info.value)
     assert server.hits["/gone/u.data"] == 1  # a 404 is not retried
     assert list(tmp_path.iterdir()) == []

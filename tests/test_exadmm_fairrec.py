@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from recrepro.models.fairrec import fairrec_rankings
-from recrepro.papers.exadmm import operating_points
+from recrepro.papers.exadmm.fairrec import fairrec_rankings
+from recrepro.papers.exadmm.experiments import operating_points
 
 
 def test_fairrec_round_robin_hand_example():

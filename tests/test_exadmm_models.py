@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.exadmm import ExADMM, prox_sherman_morrison, s_step, u_step
+from recrepro.papers.exadmm.exadmm import ExADMM, prox_sherman_morrison, s_step, u_step
 from recrepro.models.ials import IALS, build_row_groups, cg_rows, frequency_l2, solve_rows
 
 
@@ -235,3 +235,42 @@ def test_ials_cg_solver_reaches_the_exact_solvers_loss():
     assert cg.history[-1]["loss"] < cg.history[0]["loss"]
     with pytest.raises(ValueError, match="solver"):
         IALS(solver="lu")
+
+
+@pytest.mark.parametrize("budget", [40, 300, 1 << 18])
+def test_row_groups_bounded_search_equals_full_search(budget):
+    """build_row_groups searches each group's end in a window of ``per_row // deg + 1`` rows; the
+    groups equal those of a search over every remaining row (skewed degrees, several budgets)."""
+    rng = np.random.default_rng(4)
+    deg = np.minimum(rng.zipf(1.6, 300), 60)
+    R = sp.csr_matrix((np.ones(deg.sum()), (np.repeat(np.arange(300), deg),
+                                            np.concatenate([rng.choice(80, k, replace=False) for k in deg]))),
+                      shape=(300, 80))
+    groups = build_row_groups(R, d=4, budget=budget)
+    degree = np.diff(R.indptr)
+    order = np.argsort(degree, kind="stable")
+    deg_sorted = degree[order]
+    per_row, p, bounds = max(1, budget // 4), 0, []
+    while p < order.size:
+        span = np.arange(1, order.size - p + 1) * deg_sorted[p:]
+        q = p + max(1, int(np.searchsorted(span, per_row, side="right")))
+        q = min(q, max(p + 1, int(np.searchsorted(deg_sorted, 1.25 * deg_sorted[p], side="right"))))
+        bounds.append(order[p:q])
+        p = q
+    assert [g.tolist() for g in groups.rows] == [b.tolist() for b in bounds]
+
+
+@pytest.mark.parametrize("family", ["ials", "exadmm"])
+def test_items_without_training_interactions_have_zero_factors(family):
+    """Items no training user touched get their exact solution, 0 (not their random initial values):
+    every user scores them exactly 0, so noise cannot rank them into a top-K list."""
+    R = _random_csr(40, 25, 0.25, 5).tolil()
+    R[:, [3, 17]] = 0
+    R = sp.csr_matrix(R)
+    R.eliminate_zeros()
+    kw = dict(dim=4, alpha0=0.1, l2=0.01, epochs=3, seed=2)
+    model = IALS(**kw).fit(R) if family == "ials" else ExADMM(exposure_reg=1e-3, admm_penalty=0.01, **kw).fit(R)
+    assert torch.count_nonzero(model.V[[3, 17]]) == 0
+    assert torch.count_nonzero(model.V.abs().sum(1)) == 23
+    scores = model.score(np.arange(40))
+    assert np.all(scores[:, [3, 17]] == 0.0) and np.all(scores.max(axis=1) > 0.0)

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import torch
 
 from recrepro.evaluation.exposure import coverage, gini
-from recrepro.models.exadmm import (ExADMM, observed_hessian_product, prox_mean_penalty, prox_sherman_morrison,
+from recrepro.papers.exadmm.exadmm import (ExADMM, observed_hessian_product, prox_mean_penalty, prox_sherman_morrison,
                                     u_step, u_step_curvature_bound, u_step_sizes)
 from recrepro.models.ials import IALS, build_row_groups
 

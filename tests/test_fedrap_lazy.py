@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.federated import FederatedConfig, FederatedRecommender
+from recrepro.papers.fedrap.config import FederatedConfig
+from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
 # float32 rounding over 3 rounds of ~12 steps; a sign decision of an entry whose C passes within
 # ~1e-7 of zero can go either way in either path, which is why the test stays at a few rounds
@@ -107,9 +108,9 @@ def test_lazy_dense_uploads_match_dense_path():
 
 
 def test_memmap_rows_in_pieces_equal_plain_indexing(tmp_path, monkeypatch):
-    import recrepro.models.federated as federated
+    import recrepro.models.federated.storage as storage
 
-    monkeypatch.setattr(federated, "_MEMMAP_PIECE_BYTES", 2 << 20)  # one 2 MB region per piece
+    monkeypatch.setattr(storage, "_MEMMAP_PIECE_BYTES", 2 << 20)  # one 2 MB region per piece
     model = FederatedRecommender(FederatedConfig(dim=8, memory_budget_mb=1.0, scratch_dir=str(tmp_path)))
     model.init_state(80, 4096)  # 10.5 MB of private tables: a disk-backed memmap, 6 regions
     assert model.private_storage == "memmap"

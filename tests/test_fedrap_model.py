@@ -9,13 +9,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.federated import (
-    FederatedConfig,
-    client_batches,
-    FederatedRecommender,
-    curriculum_weight,
-    sample_negatives,
-)
+from recrepro.models.federated.aggregation import row_upload_nnz, row_upload_sum
+from recrepro.models.federated.clients import client_batches
+from recrepro.models.federated.sampling import sample_negatives
+from recrepro.papers.fedrap.config import FederatedConfig, curriculum_weight
+from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
 
 def _model(n_users, n_items, **kw):
@@ -178,9 +176,9 @@ def test_baselines_vectorised_equal_per_client_loop(method):
         if method == "pfedrec":  # the client keeps its fine-tuned copy for its own predictions
             np.testing.assert_allclose(model.private_items([i])[0].numpy(), C.numpy(), atol=1e-6)
     # aggregation of row uploads (no dense tensor) equals the mean of the dense uploads
-    np.testing.assert_allclose(model._row_upload_sum(out).numpy() / n_users, uploads.mean(0).numpy(), atol=1e-6)
+    np.testing.assert_allclose(row_upload_sum(model.C, out).numpy() / n_users, uploads.mean(0).numpy(), atol=1e-6)
     abs_sorted = np.sort(np.abs(model.C.numpy()).ravel().astype(np.float64))
-    assert model._row_upload_nnz(out, abs_sorted) == int((uploads.abs() > 1e-4).sum())
+    assert row_upload_nnz(model.C, out, abs_sorted, 1e-4) == int((uploads.abs() > 1e-4).sum())
     # candidate-only scoring equals the full rows
     u, it = np.array([0, 1, 3, 3]), np.array([2, 0, 8, 1])
     np.testing.assert_allclose(model.score_pairs(u, it), model.score(np.arange(n_users))[u, it], atol=1e-6)
@@ -250,7 +248,7 @@ def test_memory_budget_chunks_clients_and_falls_back_to_memmap(tmp_path):
 
 
 def test_dp_accountant_and_clipping():
-    from recrepro.models.federated import gaussian_epsilon
+    from recrepro.models.federated.privacy import gaussian_epsilon
 
     # one Gaussian release, σ = 1, δ = 1e-5: min_α α/2 + ln(1e5)/(α−1) at α = 1 + sqrt(2 ln 1e5) = 5.7987
     a = 1 + math.sqrt(2 * math.log(1e5))

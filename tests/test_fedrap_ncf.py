@@ -7,8 +7,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.federated import FederatedConfig, client_batches
-from recrepro.models.fedncf import _NET, CentralNCF, FedNCF, _bce, neumf_logits
+from recrepro.models.federated.clients import client_batches
+from recrepro.papers.fedrap.central import CentralNCF
+from recrepro.papers.fedrap.config import FederatedConfig
+from recrepro.papers.fedrap.fedncf import FedNCF
+from recrepro.papers.fedrap.ncf import NET, bce, neumf_logits
 
 
 def _reference_round(model0: FedNCF, train: sp.csr_matrix) -> dict[str, torch.Tensor]:
@@ -26,7 +29,7 @@ def _reference_round(model0: FedNCF, train: sp.csr_matrix) -> dict[str, torch.Te
         p.update({k: v.clone() for k, v in model0.net.items()})
         p = {k: torch.nn.Parameter(v) for k, v in p.items()}
         groups = [{"params": [p["qg"], p["qm"]], "lr": model0.lr_args},
-                  {"params": [p[k] for k in ("pg", "pm", *_NET)], "lr": model0.lr_network}]
+                  {"params": [p[k] for k in ("pg", "pm", *NET)], "lr": model0.lr_network}]
         opt = (torch.optim.Adam(groups) if cfg.client_optimizer == "adam"
                else torch.optim.SGD(groups, weight_decay=cfg.l2))
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.batch_decay)
@@ -36,14 +39,14 @@ def _reference_round(model0: FedNCF, train: sp.csr_matrix) -> dict[str, torch.Te
                 it = torch.as_tensor(item[mine[batch_of[mine] == t]])
                 n = it.numel()
                 logit = neumf_logits(p["pg"].expand(n, -1), p["pm"].expand(n, -1), p["qg"][it], p["qm"][it],
-                                     {k: p[k] for k in _NET})
+                                     {k: p[k] for k in NET})
                 loss = torch.nn.functional.binary_cross_entropy(torch.sigmoid(logit), torch.ones(n))
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
                 sched.step()
         uploads.append({k: v.detach() for k, v in p.items()})
-    avg = {k: torch.stack([up[k] for up in uploads]).mean(0) for k in ("qg", "qm", *_NET)}
+    avg = {k: torch.stack([up[k] for up in uploads]).mean(0) for k in ("qg", "qm", *NET)}
     avg["pg"] = torch.stack([up["pg"] for up in uploads])
     avg["pm"] = torch.stack([up["pm"] for up in uploads])
     return avg
@@ -72,7 +75,7 @@ def test_fedncf_round_equals_per_client_loop_and_fedavg(optimizer):
     np.testing.assert_allclose(model.Cm.numpy(), ref["qm"].numpy(), atol=1e-6)
     np.testing.assert_allclose(model.w.numpy(), ref["pg"].numpy(), atol=1e-6)
     np.testing.assert_allclose(model.pm.numpy(), ref["pm"].numpy(), atol=1e-6)
-    for k in _NET:
+    for k in NET:
         np.testing.assert_allclose(model.net[k].numpy(), ref[k].numpy(), atol=1e-6)
     # scores: full rows agree with the pair scorer; the round changed the server tables
     np.testing.assert_allclose(model.score(np.array([1, 3]))[:, [2, 5]],
@@ -83,7 +86,7 @@ def test_bce_of_a_saturated_logit_is_clamped_with_a_zero_gradient():
     # σ(40) rounds to exactly 1 in float32: log(1 - p) = -inf, clamped to -100 (BCELoss), and the
     # gradient is 0, not the NaN of autograd through clamp(log1p(-p))
     logit = torch.tensor([40.0, 0.0], requires_grad=True)
-    loss = _bce(logit, torch.tensor([0.0, 1.0]))
+    loss = bce(logit, torch.tensor([0.0, 1.0]))
     loss.sum().backward()
     np.testing.assert_allclose(loss.detach().numpy(), [100.0, np.log(2)], rtol=1e-6)
     np.testing.assert_allclose(logit.grad.numpy(), [0.0, -0.5], atol=1e-7)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from recrepro.io import read_json
-from recrepro.papers import fedrap as driver
+from recrepro.papers.fedrap import experiments as driver
 
 EVAL = {"mode": "sampled", "fit": ["train"], "target": "test", "ks": [10], "ties": "pessimistic"}
 
@@ -74,7 +74,7 @@ def test_paper_mode_curriculum_in_history(tiny_split, tmp_path):
 
 @pytest.mark.parametrize("pool", ["train", "all_interactions"])
 def test_negative_pool_decides_what_training_negatives_avoid(tiny_split, tmp_path, monkeypatch, pool):
-    import recrepro.models.fedrap as models
+    import recrepro.papers.fedrap.variants as models
     from recrepro.runs import SplitData
 
     seen = {}
@@ -125,7 +125,7 @@ def test_negative_pool_default_and_variant_override(repo_root):
 def test_every_configured_variant_builds_a_model_in_every_tier(repo_root):
     import yaml
 
-    from recrepro.models.fedrap import make_variant
+    from recrepro.papers.fedrap.variants import make_variant
 
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     built = {}

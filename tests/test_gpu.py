@@ -50,7 +50,7 @@ def run_paper(paper: str, device: str) -> np.ndarray:
             u, i = net.final_tables()
             return (u @ i.T).cpu().numpy()
     if paper == "exadmm":
-        from recrepro.models.exadmm import ExADMM
+        from recrepro.papers.exadmm.exadmm import ExADMM
 
         model = ExADMM(dim=4, epochs=3, seed=0, exposure_reg=1e-3, admm_penalty=0.1, device=device,
                        dtype=torch.float64).fit(train)
@@ -63,7 +63,8 @@ def run_paper(paper: str, device: str) -> np.ndarray:
         model.fit(train, validation=val)
         return model.score(users)
     if paper == "fedrap":
-        from recrepro.models.federated import FederatedConfig, FederatedRecommender
+        from recrepro.papers.fedrap.config import FederatedConfig
+        from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
         model = FederatedRecommender(FederatedConfig(dim=4, rounds=2, local_epochs=2, seed=0, client_ratio=0.5,
                                                      lr_args=5.0, device=device))

@@ -29,11 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: Import edges allowed to close a cycle, each with the reason; the same edges are in the
 #: ``ignore_imports`` of pyproject.toml's ``acyclic`` contract. An entry that no longer closes
 #: a cycle fails the test, so the list shrinks as the cycles are fixed.
-KNOWN_CYCLE_EDGES = {
-    # issue 24: make_variant (FedRAP's variant registry) moves to recrepro.papers.fedrap once
-    # federated.py / fedrap.py / fedncf.py are split.
-    ("recrepro.models.fedrap", "recrepro.models.fedncf"),
-}
+KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 
 #: Prints every import edge of recrepro's module graph (lazy imports included) as JSON.
 _GRAPH_SCRIPT = """

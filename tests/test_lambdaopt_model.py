@@ -262,23 +262,26 @@ def _reference_lambda_step(model, batch, val_batch):
     return gP, gQ
 
 
-@pytest.mark.parametrize("granularity,switches", [
-    ("dui", {}), ("d", {}), ("du", {}), ("di", {}), ("dui", {"clip": 1e-3}), ("dui", {"lambda_clip": 0.0}),
-    ("dui", {"assumed_grad": "current_lambda", "sim_penalty": "full_table", "assumed_batch": "separate"}),
+@pytest.mark.parametrize("granularity,switches,batch_size", [
+    ("dui", {}, 16), ("d", {}, 16), ("du", {}, 16), ("di", {}, 16), ("dui", {"clip": 1e-3}, 16),
+    ("dui", {"lambda_clip": 0.0}, 16),
+    ("dui", {"assumed_grad": "current_lambda", "sim_penalty": "full_table", "assumed_batch": "separate"}, 16),
+    ("dui", {}, 4), ("d", {}, 4),       # batches smaller than the tables: the penalty's per-row form
 ])
-def test_optimised_steps_bit_identical_to_reference(granularity, switches):
+def test_optimised_steps_bit_identical_to_reference(granularity, switches, batch_size):
     """A few λ and Θ steps of the model (gathers by ``index_select``, the unmasked √ once every ``v > 0``,
     the penalty's gradient without autograd, ``unique_rows``) equal, bit for bit, the same steps written
-    plainly; the first steps cover the rows with ``v = 0`` (masked √), the batches repeat rows."""
+    plainly; the first steps cover the rows with ``v = 0`` (masked √), the batches repeat rows.  Batches
+    of 16 (≥ the 12 users and 9 items) take the penalty's table form, batches of 4 its per-row form."""
     model, _ = _tiny(granularity, lambda_lr=0.05, **switches)
     reference = copy.deepcopy(model)
     reuse = model.config.assumed_batch == "shared" and model.config.assumed_grad == "unregularised"
     gen = torch.Generator().manual_seed(11)
     for _ in range(8):
-        batch = tuple(torch.randint(0, n, (16,), generator=gen) for n in (12, 9, 9))
+        batch = tuple(torch.randint(0, n, (batch_size,), generator=gen) for n in (12, 9, 9))
         val_batch = tuple(torch.randint(0, n, (8,), generator=gen) for n in (12, 9, 9))
         real_batch = batch if model.config.assumed_batch == "shared" else \
-            tuple(torch.randint(0, n, (16,), generator=gen) for n in (12, 9, 9))
+            tuple(torch.randint(0, n, (batch_size,), generator=gen) for n in (12, 9, 9))
         model._cache = None
         model.lambda_step(batch, val_batch)
         if reuse and model._cache is not None:
@@ -307,3 +310,19 @@ def test_unique_rows_and_gather_match_torch():
     ours = torch.autograd.grad(bpr_loss_selected(P, Q, idx, i, j), [P, Q])
     plain = torch.autograd.grad(bpr_loss(P, Q, idx, i, j), [P, Q])
     assert all(torch.equal(a, b) for a, b in zip(ours, plain))
+
+
+def test_bpr_loss_and_gradient_equal_autograd_bit_for_bit():
+    """The hand-written BPR backward of the assumed gradient is autograd's, bit for bit (rows repeat)."""
+    from recrepro.papers.lambdaopt.mf_lambdaopt import bpr_loss_and_gradient, bpr_loss_selected
+
+    gen = torch.Generator().manual_seed(3)
+    P, Q = torch.randn(30, 16, generator=gen), torch.randn(20, 16, generator=gen)
+    u, i, j = (torch.randint(0, n, (200,), generator=gen) for n in (30, 20, 20))
+    loss, gP, gQ = bpr_loss_and_gradient(P, Q, u, i, j)
+    P0, Q0 = P.clone().requires_grad_(), Q.clone().requires_grad_()
+    ref = bpr_loss_selected(P0, Q0, u, i, j)
+    rP, rQ = torch.autograd.grad(ref, [P0, Q0])
+    assert torch.equal(loss, ref.detach()) and torch.equal(gP, rP) and torch.equal(gQ, rQ)
+    plain = torch.autograd.grad(bpr_loss(P0, Q0, u, i, j), [P0, Q0])        # advanced indexing
+    assert torch.equal(gP, plain[0]) and torch.equal(gQ, plain[1])

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from recrepro.cli import main as recrepro
 from recrepro.papers.lrs import experiments as lrs
 from recrepro.scorecard import build_scorecard, expected_path, load_expected
 
@@ -38,7 +39,7 @@ def test_sweeps_have_the_expected_rows_and_figures_draw(tmp_path):
     args = []
     for figure, experiment in lrs.FIGURES.items():
         path = tmp_path / f"{experiment}.parquet"
-        assert lrs.main(["sweep", "--experiment", experiment, "--seeds", "0,1", "--settings", json.dumps(TINY),
+        assert recrepro(["lrs", "sweep", "--experiment", experiment, "--seeds", "0,1", "--settings", json.dumps(TINY),
                          "--out", str(path)]) == 0
         args.append(f"{figure}={path}")
     m = pd.read_parquet(tmp_path / "error_vs_m.parquet")
@@ -52,7 +53,7 @@ def test_sweeps_have_the_expected_rows_and_figures_draw(tmp_path):
     assert math.isinf(priv[priv["method"] == "amht_lrs"]["epsilon"].iloc[0])
     # two figures here (drawing is the slow part); the workflow test draws all five
     drawn = [a for a in args if a.startswith(("fig1", "fig3"))]
-    assert lrs.main(["figures", "--tier", "smoke", "--out-dir", str(tmp_path / "fig"), *drawn]) == 0
+    assert recrepro(["lrs", "figures", "--tier", "smoke", "--out-dir", str(tmp_path / "fig"), *drawn]) == 0
     for figure in ("fig1_error_vs_m", "fig3_iterations"):
         assert (tmp_path / "fig" / f"{figure}.pdf").stat().st_size > 1000
         assert (tmp_path / "fig" / f"{figure}.png").stat().st_size > 1000

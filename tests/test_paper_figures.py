@@ -64,7 +64,7 @@ def test_lambdaopt_trajectory_has_no_empty_columns(tmp_path, saved_figures):
 
 @pytest.mark.skipif(not (REPO / "results/paper/exadmm/runs").is_dir(), reason="no committed exADMM records")
 def test_exadmm_tradeoff_overlays_the_official_code_values(tmp_path, saved_figures):
-    from recrepro.papers.exadmm import figure_tradeoff
+    from recrepro.papers.exadmm.experiments import figure_tradeoff
 
     runs = sorted((REPO / "results/paper/exadmm/runs").glob("*/*/*/seed*/metrics.json"))
     figure_tradeoff(runs, tmp_path / "f.pdf", tmp_path / "f.png", tier="paper", ks=[20, 100])
@@ -81,7 +81,7 @@ def test_fedrap_curves_put_the_maintainers_log_at_its_round(tmp_path, saved_figu
 
     import pandas as pd
 
-    from recrepro.papers.fedrap import curves_figure
+    from recrepro.papers.fedrap.experiments import curves_figure
 
     dirs = []
     for method in ("fedrap_code_pool", "fedmf"):

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recrepro.models import debias as D
+from recrepro.papers.prism import debias as D
 from recrepro.models.mf import MFNet
 from recrepro.papers.prism import trainer as T
 from recrepro.papers.prism.figures import theorem31_change

@@ -30,7 +30,7 @@ from test_workflow import REPO, snakemake
 from recrepro.cli import main as cli_main
 from recrepro.config import ConfigError, coerce_config_strings, load_config, load_schema
 from recrepro.datasets import DATASETS, ChecksumError, DataFormatError, fetch_dataset, get_dataset, load_raw
-from recrepro.datasets.download import fetch_spec, verify_raw_files
+from recrepro.datasets.download import verify_raw_files
 
 # A small Tenrec-like QB-article.csv: the registry has no digest for it (trust on first use).
 QB_HEADER = "user_id,item_id,click,gender,age\n"
@@ -90,7 +90,7 @@ def test_pinned_file_gives_no_warning(tmp_path, caplog):
                                member_md5=MappingProxyType({}))
     make_mirror(tmp_path / "mirror", "amazon-video", "ratings.dat", data)
     with caplog.at_level(logging.WARNING, logger="recrepro.datasets"):
-        record = json.loads(fetch_spec(spec, tmp_path / "raw", mirror=tmp_path / "mirror",
+        record = json.loads(fetch_dataset(spec, tmp_path / "raw", mirror=tmp_path / "mirror",
                                        urls_allowed=False).read_text())
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert record["members"]["ratings.dat"]["verified"] == "sha256" and record["unverified"] == []
@@ -123,7 +123,7 @@ def test_strict_checksums_takes_the_verified_archive_instead_of_the_bare_member(
     folder.mkdir(parents=True)
     (folder / "ratings.csv").write_bytes(ratings)
     (folder / "ml-20m.zip").write_bytes(archive)
-    record = json.loads(fetch_spec(spec, tmp_path / "raw", mirror=tmp_path / "mirror", urls_allowed=False,
+    record = json.loads(fetch_dataset(spec, tmp_path / "raw", mirror=tmp_path / "mirror", urls_allowed=False,
                                    strict=True).read_text())
     entry = record["members"]["ratings.csv"]
     assert entry["verified"] == "archive md5" and entry["archive_member"] == "ml-20m/ratings.csv"
@@ -136,7 +136,7 @@ def test_archive_member_without_digest_is_verified_through_the_archive(tmp_path,
     spec = dataclasses.replace(get_dataset("ml-10m"), archive_md5=hashlib.md5(archive).hexdigest())
     make_mirror(tmp_path / "mirror", "ml-10m", "ml-10m.zip", archive)
     with caplog.at_level(logging.WARNING, logger="recrepro.datasets"):
-        record = json.loads(fetch_spec(spec, tmp_path / "raw", mirror=tmp_path / "mirror",
+        record = json.loads(fetch_dataset(spec, tmp_path / "raw", mirror=tmp_path / "mirror",
                                        urls_allowed=False).read_text())
     assert record["members"]["ratings.dat"]["verified"] == "archive md5"
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -214,14 +214,14 @@ def test_preprocess_refuses_a_truncated_raw_file_by_its_size(tmp_path, capsys):
     assert f"{size - 10} bytes, fetch.json says {size}" in err
 
 
-def test_the_lrs_ml100k_figure_checks_u_data_before_reading_it(tmp_path):
-    from recrepro.papers.lrs.experiments import main as lrs_main
-
+def test_the_lrs_ml100k_figure_checks_u_data_before_reading_it(tmp_path, capsys):
     (tmp_path / "u.data").write_text("1\t2\t3\t881250949\n")  # no fetch.json vouches for it
-    with pytest.raises(ChecksumError, match="fetch.json: not found"):
-        lrs_main(["ml100k", "--raw-dir", str(tmp_path), "--seeds", "0", "--settings", "{}", "--tier", "paper",
-                  "--out", str(tmp_path / "o.parquet"), "--out-pdf", str(tmp_path / "o.pdf"),
-                  "--out-png", str(tmp_path / "o.png")])
+    assert cli_main(["lrs", "ml100k", "--raw-dir", str(tmp_path), "--seeds", "0", "--settings", "{}", "--tier",
+                     "paper", "--out", str(tmp_path / "o.parquet"), "--out-pdf", str(tmp_path / "o.pdf"),
+                     "--out-png", str(tmp_path / "o.png")]) == 1
+    err = capsys.readouterr().err
+    assert "ChecksumError" in err and "fetch.json: not found" in err
+    assert not (tmp_path / "o.parquet").exists()
 
 
 def test_raw_files_without_fetch_record_are_refused(tmp_path):
@@ -312,13 +312,13 @@ def test_readme_says_what_to_do_when_a_run_fails():
 def test_entry_points_end_a_known_failure_with_one_error_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     env.pop("RECREPRO_TRACEBACK", None)
-    proc = subprocess.run([sys.executable, "-m", "recrepro.papers.fedrap", "stats", "--out-csv",
+    proc = subprocess.run([sys.executable, "-m", "recrepro", "fedrap", "stats", "--out-csv",
                            str(tmp_path / "s.csv"), str(tmp_path / "no-such-split")],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert "Traceback" not in proc.stderr
-    assert lines[-2].startswith("python -m recrepro.papers.fedrap: error: ")
+    assert lines[-2].startswith("recrepro: error: ")
     assert "no-such-split" in lines[-2]
 
 
@@ -378,7 +378,7 @@ def _exadmm_matrix() -> sp.csr_matrix:
 
 @pytest.mark.parametrize("name", ["alpha0", "l2", "exposure_reg", "admm_penalty", "learning_rate", "stdev"])
 def test_exadmm_refuses_a_non_finite_hyperparameter_before_any_solve(name):
-    from recrepro.models.exadmm import ExADMM
+    from recrepro.papers.exadmm.exadmm import ExADMM
     from recrepro.records import NonFiniteError
 
     with pytest.raises(NonFiniteError, match=rf"exADMM hyperparameter {name} at fit \(before epoch 1\)"):
@@ -386,7 +386,7 @@ def test_exadmm_refuses_a_non_finite_hyperparameter_before_any_solve(name):
 
 
 def test_exadmm_refuses_a_nan_in_the_input_matrix():
-    from recrepro.models.exadmm import ExADMM
+    from recrepro.papers.exadmm.exadmm import ExADMM
     from recrepro.records import NonFiniteError
 
     matrix = _exadmm_matrix()
@@ -416,7 +416,7 @@ def _poison(real, when=lambda n: True):
     ("V", "α0·UᵀU + Λ·ssᵀ", "epoch 2"),  # a step size that overflows UᵀU in the next epoch
 ])
 def test_exadmm_names_epoch_step_and_quantity_of_a_bad_operand(monkeypatch, step, quantity, where):
-    import recrepro.models.exadmm as E
+    import recrepro.papers.exadmm.exadmm as E
     from recrepro.records import NonFiniteError
 
     settings = {"dim": 4, "epochs": 3}
@@ -435,7 +435,7 @@ def test_exadmm_names_epoch_step_and_quantity_of_a_bad_operand(monkeypatch, step
 
 
 def test_exadmm_fold_in_refuses_non_finite_item_factors():
-    from recrepro.models.exadmm import ExADMM
+    from recrepro.papers.exadmm.exadmm import ExADMM
     from recrepro.records import NonFiniteError
 
     model = ExADMM(dim=4, epochs=1, pred_iterations=2).fit(_exadmm_matrix())

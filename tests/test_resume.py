@@ -4,7 +4,7 @@ ends exactly (bit for bit) where an uninterrupted run ends.
 The kill is simulated in-process by making the k-th checkpoint write raise right after the
 file is in place (a kill between epochs), or by an ``on_epoch`` hook that raises before the
 epoch's checkpoint (a kill in the middle of an epoch: the epoch is trained again); one test
-SIGKILLs a real ``python -m recrepro.papers.prism train`` process.
+SIGKILLs a real ``recrepro prism train`` process.
 """
 
 from __future__ import annotations
@@ -251,8 +251,9 @@ FED_CASES = {
 
 
 def _fed_model(case: dict, tmp_path: Path):
-    from recrepro.models.federated import FederatedConfig, FederatedRecommender
-    from recrepro.models.fedncf import FedNCF
+    from recrepro.papers.fedrap.config import FederatedConfig
+    from recrepro.papers.fedrap.fedncf import FedNCF
+    from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
     cfg = FederatedConfig(**{"dim": 4, "rounds": 7, "local_epochs": 2, "batch_size": 8, "num_negatives": 2,
                              "lr_network": 0.3, "lr_args": 20.0, "seed": 5, "scratch_dir": str(tmp_path), **case})
@@ -316,7 +317,7 @@ def test_federated_checkpoint_of_other_settings_is_ignored(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("method", ["mf", "ncf"])
 def test_centralised_upper_bounds_resume_exactly(method, tmp_path, monkeypatch, one_torch_thread):
-    from recrepro.models.fedrap import make_variant
+    from recrepro.papers.fedrap.variants import make_variant
 
     train, touched = _fed_data()
     settings = {"method": method, "dim": 4, "epochs": 5, "batch_size": 16, "lr": 0.01}
@@ -370,7 +371,7 @@ def _run_files(out: Path) -> dict[str, bytes]:
 ])
 def test_fedrap_driver_resumes_to_the_same_record(fedrap_split, variant, settings, tmp_path, monkeypatch,
                                                   one_torch_thread):
-    from recrepro.papers import fedrap as driver
+    from recrepro.papers.fedrap import experiments as driver
 
     settings = {"dim": 4, "rounds": 5, "local_epochs": 2, **settings}
     kw = {"split_dir": fedrap_split, "variant": variant, "settings": settings, "seed": 0, "evaluation": FED_EVAL,
@@ -417,7 +418,7 @@ def prism_split(tmp_path_factory):
 def _prism_cli(split_dir: Path, out_dir: Path, checkpoint: Path | None, epochs: int) -> list[str]:
     tier = {"dim": 8, "lr": 0.01, "epochs": epochs, "patience": 10_000, "batch_size": {"directau": 64}}
     switches = {"nlmf_relu": True, "ssm_negatives": "paper", "negatives": "uniform", "strata_degrees": "train"}
-    cmd = [sys.executable, "-m", "recrepro.papers.prism", "train", "--split-dir", str(split_dir),
+    cmd = [sys.executable, "-m", "recrepro", "prism", "train", "--split-dir", str(split_dir),
            "--method", "mf_directau_wd1em6", "--seed", "0", "--out-dir", str(out_dir),
            "--tier-conf", json.dumps(tier), "--switches", json.dumps(switches),
            "--evaluation", json.dumps(PRISM_EVAL), "--meta", json.dumps({"tier": "smoke", "paper": "prism"})]

@@ -509,7 +509,7 @@ def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
     if paper == "baselines":
         methods = set(config["tiers"]["smoke"]["baselines"])
     elif paper == "exadmm":
-        from recrepro.papers.exadmm import smk_runs
+        from recrepro.papers.exadmm.experiments import smk_runs
 
         methods = {r.split("/")[-3] for r in smk_runs(config, "smoke")}
     elif paper == "prism":
@@ -522,7 +522,7 @@ def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
 
         methods = {r.split("/")[-3] for r in rule_runs(config, "smoke")}
     elif paper == "fedrap":
-        from recrepro.papers.fedrap import rule_runs
+        from recrepro.papers.fedrap.experiments import rule_runs
 
         methods = {r.split("/")[-3] for r in rule_runs(config, "smoke")}
     else:

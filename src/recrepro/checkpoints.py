@@ -1,7 +1,7 @@
 """Atomic, settings-keyed training checkpoints: a killed run resumes bit for bit.
 
 Long paper-tier jobs are killed by the batch system after a few hours.  The trainers
-(:func:`recrepro.papers.prism.trainer.train`, :meth:`recrepro.models.federated.FederatedRecommender.fit`,
+(:func:`recrepro.papers.prism.trainer.train`, :meth:`recrepro.models.federated.simulation.FederatedSimulation.fit`,
 the centralised MF/NCF upper bounds, :meth:`recrepro.models.mf_bpr.MFBPR.fit` and λOpt) take
 an optional ``checkpoint`` path; after every epoch / round they write *everything* that
 carries over to the next one (parameters, optimiser moments, random generator states,

@@ -1,36 +1,49 @@
-"""``recrepro``: the command-line entry points the Snakemake rules call.
+"""``recrepro``: the command line of the pipeline; every Snakemake rule's shell line calls it.
 
-Usable outside Snakemake too::
+``recrepro data|baseline|scorecard|records|figure-baselines ...`` work on data and on any paper's
+records; ``recrepro report ...`` writes the report's HTML pages and the records' documents;
+``recrepro <paper> <verb> ...`` runs one paper's experiments, figures and tables (the verbs are
+registered by ``recrepro.papers.<paper>.cli``, over the paper's API functions). ``recrepro --help``
+lists the commands and papers, ``recrepro <paper> --help`` a paper's verbs. Usable outside Snakemake
+too::
 
     recrepro data fetch gowalla --raw-dir data/raw/gowalla --mirror ../shared/datasets
     recrepro data describe gowalla
     recrepro data preprocess gowalla --protocol prism --config config.yaml
     recrepro data split --processed-dir data/processed/gowalla/prism --split random_ratio --seed 123 \\
         --out-dir data/splits/gowalla/prism/random_ratio/seed123
+    recrepro prism figure-theory --tier smoke --out-pdf fig7.pdf --out-png fig7.png
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from recrepro.devices import add_device_argument
+from recrepro.cliargs import add_run_arguments, json_arg, set_torch_threads
 from recrepro.entrypoints import KNOWN_ERRORS, TRACEBACK_ENV, report_error
 
 log = logging.getLogger("recrepro")
 
-
-def _json_arg(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+#: ``recrepro <paper> <verb>``: each paper's one-line description and the module whose
+#: ``register(verbs)`` adds its verbs. A paper's module is imported only when its verbs are needed,
+#: so ``recrepro data ...`` does not import the papers' code (nor torch).
+PAPERS: dict[str, tuple[str, str]] = {
+    "exadmm": ("Togashi et al. 2024, fair exposure control for iALS (exADMM)", "recrepro.papers.exadmm.cli"),
+    "prism": ("Loveland et al. 2025, weight decay encodes popularity (PRISM init)", "recrepro.papers.prism.cli"),
+    "lambdaopt": ("Chen et al. 2019, λOpt: learning fine-grained regularisation", "recrepro.papers.lambdaopt.cli"),
+    "fedrap": ("Li et al. 2024, federated recommendation with additive personalisation (FedRAP)",
+               "recrepro.papers.fedrap.cli"),
+    "lrs": ("Pal et al. 2023, low-rank + sparse personalisation (AMHT-LRS)", "recrepro.papers.lrs.cli"),
+}
 
 
 def _load_config(path: str | None) -> dict[str, Any]:
@@ -215,18 +228,55 @@ def cmd_figure_baselines(args: argparse.Namespace) -> None:
     figure_baselines([Path(p) for p in args.runs], Path(args.out_pdf), Path(args.out_png), tier=args.tier)
 
 
+# ----------------------------------------------------------------------------- report
+def cmd_report_scorecard_html(args: argparse.Namespace) -> None:
+    from recrepro.report import scorecard_html
+
+    scorecard_html(args.md, args.csv, args.out)
+
+
+def cmd_report_table_html(args: argparse.Namespace) -> None:
+    from recrepro.report import table_html
+
+    table_html(args.md, args.out)
+
+
+def cmd_report_reference(args: argparse.Namespace) -> None:
+    from recrepro.reference import reference_readme
+
+    reference_readme(args.results, args.out, deviations_href=args.deviations_href)
+
+
+def cmd_report_compute(args: argparse.Namespace) -> None:
+    from recrepro.compute import compute_markdown, compute_table
+    from recrepro.io import read_json, write_text
+
+    text = args.expected_runs
+    runs = json.loads(text if text.lstrip().startswith("[") else Path(text).read_text())
+    availability = (read_json(args.availability)["datasets"]
+                    if args.availability and Path(args.availability).is_file() else {})
+    write_text(args.out, compute_markdown(compute_table(runs), availability))
+
+
 # ----------------------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="recrepro", description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The ``recrepro`` parser, with the verbs of ``papers`` (default: of every paper).
+
+    :func:`main` asks only for the paper its arguments name, so that a command imports no other
+    paper's code.
+    """
+    parser = argparse.ArgumentParser(prog="recrepro", description=__doc__.splitlines()[0],
+                                     epilog="`recrepro <command> --help` lists a command's options, "
+                                            "`recrepro <paper> --help` a paper's verbs.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and the traceback of an error")
+    sub = parser.add_subparsers(title="commands", dest="command", required=True, metavar="<command>")
 
     data = sub.add_parser("data", help="fetch, describe, preprocess and split datasets")
     dsub = data.add_subparsers(dest="data_command", required=True)
 
     p = dsub.add_parser("synth", help="generate the embedded synthetic dataset")
     p.add_argument("--raw-dir", default="data/raw/synthetic")
-    p.add_argument("--spec", type=_json_arg, default={}, help="SyntheticSpec fields as JSON")
+    p.add_argument("--spec", type=json_arg, default={}, help="SyntheticSpec fields as JSON")
     p.set_defaults(func=cmd_data_synth)
 
     p = dsub.add_parser("fetch", help="fetch a dataset from the mirror or its canonical URLs, verified")
@@ -252,8 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset")
     p.add_argument("--protocol", required=True)
     p.add_argument("--config", default=None, help="config file (default config.yaml)")
-    p.add_argument("--protocols", type=_json_arg, default=None, help="protocols section as JSON (overrides --config)")
-    p.add_argument("--switches", type=_json_arg, default=None)
+    p.add_argument("--protocols", type=json_arg, default=None, help="protocols section as JSON (overrides --config)")
+    p.add_argument("--switches", type=json_arg, default=None)
     p.add_argument("--data-root", default="data")
     p.add_argument("--raw-dir", default=None)
     p.add_argument("--out-dir", default=None)
@@ -263,20 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--processed-dir", required=True)
     p.add_argument("--split", required=True)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--params", type=_json_arg, default={})
+    p.add_argument("--params", type=json_arg, default={})
     p.add_argument("--out-dir", required=True)
     p.set_defaults(func=cmd_data_split)
 
     p = sub.add_parser("baseline", help="fit and evaluate a reference baseline on a split")
-    p.add_argument("--split-dir", required=True)
+    add_run_arguments(p, seed_required=False)
     p.add_argument("--method", required=True, choices=["mostpop", "random"])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--evaluation", type=_json_arg, required=True, help="the split's evaluation section as JSON")
-    p.add_argument("--meta", type=_json_arg, default={})
-    add_device_argument(p)
-    p.add_argument("--batch-size", type=int, default=2048)
-    p.add_argument("--benchmark-file", default=None)
     p.set_defaults(func=cmd_baseline)
 
     p = sub.add_parser("scorecard", help="compare runs with the published numbers (or --summary over papers)")
@@ -309,14 +352,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-png", required=True)
     p.add_argument("runs", nargs="+")
     p.set_defaults(func=cmd_figure_baselines)
+
+    _add_report(sub)
+
+    for name, (description, module) in PAPERS.items():
+        p = sub.add_parser(name, help=description, description=description)
+        verbs = p.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
+        if papers is None or name in papers:
+            importlib.import_module(module).register(verbs)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    report = sub.add_parser("report", help="the report's HTML pages and the records' documents")
+    verbs = report.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
+
+    p = verbs.add_parser("scorecard-html", help="render a scorecard.md (+ its .csv verdicts) as one HTML page")
+    p.add_argument("--md", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_report_scorecard_html)
+
+    p = verbs.add_parser("table-html", help="render a Markdown table as one HTML page")
+    p.add_argument("--md", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_report_table_html)
+
+    p = verbs.add_parser("reference", help="the reference reproduction's front page, results/<tier>/README.md")
+    p.add_argument("--results", required=True, help="results/<tier>")
+    p.add_argument("--out", required=True)
+    p.add_argument("--deviations-href", default="../../docs/deviations.md")
+    p.set_defaults(func=cmd_report_reference)
+
+    p = verbs.add_parser("compute", help="docs/compute.md: what the tier's jobs cost and what remains")
+    p.add_argument("--expected-runs", required=True,
+                   help="the tier's run-record paths: a JSON list, or a file holding one")
+    p.add_argument("--availability", default=None, help="results/<tier>/datasets.json")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_report_compute)
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (``recrepro -v prism ...``)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(papers=[_command(argv)]).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # one line per font subset otherwise
     try:
+        set_torch_threads(getattr(args, "threads", None))
         args.func(args)
     except KNOWN_ERRORS as exc:
         # Known failure modes (checksum, format, missing data, non-finite training) are

@@ -7,20 +7,18 @@ that have no record yet are priced at the mean of the same group (else of the sa
 dataset), and marked "no data here" when the mirror lacked their dataset
 (``results/<tier>/datasets.json``).
 
-    python -m recrepro.compute --results results/paper --expected-runs runs.json --out docs/compute.md
+    recrepro report compute --expected-runs runs.json --availability results/paper/datasets.json --out docs/compute.md
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from recrepro.io import read_json, write_text
+from recrepro.io import read_json
 from recrepro.records import PROVENANCE_FILE
 
 __all__ = ["compute_table", "compute_markdown"]
@@ -188,20 +186,3 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> st
     lines += [f"Recorded: {len(done)} of {len(frame)} paper-tier jobs, "
               f"{_hours(float(done['cpu_hours'].astype(float).sum()))} CPU-hours.", ""]
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recrepro.compute", description=__doc__.splitlines()[0])
-    parser.add_argument("--expected-runs", required=True, help="JSON list of the tier's run-record paths")
-    parser.add_argument("--availability", default=None, help="results/<tier>/datasets.json")
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    text = args.expected_runs
-    runs = json.loads(text if text.lstrip().startswith("[") else Path(text).read_text())
-    availability = read_json(args.availability)["datasets"] if args.availability and Path(args.availability).is_file() else {}
-    write_text(args.out, compute_markdown(compute_table(runs), availability))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

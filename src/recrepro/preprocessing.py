@@ -105,17 +105,12 @@ def _apply_filters(frame: pd.DataFrame, recipe: ProtocolRecipe) -> pd.DataFrame:
     if mode == "simultaneous":
         mask = keep_frequent("item", recipe.item_min, frame) & keep_frequent("user", recipe.user_min, frame)
         return frame[mask]
-    if mode == "items_then_users":
-        if recipe.item_min > 0:
-            frame = frame[keep_frequent("item", recipe.item_min, frame)]
-        if recipe.user_min > 0:
-            frame = frame[keep_frequent("user", recipe.user_min, frame)]
-        return frame
-    if mode == "users_then_items":
-        if recipe.user_min > 0:
-            frame = frame[keep_frequent("user", recipe.user_min, frame)]
-        if recipe.item_min > 0:
-            frame = frame[keep_frequent("item", recipe.item_min, frame)]
+    in_turn = {"items_then_users": (("item", recipe.item_min), ("user", recipe.user_min)),
+               "users_then_items": (("user", recipe.user_min), ("item", recipe.item_min))}
+    if mode in in_turn:  # one pass per column, each on what the previous one kept
+        for col, minimum in in_turn[mode]:
+            if minimum > 0:
+                frame = frame[keep_frequent(col, minimum, frame)]
         return frame
     raise ValueError(f"unknown filter mode {mode!r}")
 

@@ -6,12 +6,11 @@ published-vs-ours table of its ``scorecard.csv`` (each deviation linked to
 scorecards, which come from the run records: nothing is typed in by hand, so the page is
 redrawn with the figures (``from_records=true``) and changes only when a record does.
 
-    python -m recrepro.reference --results results/paper --out results/paper/README.md
+    recrepro report reference --results results/paper --out results/paper/README.md
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -173,17 +172,3 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
     text = "\n".join(lines).rstrip("\n") + "\n"
     write_text(out, text)
     return text
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recrepro.reference", description=__doc__.splitlines()[0])
-    parser.add_argument("--results", required=True, help="results/<tier>")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--deviations-href", default="../../docs/deviations.md")
-    args = parser.parse_args(argv)
-    reference_readme(args.results, args.out, deviations_href=args.deviations_href)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,13 +5,12 @@ Snakemake's report shows HTML inline but offers Markdown only as a download, so 
 headings, paragraphs, pipe tables, bold, code spans, links), headed by the verdict counts from
 ``scorecard.csv``.
 
-    python -m recrepro.report scorecard-html --md scorecard.md --csv scorecard.csv --out scorecard.html
-    python -m recrepro.report table-html --md tables/results.md --out tables/results.html
+    recrepro report scorecard-html --md scorecard.md --csv scorecard.csv --out scorecard.html
+    recrepro report table-html --md tables/results.md --out tables/results.html
 """
 
 from __future__ import annotations
 
-import argparse
 import html
 import re
 from collections import Counter
@@ -144,25 +143,3 @@ def table_html(md_path: str | Path, out_path: str | Path) -> None:
             f"</title><style>{_STYLE}</style></head><body>\n{body}\n</body></html>\n")
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(page)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recrepro.report", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("scorecard-html", help="render a scorecard.md (+ its .csv verdicts) as one HTML page")
-    p.add_argument("--md", required=True)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--out", required=True)
-    t = sub.add_parser("table-html", help="render a Markdown table as one HTML page")
-    t.add_argument("--md", required=True)
-    t.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    if args.cmd == "scorecard-html":
-        scorecard_html(args.md, args.csv, args.out)
-    else:
-        table_html(args.md, args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -79,6 +79,35 @@ def evaluate_on_split(model: Recommender | Any, split: SplitData, evaluation: Ma
                                  batch_size=batch_size, device=device, item_degree=item_degree, **kwargs)
 
 
+def write_split_record(out_dir: str | Path, split: SplitData, result: Any, *, meta: Mapping[str, Any],
+                       config_slice: Mapping[str, Any], seed: int, device: str, started_at: float,
+                       benchmark_file: str | None = None, overall: Mapping[str, float] | None = None,
+                       counts: Mapping[str, int] | None = None) -> dict[str, Path]:
+    """Write the run record of ``result``, a model's evaluation on ``split`` (:func:`evaluate_on_split`).
+
+    The record holds the result's metrics and strata, the per-user rows of its metric columns,
+    its counts, the split's identity (:meth:`SplitData.describe`, under ``meta``) and manifest,
+    and the wall time since ``started_at`` (a ``time.time()`` value).  ``overall`` and
+    ``counts`` replace the result's own where the run adds to them.
+    """
+    overall = result.overall if overall is None else overall
+    return write_run_record(
+        out_dir,
+        overall=overall,
+        strata=getattr(result, "strata", {}) or {},
+        per_user=result.per_user[["user", *[c for c in overall if c in result.per_user.columns]]],
+        counts=result.counts if counts is None else counts,
+        meta={**split.describe(), **meta},
+        config_slice=config_slice,
+        split_manifest=split.dir / "manifest.json",
+        seed=seed,
+        device=device,
+        started_at=started_at,
+        wall_seconds=time.time() - started_at,
+        benchmark_file=benchmark_file,
+    )
+
+
 def make_baseline(method: str, seed: int) -> Recommender:
     from recrepro.models.baselines import MostPopular, RandomRecommender
 
@@ -97,18 +126,7 @@ def run_baseline(*, split_dir: Path, method: str, seed: int, out_dir: Path, eval
     split = SplitData(split_dir)
     model = make_baseline(method, seed).fit(split.csr(evaluation["fit"]))
     result = evaluate_on_split(model, split, evaluation, device=device, batch_size=batch_size)
-    return write_run_record(
-        out_dir,
-        overall=result.overall,
-        strata=getattr(result, "strata", {}) or {},
-        per_user=result.per_user[["user", *[c for c in result.overall if c in result.per_user.columns]]],
-        counts=result.counts,
-        meta={**split.describe(), "method": method, "tier": "custom", **meta},
+    return write_split_record(
+        out_dir, split, result, meta={"method": method, "tier": "custom", **meta},
         config_slice={"method": method, "evaluation": dict(evaluation), "batch_size": batch_size},
-        split_manifest=split.dir / "manifest.json",
-        seed=seed,
-        device=device,
-        started_at=started,
-        wall_seconds=time.time() - started,
-        benchmark_file=benchmark_file,
-    )
+        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)

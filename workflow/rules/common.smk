@@ -54,21 +54,19 @@ def _python():
 
 
 def _job_shell_prefix():
-    """Strict bash, then the two commands every rule's shell line starts with.
+    """Strict bash, then the command every rule's shell line calls: ``recrepro``.
 
-    ``recrepro ...`` runs ``python -m recrepro ...`` and ``recrepro_module <module> ...`` runs
-    ``python -m <module> ...``, both with this checkout's package first on the path (whether or
-    not it is pip-installed) and the interpreter of :func:`_python`. They live in the shell
-    prefix, not in the rules' params, because ``snakemake --report`` shows every job's params
-    and the report must not carry the user's interpreter and paths (issue 26). The prefix is
-    built again wherever the Snakefile is parsed (a SLURM node parses it for its job) and,
-    under ``--sdm conda``, runs after the environment is activated.
+    ``recrepro ...`` (``recrepro data ...``, ``recrepro <paper> <verb> ...``, ``recrepro report
+    ...``) runs the package's command line (``recrepro.cli``) with this checkout's package first
+    on the path (whether or not it is pip-installed) and the interpreter of :func:`_python`. It
+    lives in the shell prefix, not in the rules' params, because ``snakemake --report`` shows
+    every job's params and the report must not carry the user's interpreter and paths (issue
+    26). The prefix is built again wherever the Snakefile is parsed (a SLURM node parses it for
+    its job) and, under ``--sdm conda``, runs after the environment is activated.
     """
     path = f"PYTHONPATH={shlex.quote(SRC)}${{PYTHONPATH:+:$PYTHONPATH}}"
     prefix = (
-        "set -euo pipefail; "
-        f'recrepro() {{ {path} {_python()} -m recrepro "$@"; }}; '
-        f'recrepro_module() {{ {path} {_python()} -m "$@"; }}; '
+        f'set -euo pipefail; recrepro() {{ {path} {_python()} -m recrepro "$@"; }}; '
     )
     # shell.prefix() formats its text like a shell command: braces must be doubled
     return prefix.replace("{", "{{").replace("}", "}}")

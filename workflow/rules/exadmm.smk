@@ -2,7 +2,7 @@
 # iALS, exADMM and FairRec operating points on strong-generalisation splits; figure 1
 # (accuracy-fairness trade-off), 2 (scalability), 3 (convergence), table 4, scorecard.
 
-import recrepro.papers.exadmm as exadmm_wf  # noqa: E402  (helpers that read the config)
+import recrepro.papers.exadmm.experiments as exadmm_wf  # noqa: E402  (helpers that read the config)
 
 EXADMM = config.get("exadmm", {})
 
@@ -43,7 +43,7 @@ rule exadmm_tradeoff:
     params:
         ks=as_json(EXADMM.get("figure_ks", [20, 100])),
     shell:
-        "recrepro_module recrepro.papers.exadmm tradeoff --tier {wildcards.tier:q} "
+        "recrepro exadmm tradeoff --tier {wildcards.tier:q} "
         "--ks {params.ks:q} --out-pdf {output.pdf:q} --out-png {output.png:q} "
         "{input.runs:q} > {log:q} 2>&1"
 
@@ -72,7 +72,7 @@ rule exadmm_convergence:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.papers.exadmm convergence --tier {wildcards.tier:q} "
+        "recrepro exadmm convergence --tier {wildcards.tier:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.histories:q} > {log:q} 2>&1"
 
 
@@ -97,7 +97,7 @@ rule exadmm_table:
         select=EXADMM.get("select", "ndcg@20"),
         ks=as_json(EXADMM.get("figure_ks", [20, 100])),
     shell:
-        "recrepro_module recrepro.papers.exadmm table --tier {wildcards.tier:q} "
+        "recrepro exadmm table --tier {wildcards.tier:q} "
         "--select {params.select:q} --ks {params.ks:q} --out-md {output.md:q} "
         "--out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 

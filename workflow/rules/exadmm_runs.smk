@@ -47,7 +47,7 @@ rule exadmm_train:
         out=lambda wc, output: str(Path(output.metrics).parent),
         bench="logs/benchmarks/exadmm/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.exadmm train "
+        "OMP_NUM_THREADS={threads:q} recrepro exadmm train "
         "--split-dir {params.split_dir:q} --method {wildcards.method:q} --point {params.point:q} "
         "--seed {wildcards.seed:q} --out-dir {params.out:q} --ks {params.ks:q} "
         "--metrics {params.metrics:q} --meta {params.meta:q} --device {params.device:q} "
@@ -84,7 +84,7 @@ rule exadmm_scalability:
         device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.exadmm scalability "
+        "OMP_NUM_THREADS={threads:q} recrepro exadmm scalability "
         "--tier {wildcards.tier:q} --split-dir {params.split_dir:q} --entry {params.entry:q} "
         "--settings {params.settings:q} --device {params.device:q} --out-json {output.json:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"

@@ -4,7 +4,7 @@
 # results table, learning curves / sparsity / communication figure, ablation + DP figure,
 # PCA of C vs D⁽ⁱ⁾ and scorecard under results/<tier>/fedrap/.
 
-from recrepro.papers.fedrap import (
+from recrepro.papers.fedrap.experiments import (
     rule_embedding_run as fedrap_embedding_run,
     rule_runs as fedrap_runs,
     rule_settings as fedrap_settings,
@@ -42,7 +42,7 @@ rule fedrap_table:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.papers.fedrap table --tier {wildcards.tier:q} "
+        "recrepro fedrap table --tier {wildcards.tier:q} "
         "--stats {input.stats:q} --out-md {output.md:q} --out-csv {output.csv:q} "
         "{input.runs:q} > {log:q} 2>&1"
 
@@ -71,7 +71,7 @@ rule fedrap_figure:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.papers.fedrap figure --tier {wildcards.tier:q} "
+        "recrepro fedrap figure --tier {wildcards.tier:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.runs:q} > {log:q} 2>&1"
 
 
@@ -99,7 +99,7 @@ rule fedrap_ablation_figure:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.papers.fedrap figure --kind ablation --tier {wildcards.tier:q} "
+        "recrepro fedrap figure --kind ablation --tier {wildcards.tier:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.runs:q} > {log:q} 2>&1"
 
 
@@ -129,7 +129,7 @@ rule fedrap_embeddings_figure:
     params:
         dataset=lambda wc: fedrap_embedding_run(config, wc.tier)[0],
     shell:
-        "recrepro_module recrepro.papers.fedrap embeddings --tier {wildcards.tier:q} "
+        "recrepro fedrap embeddings --tier {wildcards.tier:q} "
         "--dataset {params.dataset:q} --projection {input.projection:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"
 

@@ -41,7 +41,7 @@ rule fedrap_train:
         bench="logs/benchmarks/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/fedrap/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.fedrap run "
+        "OMP_NUM_THREADS={threads:q} recrepro fedrap run "
         "--split-dir {params.split_dir:q} --variant {wildcards.method:q} "
         "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
@@ -70,5 +70,5 @@ rule fedrap_stats:
     params:
         dirs=lambda wc, input: [str(Path(m).parent) for m in input.manifests],
     shell:
-        "recrepro_module recrepro.papers.fedrap stats --out-csv {output.csv:q} {params.dirs:q} "
+        "recrepro fedrap stats --out-csv {output.csv:q} {params.dirs:q} "
         "> {log:q} 2>&1"

@@ -42,7 +42,7 @@ rule lambdaopt_table:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.papers.lambdaopt table --tier {wildcards.tier:q} "
+        "recrepro lambdaopt table --tier {wildcards.tier:q} "
         "--out-md {output.md:q} --out-csv {output.csv:q} --out-tests {output.tests:q} "
         "{input.runs:q} > {log:q} 2>&1"
 
@@ -73,7 +73,7 @@ rule lambdaopt_figure_trajectory:
     params:
         run=lambda wc, input: str(Path(input.trajectory).parent),
     shell:
-        "recrepro_module recrepro.papers.lambdaopt figure-trajectory --tier {wildcards.tier:q} "
+        "recrepro lambdaopt figure-trajectory --tier {wildcards.tier:q} "
         "--dataset {wildcards.dataset:q} --run {params.run:q} --out-pdf {output.pdf:q} "
         "--out-png {output.png:q} > {log:q} 2>&1"
 
@@ -109,7 +109,7 @@ rule lambdaopt_figure_sensitivity:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.papers.lambdaopt figure-sensitivity --tier {wildcards.tier:q} "
+        "recrepro lambdaopt figure-sensitivity --tier {wildcards.tier:q} "
         "--dataset {wildcards.dataset:q} --table {input.table:q} --out-pdf {output.pdf:q} "
         "--out-png {output.png:q} > {log:q} 2>&1"
 
@@ -147,7 +147,7 @@ rule lambdaopt_figure_groups:
         run_a=lambda wc, input: str(Path(input.a).parent),
         run_b=lambda wc, input: str(Path(input.b).parent),
     shell:
-        "recrepro_module recrepro.papers.lambdaopt figure-groups --tier {wildcards.tier:q} "
+        "recrepro lambdaopt figure-groups --tier {wildcards.tier:q} "
         "--dataset {wildcards.dataset:q} --run-a {params.run_a:q} --run-b {params.run_b:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} --out-csv {output.csv:q} "
         "> {log:q} 2>&1"

@@ -38,7 +38,7 @@ rule lambdaopt_train:
         bench="logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/lambdaopt/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lambdaopt run "
+        "OMP_NUM_THREADS={threads:q} recrepro lambdaopt run "
         "--split-dir {params.split_dir:q} --variant {wildcards.method:q} "
         "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
@@ -75,7 +75,7 @@ rule lambdaopt_sensitivity:
         device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lambdaopt sensitivity "
+        "OMP_NUM_THREADS={threads:q} recrepro lambdaopt sensitivity "
         "--split-dir {params.split_dir:q} --settings {params.settings:q} "
         "--lambdas {params.lambdas:q} --epochs {params.epochs:q} --seed {params.seed:q} "
         "--evaluation {params.evaluation:q} --device {params.device:q} --threads {threads:q} "

@@ -75,7 +75,7 @@ rule lrs_figures:
         rows=lambda wc, input: [f"{k}={v}" for k, v in input.items() if k != "redraw"],
         out_dir="results/{tier}/lrs/figures",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs figures "
+        "OMP_NUM_THREADS={threads:q} recrepro lrs figures "
         "--tier {wildcards.tier:q} --out-dir {params.out_dir:q} {params.rows:q} > {log:q} 2>&1"
 
 

@@ -24,7 +24,7 @@ rule lrs_sweep:
         ),
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs sweep "
+        "OMP_NUM_THREADS={threads:q} recrepro lrs sweep "
         "--experiment {wildcards.experiment:q} --seeds {params.seeds:q} "
         "--settings {params.settings:q} --device {params.device:q} --threads {threads:q} "
         "--out {output.rows:q} > {log:q} 2>&1"
@@ -52,7 +52,7 @@ rule lrs_acceptance:
         device=config["device"],
         run_root="results/{tier}/lrs/runs",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs acceptance "
+        "OMP_NUM_THREADS={threads:q} recrepro lrs acceptance "
         "--seed {wildcards.seed:q} --settings {params.settings:q} --tier {wildcards.tier:q} "
         "--device {params.device:q} --threads {threads:q} --run-root {params.run_root:q} "
         "--done {output.done:q} > {log:q} 2>&1"
@@ -88,7 +88,7 @@ rule lrs_ml100k:
         ),
         raw_dir=lambda wc, input: str(Path(input.fetched).parent),
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.lrs ml100k "
+        "OMP_NUM_THREADS={threads:q} recrepro lrs ml100k "
         "--raw-dir {params.raw_dir:q} --seeds {params.seeds:q} --settings {params.settings:q} "
         "--tier {wildcards.tier:q} --threads {threads:q} --out {output.rows:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"

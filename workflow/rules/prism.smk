@@ -50,7 +50,7 @@ rule prism_figure_wd:
             for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
         ),
     shell:
-        "recrepro_module recrepro.papers.prism figure-wd --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
+        "recrepro prism figure-wd --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
         "--backbone {params.backbone:q} --losses {params.losses:q} --weight-decays {params.wds:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} --runs {input.runs:q} > {log:q} 2>&1"
 
@@ -81,7 +81,7 @@ rule prism_figure_magnitudes:
     params:
         titles=lambda wc: prism_wf.fig2_titles_arg(config, wc.tier, wc.dataset),
     shell:
-        "recrepro_module recrepro.papers.prism figure-magnitudes --tier {wildcards.tier:q} "
+        "recrepro prism figure-magnitudes --tier {wildcards.tier:q} "
         "--dataset {wildcards.dataset:q} --titles {params.titles:q} --out-pdf {output.pdf:q} "
         "--out-png {output.png:q} --runs {input.runs:q} > {log:q} 2>&1"
 
@@ -118,7 +118,7 @@ rule prism_figure:
             prism_wf.figure_spec(config, wc.tier, wc.dataset, wc.fig)[0]
         ),
     shell:
-        "recrepro_module recrepro.papers.prism figure --spec {params.spec:q} --tier {wildcards.tier:q} "
+        "recrepro prism figure --spec {params.spec:q} --tier {wildcards.tier:q} "
         "--dataset {wildcards.dataset:q} --out-pdf {output.pdf:q} --out-png {output.png:q} "
         "--runs {input.runs:q} > {log:q} 2>&1"
 
@@ -150,7 +150,7 @@ rule prism_figure_theory:
     params:
         args=lambda wc: prism_wf.theory_args(config, wc.tier),
     shell:
-        "recrepro_module recrepro.papers.prism figure-theory --tier {wildcards.tier:q} {params.args:q} "
+        "recrepro prism figure-theory --tier {wildcards.tier:q} {params.args:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"
 
 
@@ -180,7 +180,7 @@ checkpoint prism_select_wd:
             for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
         ),
     shell:
-        "recrepro_module recrepro.papers.prism select-wd --backbones {params.backbones:q} "
+        "recrepro prism select-wd --backbones {params.backbones:q} "
         "--losses {params.losses:q} --weight-decays {params.wds:q} --out {output:q} "
         "--runs {input.runs:q} > {log:q} 2>&1"
 
@@ -218,7 +218,7 @@ rule prism_table:
             for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
         ),
     shell:
-        "recrepro_module recrepro.papers.prism table --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
+        "recrepro prism table --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
         "--backbones {params.backbones:q} --losses {params.losses:q} --alpha {params.alpha:q} "
         "--weight-decays {params.wds:q} --out-md {output.md:q} --out-csv {output.csv:q} "
         "--tuned-root {output.tuned:q} --selection {input.selection:q} --runs {input.runs:q} > {log:q} 2>&1"

@@ -42,7 +42,7 @@ rule prism_train:
         bench="logs/benchmarks/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/prism/{wc.dataset}/{wc.protocol}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro_module recrepro.papers.prism train "
+        "OMP_NUM_THREADS={threads:q} recrepro prism train "
         "--split-dir {params.split_dir:q} --method {wildcards.method:q} --seed {wildcards.seed:q} "
         "--out-dir {params.out:q} --tier-conf {params.tier_conf:q} --switches {params.switches:q} "
         "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "

@@ -52,7 +52,7 @@ rule scorecard_html:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.report scorecard-html --md {input.md:q} --csv {input.csv:q} "
+        "recrepro report scorecard-html --md {input.md:q} --csv {input.csv:q} "
         "--out {output.html:q} > {log:q} 2>&1"
 
 
@@ -80,7 +80,7 @@ rule table_html:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro_module recrepro.report table-html --md {input.md:q} --out {output.html:q} "
+        "recrepro report table-html --md {input.md:q} --out {output.html:q} "
         "> {log:q} 2>&1"
 
 
@@ -132,7 +132,7 @@ rule reference_readme:
     params:
         results=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "recrepro_module recrepro.reference --results {params.results:q} --out {output:q} "
+        "recrepro report reference --results {params.results:q} --out {output:q} "
         "> {log:q} 2>&1"
 
 
@@ -156,7 +156,7 @@ rule compute_doc:
     params:
         expected=as_json(tier_run_records("paper")),
     shell:
-        "recrepro_module recrepro.compute --expected-runs {params.expected:q} "
+        "recrepro report compute --expected-runs {params.expected:q} "
         "--availability {input.availability:q} --out {output:q} > {log:q} 2>&1"
 
 

@@ -14,8 +14,9 @@ import shutil
 import stat
 import tarfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from recrepro.datasets.errors import UnsafeArchiveError
 
@@ -117,15 +118,25 @@ def _check_inside(archive: Path, name: str, root: str, real_path: str) -> None:
         raise UnsafeArchiveError(f"{archive}: member {name!r} would be written outside the target folder ({real_path})")
 
 
+def _select_members(archive: Path, members: list[Any], wanted: list[str] | None,
+                    name: Callable[[Any], str]) -> list[Any]:
+    """The ``wanted`` members of ``archive`` in that order (all of ``members`` for ``None``).
+
+    ``name(member)`` is a member's name in the archive.  Raises ``KeyError`` naming the
+    wanted members the archive lacks.
+    """
+    if wanted is None:
+        return members
+    by_name = {name(member): member for member in members}
+    missing = [n for n in wanted if n not in by_name]
+    if missing:
+        raise KeyError(f"{archive}: no member(s) {missing}")
+    return [by_name[n] for n in wanted]
+
+
 def _extract_zip(archive: Path, dest: Path, wanted: list[str] | None) -> dict[str, Path]:
     with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        if wanted is not None:
-            by_name = {info.filename: info for info in infos}
-            missing = [n for n in wanted if n not in by_name]
-            if missing:
-                raise KeyError(f"{archive}: no member(s) {missing}")
-            infos = [by_name[n] for n in wanted]
+        infos = _select_members(archive, zf.infolist(), wanted, lambda info: info.filename)
         plan: list[tuple[zipfile.ZipInfo, str, str | None]] = []
         for info in infos:
             rel = _check_member_path(archive, info.filename)
@@ -163,13 +174,7 @@ def _extract_zip(archive: Path, dest: Path, wanted: list[str] | None) -> dict[st
 
 def _extract_tar(archive: Path, dest: Path, wanted: list[str] | None) -> dict[str, Path]:
     with tarfile.open(archive) as tf:
-        tar_members = tf.getmembers()
-        if wanted is not None:
-            by_name = {m.name: m for m in tar_members}
-            missing = [n for n in wanted if n not in by_name]
-            if missing:
-                raise KeyError(f"{archive}: no member(s) {missing}")
-            tar_members = [by_name[n] for n in wanted]
+        tar_members = _select_members(archive, tf.getmembers(), wanted, lambda member: member.name)
         for member in tar_members:
             rel = _check_member_path(archive, member.name)
             if member.issym():

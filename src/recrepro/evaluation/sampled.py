@@ -18,7 +18,7 @@ import torch
 from recrepro.evaluation import metrics as M
 from recrepro.evaluation.inputs import negatives_from_frame
 from recrepro.evaluation.results import SampledResult
-from recrepro.evaluation.scoring import _to_numpy
+from recrepro.evaluation.scoring import _to_numpy, embedding_pair
 
 __all__ = ["evaluate_sampled", "sampled_ranks"]
 
@@ -84,11 +84,7 @@ def _negative_table(negatives: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _candidate_scores(score_source: Any, users: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """float32 ``[b, c]`` scores of ``candidates[b, c]`` for ``users[b]``."""
-    embeddings = None
-    if isinstance(score_source, (tuple, list)) and len(score_source) == 2:
-        embeddings = score_source
-    elif getattr(score_source, "user_factors", None) is not None and getattr(score_source, "item_factors", None) is not None:
-        embeddings = (score_source.user_factors, score_source.item_factors)
+    embeddings = embedding_pair(score_source)
     if embeddings is not None:
         # float64 accumulation rounded to float32, as in full ranking (see scoring.py).
         user_emb = _to_numpy(embeddings[0])[users].astype(np.float64)

@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import torch
 
-__all__ = ["ScoreSource", "resolve_score_source", "resolve_backend"]
+__all__ = ["ScoreSource", "embedding_pair", "resolve_score_source", "resolve_backend"]
 
 Backend = Literal["numpy", "torch"]
 
@@ -204,6 +204,19 @@ class _CallableSource:
         return torch.tensor(np.asarray(raw), device=self.device, dtype=torch.float32)
 
 
+def embedding_pair(score_source: Any) -> tuple[Any, Any] | None:
+    """``(user_emb, item_emb)`` when ``score_source`` scores by a dot product, else ``None``.
+
+    That is a pair ``(user_emb, item_emb)`` itself, or an object whose ``user_factors`` and
+    ``item_factors`` are both not ``None`` (a dot-product :class:`recrepro.models.base.Recommender`).
+    """
+    if isinstance(score_source, (tuple, list)) and len(score_source) == 2:
+        return score_source
+    if getattr(score_source, "user_factors", None) is not None and getattr(score_source, "item_factors", None) is not None:
+        return (score_source.user_factors, score_source.item_factors)
+    return None
+
+
 def resolve_score_source(score_source: Any, n_items: int, *, backend: Backend, device: str | torch.device,
                          max_batch: int) -> ScoreSource:
     """Build a :class:`ScoreSource` from what the caller passed.
@@ -217,11 +230,7 @@ def resolve_score_source(score_source: Any, n_items: int, *, backend: Backend, d
     4. a callable ``score_batch(user_ids: np.ndarray) -> [b, n_items]``.
     """
     device = torch.device(device)
-    embeddings = None
-    if isinstance(score_source, (tuple, list)) and len(score_source) == 2:
-        embeddings = score_source
-    elif getattr(score_source, "user_factors", None) is not None and getattr(score_source, "item_factors", None) is not None:
-        embeddings = (score_source.user_factors, score_source.item_factors)
+    embeddings = embedding_pair(score_source)
     if embeddings is not None:
         source: ScoreSource
         if backend == "numpy":

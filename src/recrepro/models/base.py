@@ -9,12 +9,46 @@ Python call per batch).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from typing import Any, Self
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Recommender", "NotFittedError"]
+__all__ = ["ModelConfig", "NotFittedError", "Recommender", "TorchFactorModel", "TrainedFactorModel"]
+
+
+class ModelConfig:
+    """Base of a model's hyper-parameter dataclass (``BPRConfig``, ``NeuMFConfig``, ...).
+
+    The dataclass has a field ``extra`` (a dict) for the settings that are none of its
+    fields; ``converters`` maps a field to how a settings value becomes its value (a YAML
+    list to a tuple).  :meth:`coerce` gives the model's constructor one way to accept a
+    config, a mapping or nothing.
+    """
+
+    converters: Mapping[str, Callable[[Any], Any]] = {}
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> Self:
+        """The config of a settings mapping (the config file's): its fields, the rest in ``extra``."""
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in settings.items() if k in names}
+        for name, convert in cls.converters.items():
+            if name in known:
+                known[name] = convert(known[name])
+        return cls(**known, extra={k: v for k, v in settings.items() if k not in names})
+
+    @classmethod
+    def coerce(cls, config: ModelConfig | Mapping[str, Any] | None) -> Self:
+        """``config`` as a ``cls``: the defaults for ``None``, an instance of ``cls`` unchanged, a
+        mapping through :meth:`from_mapping`."""
+        if config is None:
+            return cls()
+        if isinstance(config, cls):
+            return config
+        return cls.from_mapping(config)
 
 
 class NotFittedError(RuntimeError):
@@ -127,3 +161,22 @@ class TorchFactorModel(Recommender):
     @property
     def item_factors(self) -> np.ndarray | None:
         return None if self.V is None else self.V.cpu().numpy()
+
+
+class TrainedFactorModel(Recommender):
+    """A dot-product model trained by autograd on torch factors ``P [n_users, d]`` and ``Q [n_items, d]``.
+
+    Subclasses set ``self.P``, ``self.Q`` in :meth:`fit` (tensors that require grad) and
+    implement :meth:`score`; the factor properties (detached NumPy copies) are shared.
+    """
+
+    P: Any = None
+    Q: Any = None
+
+    @property
+    def user_factors(self) -> np.ndarray | None:
+        return None if self.P is None else self.P.detach().cpu().numpy()
+
+    @property
+    def item_factors(self) -> np.ndarray | None:
+        return None if self.Q is None else self.Q.detach().cpu().numpy()

@@ -19,6 +19,7 @@ the same value, a dense BLAS kernel.
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -97,6 +98,11 @@ class _UnitUniformity(torch.autograd.Function):
     and feeds both its rows and, transposed, its columns.  That halves the ``exp`` and the
     Gram products of a full ``E'``, keeps each panel cache-sized instead of a B×B matrix
     in memory, and leaves nothing but ``G`` for the backward (a scaling).
+
+    On CPU the panels are written into one reused workspace (:func:`_panel_workspace`)
+    rather than a fresh ``block × n`` tensor each: a panel of a 4,096-row batch is ~7 MB,
+    which the allocator maps and zero-fills anew on every allocation (≈ 5 % of a paper-tier
+    DirectAU step, docs/performance.md).  The same ``mm`` with ``out=`` gives the same bits.
     """
 
     block = 512  # rows per panel: measured fastest of 512/1024/2048 at B = 4096, d = 64 (docs/performance.md)
@@ -108,9 +114,15 @@ class _UnitUniformity(torch.autograd.Function):
         z_one = torch.cat([z, z.new_ones(n, 1)], dim=1)
         g = z.new_zeros(n, d + 1)
         block = _UnitUniformity.block
+        work = _panel_workspace(min(block, n) * n, z)
         for lo in range(0, n, block):
             hi = min(lo + block, n)
-            panel = torch.mm(scaled[lo:hi], z[lo:].T).exp_()  # rows lo:hi, columns lo:n
+            # rows lo:hi, columns lo:n
+            if work is None:
+                panel = torch.mm(scaled[lo:hi], z[lo:].T).exp_()
+            else:
+                out = work[: (hi - lo) * (n - lo)].view(hi - lo, n - lo)
+                panel = torch.mm(scaled[lo:hi], z[lo:].T, out=out).exp_()
             panel.diagonal(0).zero_()  # E'_aa = 0: distinct pairs only
             g[lo:hi].addmm_(panel, z_one[lo:])
             if hi < n:  # the mirrored lower-triangle part of the same entries
@@ -124,6 +136,26 @@ class _UnitUniformity(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor):
         g, total = ctx.saved_tensors
         return g * (grad_out * 4.0 * ctx.t / total), None
+
+
+_WORKSPACE = threading.local()
+
+
+def _panel_workspace(numel: int, like: torch.Tensor) -> torch.Tensor | None:
+    """A flat CPU buffer of at least ``numel`` elements of ``like``'s dtype, kept per thread.
+
+    ``None`` for a tensor off the CPU (CUDA's caching allocator already reuses memory).
+    The buffer grows by a quarter
+    beyond the request so that batches of slightly different sizes do not reallocate it.
+    Its contents are scratch: nothing keeps a view of it past one forward pass.
+    """
+    if like.device.type != "cpu":
+        return None
+    buf = getattr(_WORKSPACE, "buf", None)
+    if buf is None or buf.dtype != like.dtype or buf.numel() < numel:
+        buf = torch.empty(numel + numel // 4, dtype=like.dtype)
+        _WORKSPACE.buf = buf
+    return buf
 
 
 def directau_loss(user: torch.Tensor, item: torch.Tensor, gamma: float = 1.0,

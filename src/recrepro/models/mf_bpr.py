@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +32,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.base import Recommender
+from recrepro.models.base import ModelConfig, TrainedFactorModel
 from recrepro.records import check_finite
 
 __all__ = ["BPRConfig", "MFBPR", "bpr_loss", "sample_negatives", "TripleSampler"]
 
 
 @dataclass
-class BPRConfig:
+class BPRConfig(ModelConfig):
     """Hyper-parameters of MF-BPR (defaults: the official scripts at ``fdaa44d``)."""
 
     dim: int = 128
@@ -54,14 +54,7 @@ class BPRConfig:
     device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_mapping(cls, settings: Mapping[str, Any]) -> BPRConfig:
-        names = {f.name for f in fields(cls)}
-        known = {k: v for k, v in settings.items() if k in names}
-        if "betas" in known:
-            known["betas"] = tuple(known["betas"])
-        extra = {k: v for k, v in settings.items() if k not in names}
-        return cls(**known, extra=extra)
+    converters = {"betas": tuple}
 
 
 def bpr_loss(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
@@ -133,7 +126,7 @@ class TripleSampler:
         return self._queue.pop()
 
 
-class MFBPR(Recommender):
+class MFBPR(TrainedFactorModel):
     """MF-BPR with a global L2 weight λ (MF-λFix; ``lam=0`` is plain MF-BPR).
 
     Parameters
@@ -153,11 +146,7 @@ class MFBPR(Recommender):
     name = "mf_bpr"
 
     def __init__(self, config: BPRConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:
-        if config is None:
-            config = BPRConfig()
-        elif not isinstance(config, BPRConfig):
-            config = BPRConfig.from_mapping(config)
-        self.config = config
+        self.config = config = BPRConfig.coerce(config)
         self.seed = int(seed)
         self.device = torch.device(config.device)
         self.history: list[dict[str, float]] = []
@@ -276,14 +265,6 @@ class MFBPR(Recommender):
         return self
 
     # ------------------------------------------------------------------ scoring
-    @property
-    def user_factors(self) -> np.ndarray | None:
-        return None if self.P is None else self.P.detach().cpu().numpy()
-
-    @property
-    def item_factors(self) -> np.ndarray | None:
-        return None if self.Q is None else self.Q.detach().cpu().numpy()
-
     def score(self, user_ids: np.ndarray) -> np.ndarray:
         self._check_fitted()
         users = torch.as_tensor(np.asarray(user_ids, dtype=np.int64), device=self.device)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from recrepro.models.base import NotFittedError, Recommender
+from recrepro.models.base import ModelConfig, NotFittedError, Recommender
 from recrepro.models.mf_bpr import sample_negatives
 from recrepro.records import check_finite
 
@@ -37,7 +37,7 @@ __all__ = ["NeuMFConfig", "NeuMF"]
 
 
 @dataclass
-class NeuMFConfig:
+class NeuMFConfig(ModelConfig):
     """Hyper-parameters (defaults: predictive factors 32; the λOpt paper gives none)."""
 
     mf_dim: int = 32
@@ -51,13 +51,7 @@ class NeuMFConfig:
     device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_mapping(cls, settings: Mapping[str, Any]) -> NeuMFConfig:
-        names = {f.name for f in fields(cls)}
-        known = {k: v for k, v in settings.items() if k in names}
-        if "layers" in known:
-            known["layers"] = tuple(int(x) for x in known["layers"])
-        return cls(**known, extra={k: v for k, v in settings.items() if k not in names})
+    converters = {"layers": lambda layers: tuple(int(x) for x in layers)}
 
 
 class _NeuMFNet(nn.Module):
@@ -102,11 +96,7 @@ class NeuMF(Recommender):
     name = "neumf"
 
     def __init__(self, config: NeuMFConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:
-        if config is None:
-            config = NeuMFConfig()
-        elif not isinstance(config, NeuMFConfig):
-            config = NeuMFConfig.from_mapping(config)
-        self.config = config
+        self.config = config = NeuMFConfig.coerce(config)
         self.seed = int(seed)
         self.device = torch.device(config.device)
         self.net: _NeuMFNet | None = None

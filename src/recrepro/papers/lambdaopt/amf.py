@@ -54,11 +54,7 @@ class AMF(MFBPR):
     name = "amf"
 
     def __init__(self, config: AMFConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:
-        if config is None:
-            config = AMFConfig()
-        elif not isinstance(config, AMFConfig):
-            config = AMFConfig.from_mapping(config)
-        super().__init__(config, seed)
+        super().__init__(AMFConfig.coerce(config), seed)
 
     def perturbation(self, u: torch.Tensor, i: torch.Tensor, j: torch.Tensor):
         """Δ_adv on the batch's rows (eq. 9), as per-occurrence tensors ``(Δ_u, Δ_i, Δ_j)``."""

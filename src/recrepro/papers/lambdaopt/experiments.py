@@ -1,7 +1,7 @@
 """λOpt experiment drivers (Chen et al., KDD 2019; issue 6): runs, table, figures.
 
-Entry points (``python -m recrepro.papers.lambdaopt <command> ...``, called by
-``workflow/rules/lambdaopt.smk``):
+The verbs ``recrepro lambdaopt <verb>`` (:mod:`recrepro.papers.lambdaopt.cli`, called by
+``workflow/rules/lambdaopt*.smk``) run these functions:
 
 ``run``
     Train one variant on a ``temporal_user_ratio`` split and evaluate it on ``test``
@@ -26,8 +26,6 @@ Entry points (``python -m recrepro.papers.lambdaopt <command> ...``, called by
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -37,14 +35,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.io import write_parquet, write_text
+from recrepro.io import write_parquet
 from recrepro.records import write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits
-from recrepro.devices import add_device_argument
 
-__all__ = ["main", "run_variant", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed",
-           "rule_run_dir", "rule_split_dir", "rule_sensitivity_epochs", "paired_tests", "granularity_order",
-           "TABLE_METRICS"]
+__all__ = ["run_variant", "sensitivity", "results_table", "table_markdown", "figure_trajectory", "figure_sensitivity",
+           "figure_groups", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed", "rule_run_dir",
+           "rule_split_dir", "rule_sensitivity_epochs", "paired_tests", "granularity_order", "TABLE_METRICS"]
 
 TABLE_METRICS = ["auc", "pp_hr@50", "pp_hr@100", "pp_ndcg@50", "pp_ndcg@100"]
 METHOD_ORDER = ["sgda", "amf", "neumf", "lambdafix", "lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui", "lambdaopt_dui_code"]
@@ -190,8 +187,7 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
     ignore the option with a warning.
     """
     from recrepro.checkpoints import remove_checkpoint
-    from recrepro.records import write_run_record
-    from recrepro.runs import SplitData, evaluate_on_split
+    from recrepro.runs import SplitData, evaluate_on_split, write_split_record
 
     started = time.time()
     split = SplitData(split_dir)
@@ -225,13 +221,10 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
     if grid_rows:
         hist = pd.concat([hist, pd.DataFrame(grid_rows)], ignore_index=True)
     overall = {k: float(v) for k, v in result.overall.items()}
-    write_run_record(
-        out, overall=overall, strata=getattr(result, "strata", {}) or {},
-        per_user=result.per_user[["user", *[c for c in result.overall if c in result.per_user.columns]]],
-        counts=result.counts, meta={**split.describe(), **meta, "method": variant, **selection},
+    write_split_record(
+        out, split, result, overall=overall, meta={**meta, "method": variant, **selection},
         config_slice={"variant": variant, "settings": dict(settings), "evaluation": dict(evaluation)},
-        split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
-        wall_seconds=time.time() - started, benchmark_file=benchmark_file)
+        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)
     write_history(out, hist, "history.parquet")
     write_parquet(out / "trajectory.parquet", trajectory_frame(model, train))
     # per-user training counts for the frequency-group figure, so that it redraws without the split
@@ -535,93 +528,3 @@ def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: s
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="Sparse vs active users (slide 21); bars: mean, whiskers: sd over users")
     return data
-
-
-# ----------------------------------------------------------------------------- CLI
-def _json(text: str) -> Any:
-    return json.loads(text)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recrepro.papers.lambdaopt")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run")
-    p.add_argument("--split-dir", required=True)
-    p.add_argument("--variant", required=True)
-    p.add_argument("--settings", type=_json, required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--meta", type=_json, default={})
-    p.add_argument("--evaluation", type=_json, required=True)
-    add_device_argument(p)
-    p.add_argument("--batch-size", type=int, default=2048)
-    p.add_argument("--benchmark-file", default=None)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--checkpoint", default=None, metavar="PATH",
-                   help="save the training state here after every epoch and resume from it when rerun "
-                        "(MF-λFix and λOpt; deleted once the run record is written); default: no checkpointing")
-    s = sub.add_parser("sensitivity")
-    s.add_argument("--split-dir", required=True)
-    s.add_argument("--settings", type=_json, required=True)
-    s.add_argument("--lambdas", type=_json, required=True)
-    s.add_argument("--epochs", type=int, required=True)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--evaluation", type=_json, required=True)
-    add_device_argument(s)
-    s.add_argument("--threads", type=int, default=None)
-    s.add_argument("--out", required=True)
-    t = sub.add_parser("table")
-    t.add_argument("--tier", required=True)
-    t.add_argument("--out-md", required=True)
-    t.add_argument("--out-csv", required=True)
-    t.add_argument("--out-tests", default=None)
-    t.add_argument("runs", nargs="+")
-    ft = sub.add_parser("figure-trajectory")
-    fs = sub.add_parser("figure-sensitivity")
-    fg = sub.add_parser("figure-groups")
-    for f in (ft, fs, fg):
-        f.add_argument("--tier", required=True)
-        f.add_argument("--dataset", required=True)
-        f.add_argument("--out-pdf", required=True)
-        f.add_argument("--out-png", required=True)
-    ft.add_argument("--run", required=True)
-    fs.add_argument("--table", required=True)
-    fg.add_argument("--run-a", required=True)
-    fg.add_argument("--run-b", required=True)
-    fg.add_argument("--out-csv", required=True)
-    args = parser.parse_args(argv)
-
-    if getattr(args, "threads", None):
-        import torch
-
-        torch.set_num_threads(args.threads)
-    if args.command == "run":
-        result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
-                             seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
-                             device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file,
-                             checkpoint=args.checkpoint)
-        print(json.dumps(result, indent=1))
-    elif args.command == "sensitivity":
-        table = sensitivity(split_dir=args.split_dir, settings=args.settings, lambdas=args.lambdas,
-                            epochs=args.epochs, seed=args.seed, evaluation=args.evaluation, device=args.device)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        write_parquet(args.out, table)
-        print(table.to_string())
-    elif args.command == "table":
-        runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
-        agg = results_table(runs)
-        Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
-        tests = paired_tests(runs)
-        write_text(args.out_md, table_markdown(agg, args.tier, tests))
-        write_text(args.out_csv, agg.to_csv(index=False))
-        if args.out_tests:
-            write_text(args.out_tests, tests.to_csv(index=False))
-    elif args.command == "figure-trajectory":
-        figure_trajectory(args.run, args.out_pdf, args.out_png, args.tier, args.dataset)
-    elif args.command == "figure-sensitivity":
-        figure_sensitivity(pd.read_parquet(args.table), args.out_pdf, args.out_png, args.tier, args.dataset)
-    elif args.command == "figure-groups":
-        data = figure_groups(args.run_a, args.run_b, args.out_pdf, args.out_png, args.tier,
-                             args.dataset)
-        write_text(args.out_csv, data.to_csv(index=False))
-    return 0

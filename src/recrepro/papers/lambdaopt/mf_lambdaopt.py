@@ -68,7 +68,7 @@ from recrepro.models.mf_bpr import BPRConfig, MFBPR, TripleSampler
 from recrepro.records import check_finite
 
 __all__ = ["LambdaOptConfig", "MFLambdaOpt", "GRANULARITIES", "simulate_adam_rows", "bpr_loss_selected",
-           "gather_rows", "unique_rows"]
+           "batch_counts", "bpr_loss_and_gradient", "clip_grad_norm_", "gather_rows", "unique_rows"]
 
 GRANULARITIES = ("d", "du", "di", "dui")
 
@@ -127,6 +127,32 @@ def bpr_loss_selected(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torc
     return torch.nn.functional.softplus(-logit).mean()
 
 
+def bpr_loss_and_gradient(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torch.Tensor,
+                          j: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`bpr_loss_selected` and its gradients ``(loss, ∂/∂P, ∂/∂Q)`` without autograd.
+
+    The operations autograd runs for ``torch.autograd.grad(bpr_loss_selected(P, Q, u, i, j), [P, Q])``,
+    one for one: ``MeanBackward`` (``1 / B`` per entry), ``softplus_backward``, the two ``neg`` of
+    ``NegBackward`` and ``SubBackward``, ``SumBackward``'s broadcast, ``MulBackward``'s products with
+    the other factor, the two gradients of the shared ``P_u`` rows summed, and :func:`gather_rows`'s
+    backward (rows added into a zero table in batch order; the ``i`` and ``j`` tables summed).  The
+    additions that autograd orders by its graph (``P_u``'s two terms, the two ``Q`` tables) are of
+    two terms, which IEEE addition gives the same result in either order.  Against autograd it saves
+    the graph and, per table, the copy of the zero table that the out-of-place ``index_add`` of
+    ``index_select``'s backward makes (tests/test_lambdaopt_model.py checks the result bit for bit).
+    """
+    pu, qi, qj = gather_rows(P, u), gather_rows(Q, i), gather_rows(Q, j)
+    neg_logit = -((pu * qi).sum(1) - (pu * qj).sum(1))
+    loss = torch.nn.functional.softplus(neg_logit).mean()
+    per_triple = loss.new_ones(()).expand(u.numel()) / u.numel()
+    d_logit = -torch.ops.aten.softplus_backward(per_triple, neg_logit, 1.0, 20.0)
+    d_pos = d_logit.unsqueeze(1).expand_as(pu)
+    d_neg = (-d_logit).unsqueeze(1).expand_as(pu)
+    gP = add_rows_into_zeros(P, u, d_pos * qi + d_neg * qj)
+    gQ = add_rows_into_zeros(Q, i, d_pos * pu).add_(add_rows_into_zeros(Q, j, d_neg * pu))
+    return loss, gP, gQ
+
+
 def unique_rows(index: torch.Tensor, n_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.unique(index, return_inverse=True)`` for an index into ``n_rows`` rows.
 
@@ -138,6 +164,34 @@ def unique_rows(index: torch.Tensor, n_rows: int) -> tuple[torch.Tensor, torch.T
     position = torch.empty(n_rows, dtype=index.dtype, device=index.device)
     position.index_copy_(0, rows, torch.arange(rows.numel(), dtype=index.dtype, device=index.device))
     return rows, position.index_select(0, index)
+
+
+def batch_counts(idx: tuple[torch.Tensor, ...], n_rows: int, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """How often each of ``rows`` occurs in the index lists ``idx`` (together), as ``dtype``.
+
+    ``Σ_x bincount(x)[rows]``: integer counts, so summing the lists' counts first and
+    converting the selected ones after gives the same floats as converting the whole table."""
+    counts = torch.bincount(idx[0], minlength=n_rows)
+    for x in idx[1:]:
+        counts = counts + torch.bincount(x, minlength=n_rows)
+    return counts.index_select(0, rows).to(dtype)
+
+
+def clip_grad_norm_(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_(params, max_norm)``, without the product by a factor of exactly 1.
+
+    The same total norm and clip factor ``min(max_norm / (‖g‖ + 1e-6), 1)``; torch multiplies every
+    gradient by it even when it is 1 (to spare a GPU a synchronisation), which leaves the gradients
+    as they are (``x · 1.0 = x``) after a read and a write of every table.  On CPU, where reading the
+    factor costs nothing, that pass is skipped; the Θ step's clip (100 at the paper's settings) is
+    almost never active.  Returns the total norm, as torch's does.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    total = torch.nn.utils.get_total_norm(grads)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    if grads and not (coef.device.type == "cpu" and float(coef) == 1.0):
+        torch._foreach_mul_(grads, coef.to(grads[0].device))
+    return total
 
 
 def _sqrt_zero_subgradient(v: torch.Tensor) -> torch.Tensor:
@@ -187,11 +241,7 @@ class MFLambdaOpt(MFBPR):
     name = "mf_lambdaopt"
 
     def __init__(self, config: LambdaOptConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:
-        if config is None:
-            config = LambdaOptConfig()
-        elif not isinstance(config, LambdaOptConfig):
-            config = LambdaOptConfig.from_mapping(config)
-        super().__init__(config, seed)
+        super().__init__(LambdaOptConfig.coerce(config), seed)
         self.lambda_trajectory: list[dict[str, Any]] = []
         self._cache = None
 
@@ -239,11 +289,22 @@ class MFLambdaOpt(MFBPR):
         lam_user, lam_item = self.lam_user.detach(), self.lam_item.detach()
         grad_per_triple = self.P.new_ones(()) / u.numel()
 
-        def table(theta: torch.Tensor, lam: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-            rows_grad = (grad_per_triple * self._rows(lam, idx)) * (2.0 * gather_rows(theta.detach(), idx))
-            return add_rows_into_zeros(theta, idx, rows_grad)
+        def per_row(theta: torch.Tensor, lam: torch.Tensor, n_gathered: int):
+            """``idx -> (1/B · Λ_idx) · (2 θ_idx)``: the rows' penalty gradients before they are added.
 
-        return table(self.P, lam_user, u), table(self.Q, lam_item, i) + table(self.Q, lam_item, j)
+            The product is elementwise, so one row's value does not depend on where it is computed:
+            over the whole table, then gathered (one product pass over ``n_rows`` rows and a gather
+            per index list), or over the gathered rows (two gathers and three products per index
+            list), whichever touches fewer rows — the same floats either way."""
+            if theta.shape[0] <= n_gathered:
+                full = (grad_per_triple * lam) * (2.0 * theta.detach())
+                return lambda idx: gather_rows(full, idx)
+            return lambda idx: (grad_per_triple * self._rows(lam, idx)) * (2.0 * gather_rows(theta.detach(), idx))
+
+        rows_p = per_row(self.P, lam_user, u.numel())
+        rows_q = per_row(self.Q, lam_item, i.numel() + j.numel())
+        return (add_rows_into_zeros(self.P, u, rows_p(u)),
+                add_rows_into_zeros(self.Q, i, rows_q(i)).add_(add_rows_into_zeros(self.Q, j, rows_q(j))))
 
     # ------------------------------------------------------------------ λ step
     def assumed_gradient(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -256,12 +317,13 @@ class MFLambdaOpt(MFBPR):
         same), which saves two full-table copies per step.
         """
         u, i, j = batch
-        P0 = self.P.detach().requires_grad_()     # shares storage with Θ_t; only read here
-        Q0 = self.Q.detach().requires_grad_()
-        loss = bpr_loss_selected(P0, Q0, u, i, j)
         if self.config.assumed_grad == "current_lambda":
-            loss = loss + self.penalty(P0, Q0, u, i, j)
-        gP, gQ = torch.autograd.grad(loss, [P0, Q0])
+            P0 = self.P.detach().requires_grad_()     # shares storage with Θ_t; only read here
+            Q0 = self.Q.detach().requires_grad_()
+            loss = bpr_loss_selected(P0, Q0, u, i, j) + self.penalty(P0, Q0, u, i, j)
+            gP, gQ = torch.autograd.grad(loss, [P0, Q0])
+        else:
+            loss, gP, gQ = bpr_loss_and_gradient(self.P.detach(), self.Q.detach(), u, i, j)
         self._cache = (batch, float(loss.detach()), gP, gQ)
         coef = None
         if self.config.clip and self.config.clip > 0:
@@ -285,23 +347,31 @@ class MFLambdaOpt(MFBPR):
         # what `P.grad = g; penalty(...).backward()` leaves in P.grad (AccumulateGrad adds the new table)
         self.P.grad, self.Q.grad = gP.add_(penalty_P), gQ.add_(penalty_Q)
         if self.config.clip and self.config.clip > 0:
-            torch.nn.utils.clip_grad_norm_([self.P, self.Q], self.config.clip)
+            clip_grad_norm_([self.P, self.Q], self.config.clip)
         self.optimizer.step()
         return loss
 
-    def simulate(self, batch, grads, user_rows: torch.Tensor | None = None,
-                 item_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Θ̄_{t+1}(Λ) on ``user_rows`` / ``item_rows`` (all rows when ``None``), differentiable in Λ."""
-        c = self.config
+    def simulated_tables(self, batch, grads, user_rows: torch.Tensor | None = None,
+                         item_rows: torch.Tensor | None = None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """What a simulation of the next step works on, for ``P`` and then ``Q``: ``(θ, g, Λ, rows, idx)``.
+
+        ``g`` is the table's part of :meth:`assumed_gradient`'s ``grads`` (unclipped), ``rows`` the
+        rows to simulate (``user_rows`` / ``item_rows``; all rows when ``None``), ``idx`` the
+        batch's index lists into the table (``(u,)``; ``(i, j)``)."""
         u, i, j = batch
-        gP, gQ, coef = grads
         if user_rows is None:
             user_rows = torch.arange(self.n_users, device=self.device)
         if item_rows is None:
             item_rows = torch.arange(self.n_items, device=self.device)
+        return ((self.P, grads[0], self.lam_user, user_rows, (u,)),
+                (self.Q, grads[1], self.lam_item, item_rows, (i, j)))
+
+    def simulate(self, batch, grads, user_rows: torch.Tensor | None = None,
+                 item_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Θ̄_{t+1}(Λ) on ``user_rows`` / ``item_rows`` (all rows when ``None``), differentiable in Λ."""
+        c, u, coef = self.config, batch[0], grads[2]
         out = []
-        for theta, g, lam, rows, idx in ((self.P, gP, self.lam_user, user_rows, (u,)),
-                                         (self.Q, gQ, self.lam_item, item_rows, (i, j))):
+        for theta, g, lam, rows, idx in self.simulated_tables(batch, grads, user_rows, item_rows):
             g = gather_rows(g, rows)
             if coef is not None and not (g.device.type == "cpu" and float(coef) == 1.0):
                 g = g * coef    # the clipped rows (x · 1.0 = x: skipped on CPU, where reading c costs nothing)
@@ -310,9 +380,7 @@ class MFLambdaOpt(MFBPR):
             if c.sim_penalty == "full_table":
                 scale = torch.full((rows.numel(), 1), 2.0, device=self.device)
             else:
-                n = theta.shape[0]
-                counts = sum(torch.bincount(x, minlength=n) for x in idx).to(th.dtype)
-                scale = (2.0 * counts[rows] / u.numel()).unsqueeze(1)
+                scale = (2.0 * batch_counts(idx, theta.shape[0], rows, th.dtype) / u.numel()).unsqueeze(1)
             g_tilde = g + scale * self._rows(lam, rows) * th
             step = int(state["step"]) + 1
             out.append(simulate_adam_rows(th, g_tilde, gather_rows(state["exp_avg"], rows),
@@ -333,12 +401,16 @@ class MFLambdaOpt(MFBPR):
         """Step 1: hypergradient of L_val w.r.t. Λ, clip, Adam(amsgrad), project Λ ≥ 0."""
         if not self.optimizer.state.get(self.P):      # t = 0: no moments yet (official: skip)
             return float("nan")
-        loss = self.validation_loss(batch, val_batch)
+        return self.descend_lambda(self.validation_loss(batch, val_batch))
+
+    def descend_lambda(self, loss: torch.Tensor) -> float:
+        """One step of Λ's optimiser on ``∂loss/∂Λ`` (0 where the loss does not reach Λ), norm-clipped
+        to ``lambda_clip`` (when > 0), then the projection onto ``Λ ≥ 0``.  Returns the loss."""
         grads = torch.autograd.grad(loss, self.lambda_params, allow_unused=True)
         for p, g in zip(self.lambda_params, grads):
             p.grad = torch.zeros_like(p) if g is None else g
         if self.config.lambda_clip and self.config.lambda_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.lambda_params, self.config.lambda_clip)
+            clip_grad_norm_(self.lambda_params, self.config.lambda_clip)
         self.lambda_optimizer.step()
         with torch.no_grad():
             for p in self.lambda_params:

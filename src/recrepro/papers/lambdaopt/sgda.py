@@ -61,11 +61,7 @@ class SGDA(MFLambdaOpt):
     name = "sgda"
 
     def __init__(self, config: SGDAConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:
-        if config is None:
-            config = SGDAConfig()
-        elif not isinstance(config, SGDAConfig):
-            config = SGDAConfig.from_mapping(config)
-        super().__init__(config, seed)
+        super().__init__(SGDAConfig.coerce(config), seed)
 
     def init_params(self, n_users: int, n_items: int) -> None:
         super().init_params(n_users, n_items)
@@ -85,31 +81,14 @@ class SGDA(MFLambdaOpt):
         self._steps += 1
         if self._steps == 1:
             return float("nan")
-        loss = self.validation_loss(batch, val_batch)
-        grads = torch.autograd.grad(loss, self.lambda_params, allow_unused=True)
-        for p, g in zip(self.lambda_params, grads):
-            p.grad = torch.zeros_like(p) if g is None else g
-        if self.config.lambda_clip and self.config.lambda_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.lambda_params, self.config.lambda_clip)
-        self.lambda_optimizer.step()
-        with torch.no_grad():
-            for p in self.lambda_params:
-                p.clamp_(min=0)
-        return float(loss.detach())
+        return self.descend_lambda(self.validation_loss(batch, val_batch))
 
     def simulate(self, batch, grads, user_rows: torch.Tensor | None = None,
                  item_rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``Θ̄(λ) = Θ_t − α B (g + ∂Ω_S(λ)/∂Θ_t)`` on the requested rows (Rendle eq. 8)."""
-        c = self.config
-        u, i, j = batch
-        gP, gQ, coef = grads
-        if user_rows is None:
-            user_rows = torch.arange(self.n_users, device=self.device)
-        if item_rows is None:
-            item_rows = torch.arange(self.n_items, device=self.device)
+        c, u, coef = self.config, batch[0], grads[2]
         out = []
-        for theta, g, lam, rows, idx in ((self.P, gP, self.lam_user, user_rows, (u,)),
-                                         (self.Q, gQ, self.lam_item, item_rows, (i, j))):
+        for theta, g, lam, rows, idx in self.simulated_tables(batch, grads, user_rows, item_rows):
             th = theta.detach()[rows]
             g = g[rows] if coef is None else g[rows] * coef        # the clipped rows
             if c.sim_penalty == "full_table":

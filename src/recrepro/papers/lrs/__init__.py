@@ -9,8 +9,8 @@ with ``x_ij ~ N(0, I_d)``, ``U*`` a ``d x r`` orthonormal basis shared by all us
 ``private``      the billboard-model private variant and its zCDP accountant;
 ``baselines``    per-user least squares, low-rank only AltMin, sparse only IHT, low-rank + ridge;
 ``movielens``    the ML-100K regression tasks of our own Figure 6;
-``experiments``  the experiment drivers, figures and run records the rules call
-                 (``python -m recrepro.papers.lrs <command> ...``, see ``__main__``).
+``experiments``  the experiment drivers, figures and run records the rules call;
+``cli``          the verbs of ``recrepro lrs <verb>`` over them.
 
 No official code exists and the paper's algorithm box could not be read: every design choice
 is listed under ``## lrs-...`` in ``docs/deviations.md``.

@@ -3,11 +3,13 @@
 Every experiment is synthetic (``recrepro.papers.lrs.generator``) and of our own design: the paper's
 figures, constants and numbers could not be read (``docs/deviations.md#lrs-experiments``).
 
-Commands (``python -m recrepro.papers.lrs <command> ...``, called by ``workflow/rules/lrs.smk``)::
+The verbs ``recrepro lrs <verb>`` (:mod:`recrepro.papers.lrs.cli`, called by ``workflow/rules/lrs*.smk``)::
 
-    sweep       --experiment E --seeds S1,S2 --settings JSON --out rows.parquet
-    figures     --tier T --out-dir D E1=rows1.parquet E2=rows2.parquet ...   (D/<figure name>.pdf/.png)
-    acceptance  --seed S --settings JSON --tier T --run-root results/<tier>/lrs/runs --done F
+    sweep       --experiment E --seeds S1,S2 --settings JSON --out rows.parquet          (run_sweep)
+    figures     --tier T --out-dir D E1=rows1.parquet E2=rows2.parquet ...   (make_figure: D/<figure name>.pdf/.png)
+    ml100k      --raw-dir D --seeds S1,S2 --settings JSON --tier T --out rows.parquet --out-pdf --out-png
+                                                                                          (run_ml100k, make_figure)
+    acceptance  --seed S --settings JSON --tier T --run-root results/<tier>/lrs/runs --done F  (run_acceptance)
 
 Experiments ``E``: ``error_vs_m`` (fig. 1), ``error_vs_t`` (fig. 2), ``iterations`` (fig. 3),
 ``private`` (fig. 4), ``support`` (fig. 5). Each sweep writes one tidy row per (method, x value)
@@ -17,8 +19,6 @@ with ``param_error`` (mean over users of ``||Theta_hat_i - Theta*_i|| / ||Theta*
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import time
 from collections.abc import Mapping
@@ -30,13 +30,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recrepro.io import write_parquet, write_text
 from recrepro.papers.lrs.amht_lrs import AMHTConfig, amht_lrs
 from recrepro.papers.lrs.baselines import altmin, lowrank_ridge, oracle_ls, per_user_ls, sparse_iht
 from recrepro.papers.lrs.generator import LRSData, LRSSpec, generate, parameter_error, subspace_distance, support_scores
 from recrepro.papers.lrs.private import PrivateConfig, private_amht_lrs
 from recrepro.records import write_run_record
-from recrepro.devices import add_device_argument
 
 EXPERIMENTS = ("error_vs_m", "error_vs_t", "iterations", "private", "support")
 #: Figure file names and the experiment each draws.
@@ -368,66 +366,3 @@ def run_acceptance(settings: Mapping[str, Any], seed: int, tier: str, run_root: 
            {"epsilon": acct.epsilon, "error_to_nonprivate": errs[-1] / nonprivate_error,
             "error_falls_with_epsilon": float(all(a > b for a, b in zip(errs, errs[1:])))}, secs)
     return written
-
-
-# ----------------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recrepro.papers.lrs", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("sweep")
-    p.add_argument("--experiment", required=True, choices=EXPERIMENTS)
-    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], required=True)
-    p.add_argument("--settings", type=json.loads, required=True)
-    add_device_argument(p)
-    p.add_argument("--out", required=True)
-    p = sub.add_parser("figures")
-    p.add_argument("--tier", required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("rows", nargs="+", help="FIGURE=rows.parquet, FIGURE one of " + ", ".join(FIGURES))
-    p = sub.add_parser("ml100k")
-    p.add_argument("--raw-dir", required=True)
-    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], required=True)
-    p.add_argument("--settings", type=json.loads, required=True)
-    p.add_argument("--tier", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--out-pdf", required=True)
-    p.add_argument("--out-png", required=True)
-    p = sub.add_parser("acceptance")
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--settings", type=json.loads, required=True)
-    p.add_argument("--tier", required=True)
-    add_device_argument(p)
-    p.add_argument("--run-root", required=True)
-    p.add_argument("--done", required=True)
-    for p in sub.choices.values():
-        p.add_argument("--threads", type=int, default=1,
-                       help="torch threads (1 is fastest for the small batched ops of the smoke tier)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(max(1, args.threads))
-    if args.command == "sweep":
-        frame = pd.concat([run_sweep(args.experiment, args.settings, seed, args.device) for seed in args.seeds],
-                          ignore_index=True)
-        write_parquet(args.out, frame)
-        print(frame.to_string(max_rows=80))
-    elif args.command == "figures":
-        for item in args.rows:
-            figure, path = item.split("=", 1)
-            out = Path(args.out_dir) / figure
-            make_figure(FIGURES[figure], pd.read_parquet(path), f"{out}.pdf", f"{out}.png", args.tier)
-    elif args.command == "ml100k":
-        from recrepro.datasets import get_dataset
-        from recrepro.datasets.download import verify_raw_files
-
-        # u.data is read straight from data/raw/: check it against fetch.json first
-        verify_raw_files(get_dataset("ml-100k"), args.raw_dir)
-        frame = run_ml100k(args.raw_dir, args.settings, args.seeds)
-        write_parquet(args.out, frame)
-        make_figure("ml100k", frame, args.out_pdf, args.out_png, args.tier)
-        print(frame.groupby(["method", "m"])["heldout_mse"].mean().unstack().to_string())
-    else:
-        runs = run_acceptance(args.settings, args.seed, args.tier, args.run_root, args.device, args.settings)
-        write_text(args.done, "".join(f"{run}\n" for run in runs))
-        print("\n".join(map(str, runs)))
-    return 0

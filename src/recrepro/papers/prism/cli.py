@@ -1,20 +1,21 @@
-"""Command line of the PRISM rules: ``train``, ``figure-wd``, ``figure-magnitudes``, ``table``,
-``figure`` (Figs. 3-11 from a workflow spec) and ``figure-theory`` (Fig. 7)."""
+"""``recrepro prism <verb>``: the verbs of the PRISM rules over the paper's API.
+
+``train`` (:func:`~recrepro.papers.prism.experiments.run_method`), ``figure-wd``, ``figure-magnitudes``,
+``select-wd``, ``table``, ``figure`` (Figs. 3-11 from a workflow spec) and ``figure-theory`` (Fig. 7).
+The options are built from :mod:`recrepro.cliargs`; the experiment and figure modules are imported
+only when a verb runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 from pathlib import Path
 
-from recrepro.devices import add_device_argument
+from recrepro.cliargs import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
+                              add_tier)
 
-__all__ = ["main"]
-
-
-def _json(text: str):
-    return json.loads(text)
+__all__ = ["register"]
 
 
 def _run_dirs(paths: list[str]) -> list[Path]:
@@ -84,42 +85,33 @@ def cmd_figure_theory(args: argparse.Namespace) -> None:
     print(grid.describe().to_string())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m recrepro.papers.prism")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("train", help="train one method on one split seed and write its run record")
-    p.add_argument("--split-dir", required=True)
+def register(verbs: argparse._SubParsersAction) -> None:
+    """Add PRISM's verbs to ``verbs`` (the subparsers of ``recrepro prism``)."""
+    p = verbs.add_parser("train", help="train one method on one split seed and write its run record")
+    add_run_arguments(p, checkpoint="save the training state here after every epoch and resume from it when "
+                                    "rerun (deleted once the run record is written); default: no checkpointing")
     p.add_argument("--method", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--tier-conf", type=_json, required=True)
-    p.add_argument("--switches", type=_json, required=True)
-    p.add_argument("--evaluation", type=_json, required=True)
-    p.add_argument("--meta", type=_json, default={})
-    add_device_argument(p)
-    p.add_argument("--batch-size", type=int, default=2048)
-    p.add_argument("--benchmark-file", default=None)
-    p.add_argument("--checkpoint", default=None, metavar="PATH",
-                   help="save the training state here after every epoch and resume from it when rerun "
-                        "(deleted once the run record is written); default: no checkpointing")
+    add_json(p, "--tier-conf", required=True, help="the tier's prism settings")
+    add_json(p, "--switches", required=True, help="the prism switches")
     p.set_defaults(func=cmd_train)
 
-    for name, func in (("figure-wd", cmd_figure_wd), ("figure-magnitudes", cmd_figure_magnitudes),
-                       ("table", cmd_table)):
-        p = sub.add_parser(name)
-        p.add_argument("--tier", required=True)
-        p.add_argument("--dataset", required=True)
+    for name, func, help in (
+            ("figure-wd", cmd_figure_wd,
+             "Fig. 1 (--batched: Fig. 3): NDCG@20 overall and per popularity stratum vs weight decay"),
+            ("figure-magnitudes", cmd_figure_magnitudes, "Fig. 2: item embedding magnitude vs training degree"),
+            ("table", cmd_table, "Table 1: tuned λ vs PRISM per backbone and loss")):
+        p = verbs.add_parser(name, help=help)
+        add_tier(p)
+        add_dataset(p)
         if name == "table":
-            p.add_argument("--out-md", required=True)
-            p.add_argument("--out-csv", required=True)
+            add_table_outputs(p)
             p.add_argument("--tuned-root", default=None)
-            p.add_argument("--selection", default=None, help="the tuned-λ pick (select-wd); default: mean validation over the runs")
+            p.add_argument("--selection", default=None,
+                           help="the tuned-λ pick (select-wd); default: mean validation over the runs")
             p.add_argument("--backbones", nargs="+", required=True)
             p.add_argument("--alpha", type=float, default=1.0)
         else:
-            p.add_argument("--out-pdf", required=True)
-            p.add_argument("--out-png", required=True)
+            add_figure_outputs(p)
         if name == "figure-wd":
             p.add_argument("--backbone", default="mf")
             p.add_argument("--batched", action="store_true")
@@ -131,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--runs", nargs="+", required=True)
         p.set_defaults(func=func)
 
-    p = sub.add_parser("select-wd", help="Table 1's tuned λ per (backbone, loss) from the grid runs' validation")
+    p = verbs.add_parser("select-wd", help="Table 1's tuned λ per (backbone, loss) from the grid runs' validation")
     p.add_argument("--backbones", nargs="+", required=True)
     p.add_argument("--losses", nargs="+", required=True)
     p.add_argument("--weight-decays", type=float, nargs="+", required=True)
@@ -139,19 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", nargs="*", default=[])
     p.set_defaults(func=cmd_select_wd)
 
-    p = sub.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.workflow)")
-    p.add_argument("--spec", type=_json, required=True)
-    p.add_argument("--tier", required=True)
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--out-pdf", required=True)
-    p.add_argument("--out-png", required=True)
+    p = verbs.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.workflow)")
+    add_json(p, "--spec", required=True)
+    add_tier(p)
+    add_dataset(p)
+    add_figure_outputs(p)
     p.add_argument("--runs", nargs="+", required=True)
     p.set_defaults(func=cmd_figure)
 
-    p = sub.add_parser("figure-theory", help="Fig. 7: Theorem 3.1's magnitude change over degree x batch fraction")
-    p.add_argument("--tier", required=True)
-    p.add_argument("--out-pdf", required=True)
-    p.add_argument("--out-png", required=True)
+    p = verbs.add_parser("figure-theory", help="Fig. 7: Theorem 3.1's magnitude change over degree x batch fraction")
+    add_tier(p)
+    add_figure_outputs(p)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-6)
     p.add_argument("--norm", type=float, default=1.0)
@@ -159,12 +149,3 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-degree", type=float, default=1e4)
     p.add_argument("--batch-fractions", type=float, nargs=2, default=[1e-4, 1.0])
     p.set_defaults(func=cmd_figure_theory)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("fontTools").setLevel(logging.WARNING)
-    args.func(args)
-    return 0

@@ -2,7 +2,8 @@
 
 The figures drawn from these runs are in :mod:`recrepro.papers.prism.figures`.
 
-The rules in ``workflow/rules/prism.smk`` call these through ``python -m recrepro.papers.prism``.
+The rules in ``workflow/rules/prism*.smk`` call these through ``recrepro prism <verb>``
+(:mod:`recrepro.papers.prism.cli`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from recrepro.evaluation import evaluate_full_ranking
 from recrepro.io import copy_file, read_json, write_json, write_parquet, write_text
 from recrepro.papers.prism.recommender import EmbeddingRecommender
 from recrepro.papers.prism.methods import method_name, parse_method
-from recrepro.records import TIMINGS_FILE, read_history, write_history, write_run_record
-from recrepro.runs import SplitData
+from recrepro.records import TIMINGS_FILE, read_history, write_history
+from recrepro.runs import SplitData, write_split_record
 
 __all__ = ["evaluate_prism", "load_prism_runs", "run_method", "select_weight_decay", "table_prism"]
 
@@ -133,26 +134,15 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
         "train_degree": item_degree.astype(np.int64),
         "norm": model.item_magnitudes().astype(np.float64),
     }))
-    overall = dict(result.overall)
-    metrics_cols = [c for c in overall if c in result.per_user.columns]
-    paths = write_run_record(
-        out_dir,
-        overall=overall,
-        strata=getattr(result, "strata", {}) or {},
-        per_user=result.per_user[["user", *metrics_cols]],
+    paths = write_split_record(
+        out_dir, split, result,
         counts={**result.counts, "epochs_to_best": int(history["best_epoch"]), "epochs_run": int(history["epochs_run"])},
-        meta={**split.describe(), **meta, "method": method, "backbone": backbone,
+        meta={**meta, "method": method, "backbone": backbone,
               "best_val_ndcg": history["best_val_ndcg"], "seconds_per_epoch": history["seconds_per_epoch"],
               "epochs_to_best": int(history["best_epoch"])},
         config_slice={"method": method, "settings": settings, "switches": dict(switches),
                       "evaluation": dict(evaluation)},
-        split_manifest=split.dir / "manifest.json",
-        seed=seed,
-        device=device,
-        started_at=started,
-        wall_seconds=time.time() - started,
-        benchmark_file=benchmark_file,
-    )
+        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)
     remove_checkpoint(checkpoint)  # the record is complete: a rerun must not resume a finished run
     return paths
 

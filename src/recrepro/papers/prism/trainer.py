@@ -14,10 +14,10 @@ Eq. 4), Adam, up to ``epochs`` epochs, early stopping on validation NDCG@20 with
     No weight decay.
 
 Losses: ``bpr``, ``ssm``, ``directau``, ``mawu`` (:mod:`recrepro.models.losses`) and the
-debiasing baselines of Appendix D.2 (:mod:`recrepro.models.debias`): ``ipl`` (BPR + IPL's
+debiasing baselines of Appendix D.2 (:mod:`recrepro.papers.prism.debias`): ``ipl`` (BPR + IPL's
 ``λ_f·std(C_i/Q_i^{2−β})``), ``resn`` (BPR + ReSN's spectral penalty on the batch's distinct
 users and items) and ``macr`` (MACR's BCE multi-task loss; the net is wrapped in
-:class:`~recrepro.models.debias.MACRNet`, whose tables rank by the counterfactual score).
+:class:`~recrepro.papers.prism.debias.MACRNet`, whose tables rank by the counterfactual score).
 
 Each epoch records its training seconds and the validation NDCG@20 (dot-product scores,
 training items masked), computed by the batched evaluation core.  ``check_finite``
@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from recrepro.checkpoints import (Checkpointer, data_fingerprint, global_rng_state, set_global_rng_state,
                                   settings_key)
 from recrepro.evaluation import evaluate_full_ranking
-from recrepro.models import debias as D
+from recrepro.papers.prism import debias as D
 from recrepro.models import losses as L
 from recrepro.models.backbones import build_net
 from recrepro.records import check_finite

@@ -1,7 +1,7 @@
 """FedRAP experiment drivers: federated runs, dataset statistics, results table, curves.
 
-Entry points (``python -m recrepro.papers.fedrap <command> ...``, called by
-``workflow/rules/fedrap.smk``):
+The verbs ``recrepro fedrap <verb>`` (:mod:`recrepro.papers.fedrap.cli`, called by
+``workflow/rules/fedrap*.smk``) run these functions:
 
 ``run``
     Train one variant (``fedrap``, ``fedrap_code``, ``fedmf``, ``pfedrec``, ``mf``, ...)
@@ -24,9 +24,6 @@ Entry points (``python -m recrepro.papers.fedrap <command> ...``, called by
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,15 +32,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.io import write_parquet, write_text
+from recrepro.io import write_parquet
 from recrepro.records import read_history, write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits
-from recrepro.devices import add_device_argument
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.
 
-__all__ = ["run_variant", "dataset_stats", "main", "rule_embedding_run", "rule_runs", "rule_settings",
+__all__ = ["run_variant", "dataset_stats", "rule_embedding_run", "rule_runs", "rule_settings",
            "rule_split_dir", "rule_splits"]
 
 KS = [10]
@@ -114,7 +110,7 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     ``seconds_per_round``, provenance times).
     """
     from recrepro.checkpoints import remove_checkpoint
-    from recrepro.models.fedrap import make_variant
+    from recrepro.papers.fedrap.variants import make_variant
     from recrepro.records import write_run_record
     from recrepro.runs import SplitData
 
@@ -506,85 +502,3 @@ def embeddings_figure(projection_path: str | Path, out_pdf: str, out_png: str, t
         figure_legend(fig, ncols=4)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="PCA of FedRAP's global item table C vs the private D⁽ⁱ⁾ (first seed, last round)")
-
-
-# ----------------------------------------------------------------------------- CLI
-def _json(text: str) -> Any:
-    return json.loads(text)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recrepro.papers.fedrap")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run")
-    p.add_argument("--split-dir", required=True)
-    p.add_argument("--variant", required=True)
-    p.add_argument("--settings", type=_json, required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--meta", type=_json, default={})
-    p.add_argument("--evaluation", type=_json, required=True)
-    add_device_argument(p)
-    p.add_argument("--memory-budget-mb", type=float, default=None)
-    p.add_argument("--benchmark-file", default=None)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--checkpoint", default=None, metavar="PATH",
-                   help="save the training state here after every round (MF/NCF: epoch) and resume from it "
-                        "when rerun (deleted once the run record is written); default: no checkpointing")
-    s = sub.add_parser("stats")
-    s.add_argument("--out-csv", required=True)
-    s.add_argument("split_dirs", nargs="+")
-    t = sub.add_parser("table")
-    t.add_argument("--tier", required=True)
-    t.add_argument("--stats", default=None)
-    t.add_argument("--out-md", required=True)
-    t.add_argument("--out-csv", required=True)
-    t.add_argument("runs", nargs="+")
-    f = sub.add_parser("figure")
-    f.add_argument("--kind", choices=["curves", "ablation"], default="curves")
-    f.add_argument("--tier", required=True)
-    f.add_argument("--out-pdf", required=True)
-    f.add_argument("--out-png", required=True)
-    f.add_argument("runs", nargs="+")
-    e = sub.add_parser("embeddings")
-    e.add_argument("--tier", required=True)
-    e.add_argument("--dataset", required=True)
-    e.add_argument("--projection", required=True)
-    e.add_argument("--out-pdf", required=True)
-    e.add_argument("--out-png", required=True)
-    args = parser.parse_args(argv)
-
-    if args.command == "run":
-        if args.threads:
-            import torch
-
-            torch.set_num_threads(args.threads)
-        result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
-                             seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
-                             device=args.device, benchmark_file=args.benchmark_file,
-                             memory_budget_mb=args.memory_budget_mb, checkpoint=args.checkpoint)
-        print(json.dumps(result, indent=1))
-    elif args.command == "stats":
-        stats = dataset_stats(args.split_dirs)
-        Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
-        write_text(args.out_csv, stats.to_csv(index=False))
-        print(stats.to_string())
-    elif args.command == "table":
-        runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
-        agg = results_table(runs)
-        stats = pd.read_csv(args.stats) if args.stats else None
-        Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
-        write_text(args.out_md, table_markdown(agg, stats, args.tier))
-        write_text(args.out_csv, agg.to_csv(index=False))
-    elif args.command == "figure":
-        runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
-        (ablation_figure if args.kind == "ablation" else curves_figure)(runs, args.out_pdf, args.out_png, args.tier)
-    elif args.command == "embeddings":
-        embeddings_figure(args.projection, args.out_pdf, args.out_png, args.tier, args.dataset)
-    return 0
-
-
-if __name__ == "__main__":
-    from recrepro.entrypoints import run_main
-
-    sys.exit(run_main(main, prog="python -m recrepro.papers.fedrap"))

@@ -1,29 +1,27 @@
-"""exADMM (Togashi, Abe, Saito, WWW 2024): experiment drivers the Snakemake rules call.
+"""exADMM (Togashi, Abe, Saito, WWW 2024): experiment drivers, figures, table and the rules' helpers.
 
-Commands (``python -m recrepro.papers.exadmm <command> ...``)
+The verbs ``recrepro exadmm <verb>`` (:mod:`recrepro.papers.exadmm.cli`, called by
+``workflow/rules/exadmm*.smk``) run these functions:
 
-``train``
+``train`` (:func:`run_point`)
     Fit one operating point (iALS, exADMM or FairRec on top of iALS) on a
     strong-generalisation split's ``train`` part, fold in the held-out users of
     ``validation_tr`` and ``test_tr`` (V fixed), evaluate both (exclude = fold-in part,
     targets = ``*_te``) and write the run record (test metrics) plus ``validation.json``
     (validation metrics, for model selection) and ``history.json`` (per-epoch seconds,
     residuals, objective terms).
-``tradeoff``
+``tradeoff`` (:func:`figure_tradeoff`)
     Figure 1: accuracy (NDCG@K, Recall@K) vs exposure concentration (Gini@K, Coverage@K).
-``convergence``
+``convergence`` (:func:`figure_convergence`)
     Figure 3: ADMM residuals and objective per epoch.
-``table``
+``table`` (:func:`table_best`)
     Table 4: per family the validation-selected operating point with its test metrics.
-``scalability``
+``scalability`` (:func:`scalability`)
     Figure 2: seconds per training epoch vs d and vs number of users.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,7 +31,6 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import read_json, write_json, write_text
-from recrepro.devices import add_device_argument
 from recrepro.records import read_history, write_history
 
 # torch, the evaluation core and the models are imported where they are used, so the
@@ -144,7 +141,7 @@ def smk_targets(config: Mapping[str, Any], tier: str) -> list[str]:
 
 
 def make_model(family: str, params: Mapping[str, Any], seed: int, device: str = "cpu"):
-    from recrepro.models.exadmm import ExADMM
+    from recrepro.papers.exadmm.exadmm import ExADMM
     from recrepro.models.ials import IALS
 
     kwargs = {k: v for k, v in params.items() if k in MODEL_KEYS[family]}
@@ -178,8 +175,7 @@ def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str,
     """
     import torch
 
-    from recrepro.records import write_run_record
-    from recrepro.runs import SplitData
+    from recrepro.runs import SplitData, write_split_record
 
     started = time.time()
     torch.manual_seed(seed)
@@ -188,7 +184,7 @@ def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str,
     item_degree = np.asarray(train.sum(axis=0)).ravel()
     post = None
     if family == "fairrec":
-        from recrepro.models.fairrec import fairrec_scores
+        from recrepro.papers.exadmm.fairrec import fairrec_scores
 
         model = make_model("ials", params["base"], seed, device).fit(train)
 
@@ -207,23 +203,11 @@ def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str,
         write_json(out_dir / f"{name}.json", {"overall": result.overall, "counts": result.counts})
     write_history(out_dir, {"train": getattr(model, "history", []),
                             "fold_in": getattr(model, "fold_in_history", [])})
-    test = results[record_part]
-    return write_run_record(
-        out_dir,
-        overall=test.overall,
-        strata=getattr(test, "strata", {}) or {},
-        per_user=test.per_user[["user", *[c for c in test.overall if c in test.per_user.columns]]],
-        counts=test.counts,
-        meta={**split.describe(), "method": method, "family": family, **meta},
+    return write_split_record(
+        out_dir, split, results[record_part], meta={"method": method, "family": family, **meta},
         config_slice={"family": family, "params": dict(params), "ks": list(ks), "metrics": list(metrics),
                       "fit": ["train"], "fold_in": f"{record_part}_tr", "target": f"{record_part}_te"},
-        split_manifest=split.dir / "manifest.json",
-        seed=seed,
-        device=device,
-        started_at=started,
-        wall_seconds=time.time() - started,
-        benchmark_file=benchmark_file,
-    )
+        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)
 
 
 # ------------------------------------------------------------------ reading runs
@@ -417,7 +401,7 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
 
     def fairrec_seconds(model, matrix):
         """FairRec's post-processing of the fitted iALS for the matrix's users (one pass)."""
-        from recrepro.models.fairrec import fairrec_rankings
+        from recrepro.papers.exadmm.fairrec import fairrec_rankings
 
         rows = np.flatnonzero(np.diff(matrix.indptr) > 0)
         started = time.perf_counter()
@@ -463,71 +447,3 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
                 caption=f"seconds per training epoch (mean of {epochs}); FairRec = iALS epoch + one post-processing "
                         f"pass (k {fair_k}); {torch.get_num_threads()} threads, {device}")
     return {"records": records}
-
-
-# ------------------------------------------------------------------ CLI
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="recrepro.papers.exadmm", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("train")
-    p.add_argument("--split-dir", required=True)
-    p.add_argument("--method", required=True)
-    p.add_argument("--point", required=True, help="JSON {family, params}")
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--ks", required=True, help="JSON list")
-    p.add_argument("--metrics", default=json.dumps(list(DEFAULT_METRICS)))
-    p.add_argument("--meta", default="{}")
-    add_device_argument(p)
-    p.add_argument("--batch-size", type=int, default=2048)
-    p.add_argument("--benchmark-file", default=None)
-    for name in ("tradeoff", "convergence"):
-        q = sub.add_parser(name)
-        q.add_argument("--tier", required=True)
-        q.add_argument("--out-pdf", required=True)
-        q.add_argument("--out-png", required=True)
-        q.add_argument("--ks", default="[20, 100]")
-        q.add_argument("files", nargs="+")
-    q = sub.add_parser("table")
-    q.add_argument("--tier", required=True)
-    q.add_argument("--out-md", required=True)
-    q.add_argument("--out-csv", required=True)
-    q.add_argument("--select", default="ndcg@20")
-    q.add_argument("--ks", default="[20, 100]")
-    q.add_argument("files", nargs="+")
-    q = sub.add_parser("scalability")
-    q.add_argument("--tier", required=True)
-    q.add_argument("--split-dir", required=True)
-    q.add_argument("--entry", required=True, help="JSON dataset entry (ials/exadmm settings)")
-    q.add_argument("--settings", required=True, help="JSON {dims, user_fractions, epochs}")
-    q.add_argument("--out-json", required=True)
-    q.add_argument("--out-pdf", required=True)
-    q.add_argument("--out-png", required=True)
-    add_device_argument(q)
-    args = parser.parse_args(argv)
-    if args.command == "train":
-        point = json.loads(args.point)
-        run_point(split_dir=Path(args.split_dir), method=args.method, family=point["family"], params=point["params"],
-                  record_part=point.get("record_part", "test"),
-                  seed=args.seed, out_dir=Path(args.out_dir), ks=json.loads(args.ks), metrics=json.loads(args.metrics),
-                  meta=json.loads(args.meta), device=args.device, batch_size=args.batch_size,
-                  benchmark_file=args.benchmark_file)
-    elif args.command == "tradeoff":
-        figure_tradeoff(args.files, args.out_pdf, args.out_png, tier=args.tier, ks=json.loads(args.ks))
-    elif args.command == "convergence":
-        figure_convergence(args.files, args.out_pdf, args.out_png, tier=args.tier)
-    elif args.command == "table":
-        table_best(args.files, args.out_md, args.out_csv, tier=args.tier, select=args.select,
-                   ks=json.loads(args.ks))
-    elif args.command == "scalability":
-        s = json.loads(args.settings)
-        scalability(args.split_dir, args.out_json, args.out_pdf, args.out_png, tier=args.tier,
-                    entry=json.loads(args.entry), dims=s["dims"], user_fractions=s["user_fractions"],
-                    epochs=int(s["epochs"]), device=args.device)
-    return 0
-
-
-if __name__ == "__main__":
-    from recrepro.entrypoints import run_main
-
-    sys.exit(run_main(main, prog="python -m recrepro.papers.exadmm"))

@@ -38,6 +38,9 @@ for every user; ``"lipschitz"`` uses ``η_u = min(η, 1/L̂_u)`` with the O(|R|)
 ``L̂_u = α0 λ_max(G_V) + λ_u + Σ_{i∈I_u} ‖v_i‖² ≥ ‖H_u‖₂`` (:func:`u_step_curvature_bound`)
 and the global prox generalised to per-user steps (:func:`prox_mean_penalty`).
 
+Items without a training interaction start (and stay) at 0, their exact V-step solution, as in
+:class:`~recrepro.models.ials.IALS` (docs/deviations.md#exadmm-cold-items).
+
 Fold-in (:meth:`ExADMM.fold_in`): held-out users start at U = 0, s = 0, w = 0 and run
 ``pred_iterations`` rounds of U-, s- and w-steps with V fixed, so the fairness term also
 acts on the held-out population.
@@ -61,10 +64,13 @@ from recrepro.models.ials import (
     RowGroups,
     _init_factors,
     build_row_groups,
+    gather_history,
     map_groups,
     frequency_l2,
     observed_predictions,
+    scatter_rows,
     solve_rows,
+    zero_cold_rows,
 )
 from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
@@ -140,7 +146,7 @@ def u_step_curvature_bound(V: torch.Tensor, by_user: sp.csr_matrix | RowGroups, 
     squared_norms = torch.cat([(V ** 2).sum(dim=1), V.new_zeros(1)])  # padding points at the zero
     observed = torch.zeros(lam_u.shape[0], dtype=V.dtype, device=V.device)
     for rows, idx in zip(groups.rows, groups.idx, strict=True):
-        observed[rows] = squared_norms[idx].sum(dim=1)
+        observed[rows] = squared_norms.index_select(0, idx.reshape(-1)).view(idx.shape).sum(dim=1)
     return alpha0 * top + lam_u + observed
 
 
@@ -171,16 +177,15 @@ def observed_hessian_product(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_m
     ext = torch.cat([V, V.new_zeros(1, d)], dim=0)
 
     def group_product(rows: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        hist = ext[idx]  # [b, L, d]
-        u = U[rows].unsqueeze(-1)  # [b, d, 1]
+        hist = gather_history(ext, idx)  # [b, L, d]
+        u = U.index_select(0, rows).unsqueeze(-1)  # [b, d, 1]
         if hessian == "full":
             residual = torch.bmm(hist, u) - 1.0  # [b, L, 1]; padding rows of hist are zero
             return torch.bmm(hist.mT, residual).squeeze(-1)
         return (hist * torch.cumsum(hist * u.mT, dim=2)).sum(dim=1) - hist.sum(dim=1)
 
     parts = map_groups(group_product, groups, workers)
-    out[torch.cat(list(groups.rows))] = torch.cat(parts)
-    return out
+    return scatter_rows(out, groups, torch.cat(parts))
 
 
 def u_step(U: torch.Tensor, V: torch.Tensor, by_user: sp.csr_matrix | RowGroups, lam_u: torch.Tensor, gram_v: torch.Tensor,
@@ -297,7 +302,7 @@ class ExADMM(TorchFactorModel):
         user_groups = build_row_groups(by_user, self.dim, self.device)
         gen = torch.Generator().manual_seed(self.seed)
         U = _init_factors(n, self.dim, self.stdev, gen, self.dtype, self.device)
-        V = _init_factors(self.n_items, self.dim, self.stdev, gen, self.dtype, self.device)
+        V = zero_cold_rows(_init_factors(self.n_items, self.dim, self.stdev, gen, self.dtype, self.device), deg_i)
         s = U.mean(dim=0)
         w = torch.zeros_like(s)
         self.history = []

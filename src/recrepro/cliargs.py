@@ -1,0 +1,112 @@
+"""The options every ``recrepro`` verb spells the same way, shared by the CLI and the papers' verbs.
+
+:mod:`recrepro.cli` builds the ``recrepro`` command. Each paper adds its verbs (``recrepro <paper>
+<verb>``) with ``register(verbs)`` in ``recrepro.papers.<paper>.cli``, and builds their options
+from these helpers, so ``--tier``, ``--dataset``, ``--out-pdf``/``--out-png``, ``--out-md``/``--out-csv``,
+``--seed``, ``--threads``, ``--device``, the options of a training run (``--split-dir``,
+``--out-dir``, ``--evaluation``, ``--meta``, ``--batch-size``, ``--benchmark-file``,
+``--checkpoint``) and the JSON-valued options (``--tier-conf``, ``--switches``, ``--settings``, ...)
+mean the same thing in every verb.
+
+This module sits below the papers (docs/architecture.md), so a paper's verbs never import the
+CLI module above them. It imports nothing heavy: building the parser must not import torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from recrepro.devices import add_device_argument
+
+__all__ = [
+    "add_dataset", "add_device_argument", "add_figure_outputs", "add_json", "add_run_arguments", "add_seed",
+    "add_table_outputs", "add_threads", "add_tier", "int_list", "json_arg", "set_torch_threads",
+]
+
+
+def json_arg(text: str) -> Any:
+    """An option's value as JSON (rules pass settings, sections and lists as JSON: ``as_json``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+
+
+def int_list(text: str) -> list[int]:
+    """Comma-separated integers: ``0,1,2``."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from exc
+
+
+def add_json(parser: argparse.ArgumentParser, flag: str, *, required: bool = False, default: Any = None,
+             help: str | None = None) -> None:
+    """A JSON-valued option (``--settings '{"dim": 8}'``)."""
+    parser.add_argument(flag, type=json_arg, required=required, default=None if required else default,
+                        metavar="JSON", help=help)
+
+
+def add_tier(parser: argparse.ArgumentParser) -> None:
+    """``--tier`` (smoke, paper): named in every figure's caption and table's title."""
+    parser.add_argument("--tier", required=True, help="the tier the outputs belong to (smoke, paper)")
+
+
+def add_dataset(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    parser.add_argument("--dataset", required=True, help=help)
+
+
+def add_figure_outputs(parser: argparse.ArgumentParser) -> None:
+    """``--out-pdf`` and ``--out-png``: every figure is written in both formats."""
+    parser.add_argument("--out-pdf", required=True)
+    parser.add_argument("--out-png", required=True)
+
+
+def add_table_outputs(parser: argparse.ArgumentParser) -> None:
+    """``--out-md`` and ``--out-csv``: every table is written in both formats."""
+    parser.add_argument("--out-md", required=True)
+    parser.add_argument("--out-csv", required=True)
+
+
+def add_seed(parser: argparse.ArgumentParser, *, required: bool = False, default: int = 0) -> None:
+    parser.add_argument("--seed", type=int, required=required, default=None if required else default)
+
+
+def add_threads(parser: argparse.ArgumentParser, *, default: int | None = None, help: str | None = None) -> None:
+    """``--threads N``: torch's intra-op threads for the job (:func:`set_torch_threads`; unset: torch's default)."""
+    parser.add_argument("--threads", type=int, default=default,
+                        help=help or "torch threads (the rule passes its `threads:`); default: torch's own")
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """Apply ``--threads`` (nothing when it is not given)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, seed_required: bool = True, evaluation: bool = True,
+                      batch_size: bool = True, checkpoint: str | None = None) -> None:
+    """The options of a verb that trains on one split and writes one run record.
+
+    ``--split-dir``, ``--seed``, ``--out-dir`` (the run record), ``--meta`` (JSON merged into the
+    record's metadata), ``--evaluation`` (the split's evaluation section, JSON), ``--device``,
+    ``--batch-size`` (evaluation), ``--benchmark-file`` (the rule's benchmark, read into
+    ``provenance.json``) and, where the trainer can resume, ``--checkpoint`` (``checkpoint``:
+    its help text).
+    """
+    parser.add_argument("--split-dir", required=True, help="data/splits/<dataset>/<protocol>/<split>/seed<k>")
+    add_seed(parser, required=seed_required)
+    parser.add_argument("--out-dir", required=True, help="the run record's folder")
+    if evaluation:
+        add_json(parser, "--evaluation", required=True, help="the split's evaluation section as JSON")
+    add_json(parser, "--meta", default={}, help="metadata merged into the run record, as JSON")
+    add_device_argument(parser)
+    if batch_size:
+        parser.add_argument("--batch-size", type=int, default=2048, help="users per evaluation batch")
+    parser.add_argument("--benchmark-file", default=None, help="the rule's benchmark file (read into provenance.json)")
+    if checkpoint is not None:
+        parser.add_argument("--checkpoint", default=None, metavar="PATH", help=checkpoint)

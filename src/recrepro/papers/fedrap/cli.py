@@ -1,0 +1,107 @@
+"""``recrepro fedrap <verb>``: the verbs of the FedRAP rules over :mod:`recrepro.papers.fedrap.experiments`.
+
+``run`` (one variant, one seed), ``stats`` (dataset statistics of split folders), ``table``,
+``figure`` (learning curves, or ``--kind ablation``) and ``embeddings`` (PCA of C vs D⁽ⁱ⁾). The
+options are built from :mod:`recrepro.cliargs`; the experiment module is imported only when a verb
+runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from recrepro.cliargs import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
+                              add_threads, add_tier)
+
+__all__ = ["register"]
+
+
+def _run_dirs(paths: list[str]) -> list[str]:
+    return [str(Path(r).parent) if r.endswith("metrics.json") else r for r in paths]
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from recrepro.papers.fedrap.experiments import run_variant
+
+    result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
+                         seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
+                         device=args.device, benchmark_file=args.benchmark_file,
+                         memory_budget_mb=args.memory_budget_mb, checkpoint=args.checkpoint)
+    print(json.dumps(result, indent=1))
+
+
+def cmd_stats(args: argparse.Namespace) -> None:
+    from recrepro.io import write_text
+    from recrepro.papers.fedrap.experiments import dataset_stats
+
+    stats = dataset_stats(args.split_dirs)
+    Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
+    write_text(args.out_csv, stats.to_csv(index=False))
+    print(stats.to_string())
+
+
+def cmd_table(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from recrepro.io import write_text
+    from recrepro.papers.fedrap.experiments import results_table, table_markdown
+
+    agg = results_table(_run_dirs(args.runs))
+    stats = pd.read_csv(args.stats) if args.stats else None
+    Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
+    write_text(args.out_md, table_markdown(agg, stats, args.tier))
+    write_text(args.out_csv, agg.to_csv(index=False))
+
+
+def cmd_figure(args: argparse.Namespace) -> None:
+    from recrepro.papers.fedrap.experiments import ablation_figure, curves_figure
+
+    draw = ablation_figure if args.kind == "ablation" else curves_figure
+    draw(_run_dirs(args.runs), args.out_pdf, args.out_png, args.tier)
+
+
+def cmd_embeddings(args: argparse.Namespace) -> None:
+    from recrepro.papers.fedrap.experiments import embeddings_figure
+
+    embeddings_figure(args.projection, args.out_pdf, args.out_png, args.tier, args.dataset)
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    """Add FedRAP's verbs to ``verbs`` (the subparsers of ``recrepro fedrap``)."""
+    p = verbs.add_parser("run", help="train one variant on one split seed and write its run record")
+    add_run_arguments(p, batch_size=False,
+                      checkpoint="save the training state here after every round (MF/NCF: epoch) and resume from it "
+                                 "when rerun (deleted once the run record is written); default: no checkpointing")
+    p.add_argument("--variant", required=True)
+    add_json(p, "--settings", required=True, help="the variant's settings")
+    p.add_argument("--memory-budget-mb", type=float, default=None)
+    add_threads(p)
+    p.set_defaults(func=cmd_run)
+
+    p = verbs.add_parser("stats", help="#ratings, #users, #items and sparsity of split folders")
+    p.add_argument("--out-csv", required=True)
+    p.add_argument("split_dirs", nargs="+")
+    p.set_defaults(func=cmd_stats)
+
+    p = verbs.add_parser("table", help="HR@10 / NDCG@10 per dataset and method")
+    add_tier(p)
+    p.add_argument("--stats", default=None, help="the dataset statistics (stats)")
+    add_table_outputs(p)
+    p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
+    p.set_defaults(func=cmd_table)
+
+    p = verbs.add_parser("figure", help="learning curves, sparsity of C and upload size (--kind ablation: ablation)")
+    p.add_argument("--kind", choices=["curves", "ablation"], default="curves")
+    add_tier(p)
+    add_figure_outputs(p)
+    p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
+    p.set_defaults(func=cmd_figure)
+
+    p = verbs.add_parser("embeddings", help="PCA of the global item table C vs the private D⁽ⁱ⁾")
+    add_tier(p)
+    add_dataset(p)
+    p.add_argument("--projection", required=True)
+    add_figure_outputs(p)
+    p.set_defaults(func=cmd_embeddings)

@@ -1,0 +1,251 @@
+"""FedRAP's dense path: every client's full ``D`` and ``C`` tables updated at every step.
+
+``paper_path: dense`` (the reference for the lazy path), and also DP (which clips each
+client's dense upload), the prox L1 update and the L2 ablation in paper mode.  The chunk's
+``D[B, n_items, d]`` and ``C[B, n_items, d]`` are dense and every step updates all of them;
+the chunk of clients is sized to the memory budget
+(:func:`recrepro.models.federated.storage.clients_per_chunk`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from recrepro.models.federated.clients import LocalEpochs, client_batches
+from recrepro.records import check_finite
+
+__all__ = ["DensePaperPath"]
+
+
+class DensePaperPath:
+    """The dense path of :class:`~recrepro.papers.fedrap.fedrap.FederatedRecommender` (a mixin:
+    it reads the model's ``config``, parameters, private tables and learning rates).
+    """
+
+    def _local_train_dense(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
+                           lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
+        """Local epochs of the clients ``users`` at once on dense per-client tables.
+
+        Samples are kept flat (no padding to the busiest client): each epoch draws a
+        random order inside every client (``DataLoader(shuffle=True)``), mini-batch ``t``
+        of all clients is one step, per-client sums are ``index_add_`` segment sums.
+
+        Returns ``{"C": uploaded [B, n_items, d], "loss": last running mean loss [B]}``.
+        """
+        cfg, dev = self.config, self.device
+        B = users.size
+        users_t = torch.as_tensor(users, device=dev)
+        counts = np.bincount(owner, minlength=B)
+        bs = cfg.batch_size
+
+        w = self.w[users_t].clone()
+        b = self.b[users_t].clone()
+        if cfg.has_private_items:
+            self._materialise_private(users)
+        C = self.C.unsqueeze(0).expand(B, -1, -1).clone()
+        # contiguous, in-memory, same-device chunk: train D in place (no copy, no write-back)
+        in_place = (cfg.has_private_items and self.private_storage == "dense" and self.D.device == dev
+                    and B > 0 and np.array_equal(users, np.arange(users[0], users[0] + B)))
+        if in_place:
+            D = self.D[int(users[0]):int(users[0]) + B]
+        else:
+            D = self.D[users_t.cpu()].to(dev) if cfg.has_private_items else None
+        # weight decay is a per-client scalar shrink: kept lazily (true = scale * stored)
+        self._scale = {"C": torch.ones(B, dtype=torch.float64, device=dev),
+                       "D": torch.ones(B, dtype=torch.float64, device=dev)}
+
+        schedule = LocalEpochs(counts, bs, cfg.local_epochs, cfg.tol, cfg.batch_decay)
+        owner_t = torch.as_tensor(owner, device=dev)
+        item_t = torch.as_tensor(item, device=dev)
+        label_t = torch.as_tensor(label, device=dev)
+        for epoch in schedule.epochs():
+            batch_of = client_batches(owner, counts, bs, rng)
+            for t, n_t, step_on in schedule.steps():
+                sel = np.flatnonzero((batch_of == t) & step_on[owner])
+                sel_t = torch.as_tensor(sel, device=dev)
+                fr, fi, lab = owner_t[sel_t], item_t[sel_t], label_t[sel_t]
+                n_f = torch.as_tensor(np.maximum(n_t, 1), dtype=torch.float32, device=dev)
+                lr_scale = torch.as_tensor(schedule.lr_scale(step_on), dtype=torch.float32, device=dev)
+                self._lengths = torch.as_tensor(np.where(step_on, n_t, 0), device=dev)
+                out = self._step(w, b, D, C, fr, fi, lab, n_f, lam, mu, lr_scale)
+                schedule.record(step_on, out.double().cpu().numpy(), n_t)
+            check_finite("client parameters", w, f"round {self.round} local epoch {epoch}")
+            check_finite("client losses", schedule.loss_acc, f"round {self.round} local epoch {epoch}")
+        self._materialise(C, D)
+        self._dense_bufs = None
+        # write back private state
+        self.w[users_t] = w
+        self.b[users_t] = b
+        if D is not None and not in_place:
+            self.D[users_t.cpu()] = D.to(self.D.device)
+        elif cfg.keeps_personal_copy:
+            self.D[users_t.cpu()] = C.to(self.D.device)
+        return {"C": C, "loss": torch.as_tensor(np.nan_to_num(schedule.prev_mean))}
+
+    def _materialise(self, C: torch.Tensor, D: torch.Tensor | None) -> None:
+        """Apply the lazy weight-decay scales to the stored tables and reset them to 1."""
+        for name, table in (("C", C), ("D", D)):
+            scale = self._scale[name]
+            if table is not None and bool((scale != 1).any()):
+                table.mul_(scale.to(table.dtype)[:, None, None])
+            scale.fill_(1.0)
+
+    def _code_row_regularisers(self, Cg, Dg, delta_c, delta_d, fC, fD, nf, n_f, seg, lam, mu,
+                               loss) -> torch.Tensor:
+        """Code mode's batch-row regularisers (``−λ mean (D − C)²``, ``μ mean |C|`` or the L2
+        ablation's ``μ mean C²``) of the gathered batch rows ``Cg``, ``Dg`` (``Dg`` is overwritten):
+        added to the deltas ``delta_c``, ``delta_d`` (scaled by ``fC``, ``fD``) in place and to
+        ``loss``, which is returned.  ``seg`` sums per client, ``nf``/``n_f`` the batch sizes."""
+        cfg = self.config
+        d = cfg.dim
+        diff = Dg.sub_(Cg)                               # Dg no longer needed
+        denom = nf * d
+        loss = loss - lam * seg(torch.einsum("kd,kd->k", diff, diff)) / (n_f * d)
+        c_k = 2 * lam / denom
+        delta_d.add_(torch.einsum("kd,k->kd", diff, fD * c_k))
+        delta_c.sub_(torch.einsum("kd,k->kd", diff, fC * c_k))
+        m_k = mu / denom
+        if cfg.method == "fedrap_l2":
+            loss = loss + mu * seg(torch.einsum("kd,kd->k", Cg, Cg)) / (n_f * d)
+            delta_c.sub_(torch.einsum("kd,k->kd", Cg, fC * 2 * m_k))
+        elif mu:
+            sign = torch.sign(Cg)
+            loss = loss + mu * seg(torch.einsum("kd,kd->k", Cg, sign)) / (n_f * d)  # Σ|C|
+            delta_c.sub_(torch.einsum("kd,k->kd", sign, fC * m_k))
+        del diff
+        return loss
+
+    def _paper_dense_update(self, D, C, lam, mu, lr_arg, loss) -> tuple[torch.Tensor, bool]:
+        """Paper mode's full-matrix regularisers and weight decay on the dense tables ``D``, ``C``
+        ``[B, n_items, d]``, in place: gradients at the pre-step values, then the updates.  Returns
+        ``loss`` with their terms and whether the L1 step is the prox (applied after the batch rows)."""
+        cfg = self.config
+        n_items, d = self.n_items, cfg.dim
+        l1_prox = False
+        lr3 = lr_arg[:, None, None]
+        # gradients of the full-matrix terms at the pre-step values, then in-place updates
+        nd = float(n_items * d)
+        # two preallocated [B, n_items, d] buffers (a fresh 200 MB tensor per step costs
+        # more in page faults than the arithmetic)
+        bufs = getattr(self, "_dense_bufs", None)
+        if bufs is None or bufs[0].shape != D.shape:
+            bufs = (torch.empty_like(D), torch.empty_like(D))
+            self._dense_bufs = bufs
+        diffall = torch.sub(D, C, out=bufs[0])
+        loss = loss - lam * torch.linalg.vector_norm(diffall, dim=(1, 2)) ** 2 / nd
+        coef = lr3 * (2 * lam / nd)
+        shrink_c = 1 - lr3 * cfg.l2
+        sign_c = None
+        if cfg.method == "fedrap_l2":
+            loss = loss + mu * torch.linalg.vector_norm(C, dim=(1, 2)) ** 2 / nd
+            shrink_c = shrink_c - lr3 * (2 * mu / nd)
+        else:
+            loss = loss + mu * torch.linalg.vector_norm(C, ord=1, dim=(1, 2)) / nd
+            sign_c = torch.sign(C, out=bufs[1])
+            if cfg.l1_update == "prox":
+                l1_prox = True
+                sign_c = None
+            elif not mu:
+                sign_c = None
+        D.mul_(1 - lr3 * cfg.l2).addcmul_(diffall, coef)       # D -= lr(l2 D - 2λ(D-C)/nd)
+        C.mul_(shrink_c).addcmul_(diffall, -coef)              # C -= lr(l2 C + 2λ(D-C)/nd [+2μC/nd])
+        if sign_c is not None:
+            C.addcmul_(sign_c, -lr3 * (mu / nd))               # C -= lr μ sign(C)/nd
+        del diffall, sign_c
+        return loss, l1_prox
+
+    # long (~65 lines): one step's gathers, gradients and scatters share its per-sample tensors
+    def _step(self, w, b, D, C, fr, fi, lab, n_f, lam, mu, lr_scale) -> torch.Tensor:
+        """One SGD step of every client (in place) on the flat batch ``(fr, fi, lab)``.
+
+        ``fr`` is the client (row of the stacked tensors) of each sample, ``fi`` its item,
+        ``n_f[B]`` the clients' batch sizes, ``lr_scale[B]`` the per-client learning-rate
+        factor (0 = client not stepping).  Returns each client's batch loss ``[B]``.
+
+        Per sample k (client i, item j, n = the client's batch size), with
+        ``a_k = (σ(s_k) − r_k)/n`` and, in code mode, ``c = 2λ/(n d)``, ``m = μ/(n d)``::
+
+            ∂L/∂D_ij += a_k w_i − c (D_ij − C_ij)
+            ∂L/∂C_ij += a_k w_i + c (D_ij − C_ij) + m sign(C_ij)     (L2 ablation: 2m C_ij)
+            ∂L/∂w_i  += a_k (D_ij + C_ij),   ∂L/∂b_i += a_k
+
+        The per-sample updates are formed with per-sample scalars (few passes) and
+        scattered with one ``index_add_`` per table (duplicates accumulate).
+        """
+        cfg = self.config
+        d = cfg.dim
+        n_items = self.n_items
+        sC, sD = self._scale["C"], self._scale["D"]
+        key = fr * n_items + fi
+        C2, D2 = C.view(-1, d), (D.view(-1, d) if D is not None else None)
+        sC_k = sC[fr].to(C.dtype)
+        Cg = C2.index_select(0, key).mul_(sC_k[:, None])
+        if D is not None:
+            sD_k = sD[fr].to(D.dtype)
+            Dg = D2.index_select(0, key).mul_(sD_k[:, None])
+            x = Cg + Dg
+        else:
+            Dg = None
+            x = Cg
+        wf = w.index_select(0, fr)
+        lengths = self._lengths  # samples per client in this step; ``fr`` is sorted by client
+
+        def seg(values):  # per-client sums of per-sample values (fr sorted)
+            return torch.segment_reduce(values, "sum", lengths=lengths, axis=0)
+
+        s = torch.einsum("kd,kd->k", x, wf)
+        if cfg.use_bias:
+            s = s + b[fr]
+        p = torch.sigmoid(s)
+        # BCE as torch.nn.BCELoss (log clamped at -100)
+        bce = -(lab * torch.clamp(torch.log(p), min=-100) + (1 - lab) * torch.clamp(torch.log1p(-p), min=-100))
+        nf = n_f[fr]
+        loss = seg(bce) / n_f
+        a_k = (p - lab) / nf                                     # dBCE/ds
+        g_w = seg(torch.einsum("kd,k->kd", x, a_k))
+        g_b = seg(a_k)
+        del x
+        lr_net = self.lr_network * lr_scale
+        lr_arg = self.lr_args * lr_scale
+        lr_k = lr_arg[fr]
+        # ΔC = -lr/sC (a w + c diff + m sign C),  ΔD = -lr/sD (a w - c diff)
+        fC = lr_k / sC_k
+        delta_c = torch.einsum("kd,k->kd", wf, -(fC * a_k))
+        delta_d = None
+        if Dg is not None:
+            fD = lr_k / sD_k
+            delta_d = torch.einsum("kd,k->kd", wf, -(fD * a_k))
+            if cfg.mode == "code":
+                loss = self._code_row_regularisers(Cg, Dg, delta_c, delta_d, fC, fD, nf, n_f, seg, lam, mu, loss)
+        del Cg, Dg
+        l1_prox = False
+        # dense part: weight decay (and, paper mode, the full-matrix regularisers)
+        if D is not None and cfg.mode == "paper":
+            loss, l1_prox = self._paper_dense_update(D, C, lam, mu, lr_arg, loss)
+        elif cfg.l2:
+            # p <- p (1 - lr l2) - lr g, with p = s * stored: s <- s (1 - lr l2), stored -= lr g / s
+            shrink = 1 - lr_arg.to(torch.float64) * cfg.l2
+            sC.mul_(shrink)
+            if D is not None:
+                sD.mul_(shrink)
+            # the deltas were divided by the pre-step scale: rescale to the new one
+            ratio = (1 / shrink).to(C.dtype)[fr][:, None]
+            delta_c.mul_(ratio)
+            if delta_d is not None:
+                delta_d.mul_(ratio)
+        # sparse part: the batch rows (duplicates accumulate, as embedding backward)
+        C2.index_add_(0, key, delta_c)
+        if D is not None:
+            D2.index_add_(0, key, delta_d)
+        if bool((sC < 1e-3).any()):  # keep the lazy scales away from underflow
+            self._materialise(C, D)
+        if l1_prox:
+            thr = (lr_arg * mu / float(n_items * d))[:, None, None]
+            C.copy_(torch.sign(C) * torch.clamp(C.abs() - thr, min=0.0))
+        w.sub_(lr_net[:, None] * (g_w + cfg.l2 * w))
+        if cfg.use_bias:
+            b.sub_(lr_net * (g_b + cfg.l2 * b))
+        return loss

@@ -1,0 +1,299 @@
+"""FedRAP (Li, Long & Zhou, ICLR 2024), FedMF and PFedRec: one vectorised federated simulation.
+
+Scores (poster, "FedRAP – Two-Way Personalization")::
+
+    r̂_ij = sigmoid(<u_i, (D^(i) + C)_j>)
+
+objective (poster, "FedRAP – Objective"), with a the round::
+
+    min Σ_i ( Σ_(i,j)∈Ω BCE(r_ij, r̂_ij) − λ_(a,v1) ||D^(i) − C||_F² ) + μ_(a,v2) ||C||_1
+    λ_(a,v1) = tanh(a/10)·v1,   μ_(a,v2) = tanh(a/10)·v2
+
+Clients are users: client ``i`` holds its own interactions, a private score function
+(user vector ``w_i`` and, in the released FedRAP code, a bias ``b_i``), optionally a
+private item table, and a local copy of the global item table ``C``.  The official
+FedRAP code (mtics/FedRAP ``model/engine.py``) loops over users and deep-copies a model
+per user; here **all sampled clients of a round train at once**: their parameters are
+stacked tensors and every local SGD step is one batched tensor operation with hand-written
+gradients (the round loop, client sampling, aggregation, DP and the storage of the private
+tables are the shared core, :mod:`recrepro.models.federated`).  Three paths:
+
+* **rows** (code mode, FedMF, PFedRec; :mod:`recrepro.papers.fedrap.rows`): a step only
+  changes the rows of the items in a client's batch, so the round trains on those rows alone.
+* **lazy** (paper mode with private tables, the default; :mod:`recrepro.papers.fedrap.lazy`):
+  the exact lazy form of the paper's full-matrix regularisers.
+* **dense** (``paper_path: dense``, the reference; also DP, the prox L1 update and the L2
+  ablation; :mod:`recrepro.papers.fedrap.dense`): dense ``[B, n_items, d]`` tables per chunk
+  of clients.
+
+One local step of client ``i`` on its mini-batch ``(j_k, r_k)_{k=1..n}`` (FedRAP,
+Li et al. 2024, the poster's objective)::
+
+    x_k   = D_i[j_k] + C_i[j_k]                  # additive personalisation
+    s_k   = <w_i, x_k> (+ b_i in code mode)      # r̂ = sigmoid(s)
+    BCE   = mean_k -(r_k log r̂_k + (1-r_k) log(1-r̂_k))
+    paper : L = BCE - λ_a ||D_i - C_i||_F² / (n_items d) + μ_a ||C_i||_1 / (n_items d)
+    code  : L = BCE - λ mean_k,f (D_i[j_k]-C_i[j_k])_f² + μ mean_k,f |C_i[j_k]|_f
+
+followed by plain SGD with weight decay ``l2`` on every parameter (as
+``torch.optim.SGD(weight_decay=l2)``), per-client learning rates decayed by
+``batch_decay`` after every mini-batch (the code's ``ExponentialLR(0.95)`` stepped per
+batch), ``local_epochs`` passes over the client's samples with the code's early stop
+(relative change of the running mean loss < ``tol``).  Clients have different numbers of
+mini-batches; a client whose batches are exhausted (or that stopped) is masked out of a
+step (learning rate 0), so the batched run equals the per-client loop
+(``tests/test_fedrap_model.py`` checks this to 1e-6).
+
+The server averages the uploaded ``C_i`` of the round's participants (unweighted mean,
+as the code), then both learning rates are multiplied by ``decay_rate``.
+
+Memory
+------
+The private tables ``D`` (FedRAP) or personalised item copies (PFedRec) need
+``n_users × n_items × d`` floats, in RAM under ``memory_budget_mb`` or else in a disk-backed
+memmap (:mod:`recrepro.models.federated.storage`).  The rows and lazy paths read and write
+only the round's rows of them, or stream over them.  The dense path runs on **chunks of
+clients**: a chunk holds about six ``[B, n_items, d]`` float32 tensors and ``B`` is chosen
+so the chunk stays under the same budget (at least one client); so does DP, which needs
+each client's dense upload.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import torch
+
+from recrepro.models.base import NotFittedError
+from recrepro.models.federated.aggregation import row_upload_nnz, row_upload_sum, row_uploads_dense
+from recrepro.models.federated.privacy import gaussian_epsilon, gaussian_mechanism
+from recrepro.models.federated.sampling import sample_clients
+from recrepro.models.federated.simulation import FederatedSimulation, check_finite_fast
+from recrepro.models.federated.storage import clients_per_chunk
+from recrepro.papers.fedrap.config import L1_THRESHOLD, FederatedConfig
+from recrepro.papers.fedrap.dense import DensePaperPath
+from recrepro.papers.fedrap.lazy import LazyPaperPath
+from recrepro.papers.fedrap.rows import RowPath
+
+__all__ = ["FedRAP", "FederatedRecommender"]
+
+
+class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimulation):
+    """FedRAP / FedMF / PFedRec trained by the vectorised simulation (see module docstring).
+
+    ``fit(train, touched=..., eval_fn=...)``: ``touched`` (train ∪ validation ∪ test) is
+    what the training negatives avoid; ``eval_fn(model, round)`` (optional) is called
+    after each evaluated round and its return value is stored in :attr:`history`.
+    After fitting, :meth:`score` gives each user's scores from their own model and the
+    server's ``C`` (PFedRec: the client's last fine-tuned copy).
+    """
+
+    def __init__(self, config: FederatedConfig | None = None, **kwargs: Any) -> None:
+        self.config = config if config is not None else FederatedConfig(**kwargs)
+        self.history: list[dict[str, Any]] = []
+        self.w: torch.Tensor | None = None
+        self._fitted = False
+
+    def init_state(self, n_users: int, n_items: int) -> None:
+        cfg = self.config
+        self.n_users, self.n_items = n_users, n_items
+        self.device = torch.device(cfg.device)
+        rng = np.random.default_rng([cfg.seed, 0xFED])
+        d = cfg.dim
+        bound = 1.0 / math.sqrt(d)
+        # nn.Linear(d, 1) default init, one copy for every client (the code deep-copies it)
+        w0 = rng.uniform(-bound, bound, size=d).astype(np.float32)
+        b0 = np.float32(rng.uniform(-bound, bound)) if cfg.use_bias else np.float32(0.0)
+        self.w = torch.as_tensor(np.tile(w0, (n_users, 1)), device=self.device)
+        self.b = torch.full((n_users,), float(b0), device=self.device)
+        # nn.Embedding default init N(0, 1): C on the server, D shared initial copy
+        self.C = torch.as_tensor(rng.standard_normal((n_items, d)).astype(np.float32) * cfg.init_std,
+                                 device=self.device)
+        self.D = None
+        if cfg.has_private_items or cfg.keeps_personal_copy:
+            d0 = (rng.standard_normal((n_items, d)).astype(np.float32) * cfg.init_std
+                  if cfg.has_private_items else self.C.cpu().numpy())
+            self._init_private(n_users, n_items, d0)
+        # lazy SGD weight decay of the private tables: true D[u] = D_scale[u] * stored D[u]
+        self.D_scale = torch.ones(n_users, dtype=torch.float64)
+        self.lr_network = cfg.lr_network
+        self.lr_args = cfg.lr_args
+        self.weights_prev: tuple[float, float] | None = None
+        self.round = 0
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        """The settings a checkpoint must match (see
+        :meth:`~recrepro.models.federated.simulation.FederatedSimulation.checkpoint_config`)."""
+        config = super().checkpoint_config()
+        if not (config["mode"] == "paper" and self.config.has_private_items):
+            config.pop("paper_path", None)  # only paper mode with private tables has two paths
+        return config
+
+    # ------------------------------------------------------------------ training
+    def train_round(self) -> dict[str, Any]:
+        """One federated round: sample clients, local training (chunked), aggregate C."""
+        cfg = self.config
+        a = self.round
+        t0 = time.perf_counter()
+        rng = np.random.default_rng([cfg.seed, 1, a])
+        participants = sample_clients(self.n_users, cfg.client_ratio, rng)
+        lam, mu = cfg.weights(a, self.weights_prev)
+        self.weights_prev = (lam, mu)
+        dense = ((cfg.mode == "paper" and cfg.has_private_items and not self._uses_lazy_paper())
+                 or cfg.dp_clip is not None)
+        # the row path forms nothing of size B x n_items x d: all participants in one chunk
+        chunk = (clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if dense
+                 else max(1, participants.size))
+        c_sum = torch.zeros_like(self.C, dtype=torch.float64)
+        loss_sum, nnz_upload = 0.0, 0
+        abs_sorted = None
+        for start in range(0, participants.size, chunk):
+            users = participants[start:start + chunk]
+            owner, item, label = self.round_samples(users, rng)
+            result = self.local_train(users, owner, item, label, lam, mu, rng)
+            if "c_sum" in result:  # the lazy paper path sums its uploads itself
+                c_sum += result["c_sum"]
+                nnz_upload += result["nnz"]
+            elif cfg.dp_clip is not None or "C" in result:
+                up = self.dense_uploads(result)
+                if cfg.dp_clip is not None:
+                    up = self.privatise(up, rng)
+                c_sum += up.sum(0, dtype=torch.float64)
+                nnz_upload += int((up.abs() > L1_THRESHOLD).sum())
+                del up
+            else:
+                if abs_sorted is None:
+                    abs_sorted = np.sort(self.C.abs().cpu().numpy().astype(np.float64).ravel())
+                c_sum += row_upload_sum(self.C, result)
+                nnz_upload += row_upload_nnz(self.C, result, abs_sorted, L1_THRESHOLD)
+            loss_sum += float(result["loss"].sum())
+        new_c = (c_sum / participants.size).to(torch.float32)
+        check_finite_fast("global item table C", new_c, f"round {a}")
+        self.C = new_c
+        sparsity = float((self.C.abs() <= L1_THRESHOLD).float().mean())
+        self.lr_network *= cfg.decay_rate
+        self.lr_args *= cfg.decay_rate
+        self.round += 1
+        dense_bytes = participants.size * self.n_items * cfg.dim * 4
+        return {
+            "round": self.round, "lambda": lam, "mu": mu, "n_participants": int(participants.size),
+            "train_loss": loss_sum / participants.size, "c_sparsity": sparsity,
+            "upload_bytes_dense": int(dense_bytes), "upload_bytes_sparse": int(nnz_upload * 8),
+            "seconds": time.perf_counter() - t0,
+            "dp_epsilon": (gaussian_epsilon(cfg.dp_noise, self.round, cfg.dp_delta)
+                           if cfg.dp_clip is not None else None),
+        }
+
+    def privatise(self, uploads: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+        """Clip each client's update ``C_i − C`` to Frobenius norm ``dp_clip`` and add
+        ``N(0, (dp_noise·dp_clip)²)`` noise to every entry (Gaussian mechanism on the upload,
+        per client, before aggregation; :func:`~recrepro.models.federated.privacy.gaussian_mechanism`)."""
+        return gaussian_mechanism(uploads, self.C, self.config.dp_clip, self.config.dp_noise, rng)
+
+    def local_train(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
+                    lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
+        """Local epochs of the clients ``users`` at once; writes back their private state.
+
+        ``mode: paper`` with private tables (FedRAP's full-matrix regularisers touch every
+        row of D⁽ⁱ⁾ and C at every step) runs the exact lazy form (:mod:`~recrepro.papers.fedrap.lazy`),
+        or, with ``paper_path: dense`` (and for DP, ``l1_update: prox``, ``fedrap_l2``), dense
+        ``[B, n_items, d]`` tables (:mod:`~recrepro.papers.fedrap.dense`); everything else (code mode,
+        FedMF, PFedRec) only ever changes the rows of the items a client samples in the round, so it trains on those
+        rows alone (:meth:`_local_train_rows`).  Use :meth:`dense_uploads` for the uploaded
+        ``C_i`` as ``[B, n_items, d]``.
+        """
+        cfg = self.config
+        if self._uses_lazy_paper():
+            return self._local_train_lazy(users, owner, item, label, lam, mu, rng)
+        if cfg.mode == "paper" and cfg.has_private_items:
+            return self._local_train_dense(users, owner, item, label, lam, mu, rng)
+        return self._local_train_rows(users, owner, item, label, lam, mu, rng)
+
+    def _uses_lazy_paper(self) -> bool:
+        """Whether paper mode runs on :meth:`_local_train_lazy` (else :meth:`_local_train_dense`).
+
+        The lazy form covers the paper's objective with the L1 subgradient (``fedrap``,
+        ``fedrap_no``); the L2 ablation, the prox update and DP (which clips every client's
+        dense upload) keep the dense path, as does ``paper_path: dense`` (kept for verification).
+        """
+        cfg = self.config
+        return (cfg.mode == "paper" and cfg.has_private_items and cfg.paper_path == "lazy"
+                and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient" and cfg.dp_clip is None)
+
+    def dense_uploads(self, result: dict[str, Any]) -> torch.Tensor:
+        """The uploaded ``C_i`` of a :meth:`local_train` result as ``[B, n_items, d]``."""
+        if "C" in result:
+            return result["C"]
+        if "lazy" in result:
+            # lazy paper path: C_T = α C0 + β D0 − γ s with D0 recovered from the stored
+            # D_T = α D0 + β C0 + δ s (valid until the private tables change), exact entries over it
+            lazy = result["lazy"]
+            C0 = lazy["C0"]
+            S0 = torch.sign(C0)
+            col = {k: torch.as_tensor(lazy[k], dtype=torch.float32, device=C0.device)[:, None, None]
+                   for k in ("alpha", "beta", "gamma", "delta")}
+            D0 = (self.private_items(lazy["users"]) - col["beta"] * C0 - col["delta"] * S0) / col["alpha"]
+            up = col["alpha"] * C0 + col["beta"] * D0 - col["gamma"] * S0
+            owner, item, rows = lazy["rows"]
+            up[owner, item] = rows
+            owner, pos, values = lazy["entries"]
+            up.view(up.shape[0], -1)[owner, pos] = values
+            return up
+        return row_uploads_dense(self.C, result)
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, user_ids: np.ndarray) -> np.ndarray:
+        if self.w is None:
+            raise NotFittedError("fit the model first")
+        users = np.asarray(user_ids, dtype=np.int64).ravel()
+        out = np.empty((users.size, self.n_items), np.float32)
+        chunk = clients_per_chunk(self.n_items, self.config.dim, self.config.memory_budget_mb, max(users.size, 1))
+        for start in range(0, users.size, chunk):
+            u = torch.as_tensor(users[start:start + chunk], device=self.device)
+            w = self.w[u]
+            if self.config.has_private_items:
+                items = self.private_items(u.cpu().numpy()) + self.C[None]
+            elif self.config.keeps_personal_copy:
+                items = self.private_items(u.cpu().numpy())
+            else:
+                items = self.C[None].expand(u.numel(), -1, -1)
+            s = torch.einsum("bd,bnd->bn", w, items)
+            if self.config.use_bias:
+                s = s + self.b[u][:, None]
+            # r̂ = sigmoid(s) in float32, as the code compares them: saturated scores tie
+            out[start:start + chunk] = torch.sigmoid(s).cpu().numpy()
+        return out
+
+    def score_pairs(self, user_ids: np.ndarray, item_ids: np.ndarray) -> np.ndarray:
+        """``r̂`` of the (user, item) pairs only (float32), equal to the entries of :meth:`score`."""
+        if self.w is None:
+            raise NotFittedError("fit the model first")
+        cfg = self.config
+        u = torch.as_tensor(np.asarray(user_ids, dtype=np.int64).ravel())
+        i = torch.as_tensor(np.asarray(item_ids, dtype=np.int64).ravel())
+        ud, idev = u.to(self.device), i.to(self.device)
+        if cfg.has_private_items or cfg.keeps_personal_copy:
+            rows = self._private_rows(u * self.n_items + i).to(self.device)
+            rows = rows * self.D_scale[u].to(self.device, torch.float32)[:, None]
+            items = rows + self.C.index_select(0, idev) if cfg.has_private_items else rows
+        else:
+            items = self.C.index_select(0, idev)
+        s = torch.einsum("kd,kd->k", self.w.index_select(0, ud), items)
+        if cfg.use_bias:
+            s = s + self.b.index_select(0, ud)
+        return torch.sigmoid(s).cpu().numpy()
+
+    def describe(self) -> dict[str, Any]:
+        return asdict(self.config)
+
+
+class FedRAP(FederatedRecommender):
+    """FedRAP with the paper's defaults (``method='fedrap'``, ``mode='paper'``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("method", "fedrap")
+        super().__init__(FederatedConfig(**kwargs))

@@ -1,0 +1,123 @@
+"""``recrepro lambdaopt <verb>``: the verbs of the λOpt rules over :mod:`recrepro.papers.lambdaopt.experiments`.
+
+``run`` (one variant, one seed), ``sensitivity`` (MF-λFix per fixed λ), ``table``,
+``figure-trajectory``, ``figure-sensitivity`` and ``figure-groups``. The options are built from
+:mod:`recrepro.cliargs`; the experiment module is imported only when a verb runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from recrepro.cliargs import (add_dataset, add_device_argument, add_figure_outputs, add_json, add_run_arguments,
+                              add_seed, add_table_outputs, add_threads, add_tier)
+
+__all__ = ["register"]
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from recrepro.papers.lambdaopt.experiments import run_variant
+
+    result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
+                         seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
+                         device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file,
+                         checkpoint=args.checkpoint)
+    print(json.dumps(result, indent=1))
+
+
+def cmd_sensitivity(args: argparse.Namespace) -> None:
+    from recrepro.io import write_parquet
+    from recrepro.papers.lambdaopt.experiments import sensitivity
+
+    table = sensitivity(split_dir=args.split_dir, settings=args.settings, lambdas=args.lambdas,
+                        epochs=args.epochs, seed=args.seed, evaluation=args.evaluation, device=args.device)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(args.out, table)
+    print(table.to_string())
+
+
+def cmd_table(args: argparse.Namespace) -> None:
+    from recrepro.io import write_text
+    from recrepro.papers.lambdaopt.experiments import paired_tests, results_table, table_markdown
+
+    runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
+    agg = results_table(runs)
+    Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
+    tests = paired_tests(runs)
+    write_text(args.out_md, table_markdown(agg, args.tier, tests))
+    write_text(args.out_csv, agg.to_csv(index=False))
+    if args.out_tests:
+        write_text(args.out_tests, tests.to_csv(index=False))
+
+
+def cmd_figure_trajectory(args: argparse.Namespace) -> None:
+    from recrepro.papers.lambdaopt.experiments import figure_trajectory
+
+    figure_trajectory(args.run, args.out_pdf, args.out_png, args.tier, args.dataset)
+
+
+def cmd_figure_sensitivity(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from recrepro.papers.lambdaopt.experiments import figure_sensitivity
+
+    figure_sensitivity(pd.read_parquet(args.table), args.out_pdf, args.out_png, args.tier, args.dataset)
+
+
+def cmd_figure_groups(args: argparse.Namespace) -> None:
+    from recrepro.io import write_text
+    from recrepro.papers.lambdaopt.experiments import figure_groups
+
+    data = figure_groups(args.run_a, args.run_b, args.out_pdf, args.out_png, args.tier, args.dataset)
+    write_text(args.out_csv, data.to_csv(index=False))
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    """Add λOpt's verbs to ``verbs`` (the subparsers of ``recrepro lambdaopt``)."""
+    p = verbs.add_parser("run", help="train one variant on one split seed and write its run record")
+    add_run_arguments(p, checkpoint="save the training state here after every epoch and resume from it when rerun "
+                                    "(MF-λFix and λOpt; deleted once the run record is written); "
+                                    "default: no checkpointing")
+    p.add_argument("--variant", required=True)
+    add_json(p, "--settings", required=True, help="the variant's settings")
+    add_threads(p)
+    p.set_defaults(func=cmd_run)
+
+    p = verbs.add_parser("sensitivity", help="validation AUC per epoch of MF-λFix for each fixed λ")
+    p.add_argument("--split-dir", required=True)
+    add_json(p, "--settings", required=True, help="MF-λFix's settings")
+    add_json(p, "--lambdas", required=True, help="the fixed λ values, a JSON list")
+    p.add_argument("--epochs", type=int, required=True)
+    add_seed(p)
+    add_json(p, "--evaluation", required=True, help="the split's evaluation section as JSON")
+    add_device_argument(p)
+    add_threads(p)
+    p.add_argument("--out", required=True, help="the table (parquet)")
+    p.set_defaults(func=cmd_sensitivity)
+
+    p = verbs.add_parser("table", help="results table (method x metric) with the paired tests")
+    add_tier(p)
+    add_table_outputs(p)
+    p.add_argument("--out-tests", default=None, help="the paired tests as CSV")
+    p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
+    p.set_defaults(func=cmd_table)
+
+    for name, func, help in (
+            ("figure-trajectory", cmd_figure_trajectory, "mean λ by training frequency and epoch"),
+            ("figure-sensitivity", cmd_figure_sensitivity, "validation AUC over epochs per fixed λ"),
+            ("figure-groups", cmd_figure_groups, "two methods by user-frequency quartile")):
+        p = verbs.add_parser(name, help=help)
+        add_tier(p)
+        add_dataset(p)
+        add_figure_outputs(p)
+        if name == "figure-trajectory":
+            p.add_argument("--run", required=True, help="a λOpt run record's folder")
+        elif name == "figure-sensitivity":
+            p.add_argument("--table", required=True, help="the sensitivity table (parquet)")
+        else:
+            p.add_argument("--run-a", required=True)
+            p.add_argument("--run-b", required=True)
+            p.add_argument("--out-csv", required=True)
+        p.set_defaults(func=func)

@@ -1,0 +1,102 @@
+"""``recrepro lrs <verb>``: the verbs of the AMHT-LRS rules over :mod:`recrepro.papers.lrs.experiments`.
+
+``sweep`` (one synthetic experiment over seeds), ``figures`` (Figs. 1-5 from the sweeps), ``ml100k``
+(our Fig. 6) and ``acceptance`` (the run records the scorecard reads). The options are built from
+:mod:`recrepro.cliargs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from recrepro.cliargs import (add_device_argument, add_figure_outputs, add_json, add_seed, add_threads, add_tier,
+                              int_list)
+
+__all__ = ["register"]
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from recrepro.io import write_parquet
+    from recrepro.papers.lrs.experiments import run_sweep
+
+    frame = pd.concat([run_sweep(args.experiment, args.settings, seed, args.device) for seed in args.seeds],
+                      ignore_index=True)
+    write_parquet(args.out, frame)
+    print(frame.to_string(max_rows=80))
+
+
+def cmd_figures(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from recrepro.papers.lrs.experiments import FIGURES, make_figure
+
+    for item in args.rows:
+        figure, path = item.split("=", 1)
+        out = Path(args.out_dir) / figure
+        make_figure(FIGURES[figure], pd.read_parquet(path), f"{out}.pdf", f"{out}.png", args.tier)
+
+
+def cmd_ml100k(args: argparse.Namespace) -> None:
+    from recrepro.datasets import get_dataset
+    from recrepro.datasets.download import verify_raw_files
+    from recrepro.io import write_parquet
+    from recrepro.papers.lrs.experiments import make_figure, run_ml100k
+
+    # u.data is read straight from data/raw/: check it against fetch.json first
+    verify_raw_files(get_dataset("ml-100k"), args.raw_dir)
+    frame = run_ml100k(args.raw_dir, args.settings, args.seeds)
+    write_parquet(args.out, frame)
+    make_figure("ml100k", frame, args.out_pdf, args.out_png, args.tier)
+    print(frame.groupby(["method", "m"])["heldout_mse"].mean().unstack().to_string())
+
+
+def cmd_acceptance(args: argparse.Namespace) -> None:
+    from recrepro.io import write_text
+    from recrepro.papers.lrs.experiments import run_acceptance
+
+    runs = run_acceptance(args.settings, args.seed, args.tier, args.run_root, args.device, args.settings)
+    write_text(args.done, "".join(f"{run}\n" for run in runs))
+    print("\n".join(map(str, runs)))
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    """Add AMHT-LRS's verbs to ``verbs`` (the subparsers of ``recrepro lrs``)."""
+    from recrepro.papers.lrs.experiments import EXPERIMENTS, FIGURES
+
+    p = verbs.add_parser("sweep", help="one synthetic experiment over seeds: one row per (method, x value)")
+    p.add_argument("--experiment", required=True, choices=EXPERIMENTS)
+    p.add_argument("--seeds", type=int_list, required=True, help="comma-separated: 0,1,2")
+    add_json(p, "--settings", required=True, help="the tier's lrs settings")
+    add_device_argument(p)
+    p.add_argument("--out", required=True, help="the rows (parquet)")
+    p.set_defaults(func=cmd_sweep)
+
+    p = verbs.add_parser("figures", help="Figs. 1-5 from the sweeps' rows")
+    add_tier(p)
+    p.add_argument("--out-dir", required=True, help="writes <out-dir>/<figure>.pdf and .png")
+    p.add_argument("rows", nargs="+", help="FIGURE=rows.parquet, FIGURE one of " + ", ".join(FIGURES))
+    p.set_defaults(func=cmd_figures)
+
+    p = verbs.add_parser("ml100k", help="our Fig. 6: the ML-100K regression tasks")
+    p.add_argument("--raw-dir", required=True, help="data/raw/ml-100k (checked against its fetch.json)")
+    p.add_argument("--seeds", type=int_list, required=True, help="comma-separated: 0,1,2")
+    add_json(p, "--settings", required=True, help="the tier's lrs settings")
+    add_tier(p)
+    p.add_argument("--out", required=True, help="the rows (parquet)")
+    add_figure_outputs(p)
+    p.set_defaults(func=cmd_ml100k)
+
+    p = verbs.add_parser("acceptance", help="the acceptance settings' run records (what the scorecard reads)")
+    add_seed(p, required=True)
+    add_json(p, "--settings", required=True, help="the tier's lrs settings")
+    add_tier(p)
+    add_device_argument(p)
+    p.add_argument("--run-root", required=True, help="results/<tier>/lrs/runs")
+    p.add_argument("--done", required=True, help="the list of records written")
+    p.set_defaults(func=cmd_acceptance)
+
+    for p in verbs.choices.values():
+        add_threads(p, default=1, help="torch threads (1 is fastest for the small batched ops of the smoke tier)")

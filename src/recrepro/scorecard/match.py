@@ -1,0 +1,67 @@
+"""Match each published cell with the runs it is compared with, and find the runs no cell claims.
+
+A cell is (dataset, split, method, metric) of an expected entry. An entry without a split takes
+the one split its method ran on (:func:`resolve_split`); the runs' (dataset, split, method,
+metric) that no entry matched make the scorecard's "Our runs without a published value".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from recrepro.scorecard.expected import ExpectedEntry, SmokeCheck
+from recrepro.scorecard.runs import RunIndex, ScorecardError, summarise_runs
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A published entry and the runs matched with it."""
+
+    entry: ExpectedEntry
+    split: str | None  # None: no run of the entry's method on its dataset (and no split given)
+    values: Mapping[int, float]  # {seed: value} of the metric; empty when not run
+
+
+def resolve_split(entry: ExpectedEntry, runs: RunIndex) -> str | None:
+    """The entry's split, else the one split its method ran on its dataset (None: none ran).
+
+    Raises
+    ------
+    ScorecardError
+        The entry gives no split but the method ran on several.
+    """
+    if entry.split is not None:
+        return entry.split
+    splits = runs.splits_of(entry.dataset, entry.method)
+    if len(splits) > 1:
+        raise ScorecardError(
+            f"expected entry {entry.source}/{entry.dataset}/{entry.method}/{entry.metric} has no split, "
+            f"but runs exist for splits {splits}; give the entry a split"
+        )
+    return splits[0] if splits else None
+
+
+def match_entry(entry: ExpectedEntry, runs: RunIndex) -> Cell:
+    """The runs of ``entry``'s cell: its split and the seeds' values of its metric."""
+    split = resolve_split(entry, runs)
+    values = runs.values(entry.dataset, split, entry.method, entry.metric) if split is not None else {}
+    return Cell(entry=entry, split=split, values=values)
+
+
+def unmatched_runs(tidy: pd.DataFrame, cells: Iterable[Cell]) -> pd.DataFrame:
+    """:func:`~recrepro.scorecard.runs.summarise_runs` rows of the (dataset, split, method, metric) no cell matched."""
+    matched = {(c.entry.dataset, c.split, c.entry.method, c.entry.metric) for c in cells if c.split is not None}
+    summary = summarise_runs(tidy)
+    mask = [(r.dataset, r.split, r.method, r.metric) not in matched for r in summary.itertuples(index=False)]
+    return summary[mask].reset_index(drop=True)
+
+
+def check_split(check: SmokeCheck, runs: RunIndex) -> str | None:
+    """The split an ordering smoke check compares on: its own, else the method's only one (None: unclear)."""
+    if check.split is not None:
+        return check.split
+    splits = runs.splits_of(check.dataset, check.method)
+    return splits[0] if len(splits) == 1 else None
