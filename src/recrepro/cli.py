@@ -270,7 +270,28 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
                                             "`recrepro <paper> --help` a paper's verbs.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and the traceback of an error")
     sub = parser.add_subparsers(title="commands", dest="command", required=True, metavar="<command>")
+    _add_data(sub)
 
+    p = sub.add_parser("baseline", help="fit and evaluate a reference baseline on a split")
+    add_run_arguments(p, seed_required=False)
+    p.add_argument("--method", required=True, choices=["mostpop", "random"])
+    p.set_defaults(func=cmd_baseline)
+
+    _add_scorecard(sub)
+    _add_records(sub)
+    _add_figure_baselines(sub)
+    _add_report(sub)
+
+    for name, (description, module) in PAPERS.items():
+        p = sub.add_parser(name, help=description, description=description)
+        verbs = p.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
+        if papers is None or name in papers:
+            importlib.import_module(module).register(verbs)
+    return parser
+
+
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    """``recrepro data``: the verbs that fetch, describe, preprocess and split datasets."""
     data = sub.add_parser("data", help="fetch, describe, preprocess and split datasets")
     dsub = data.add_subparsers(dest="data_command", required=True)
 
@@ -317,11 +338,9 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
     p.add_argument("--out-dir", required=True)
     p.set_defaults(func=cmd_data_split)
 
-    p = sub.add_parser("baseline", help="fit and evaluate a reference baseline on a split")
-    add_run_arguments(p, seed_required=False)
-    p.add_argument("--method", required=True, choices=["mostpop", "random"])
-    p.set_defaults(func=cmd_baseline)
 
+def _add_scorecard(sub: argparse._SubParsersAction) -> None:
+    """``recrepro scorecard``: runs against the published numbers, or the summary over papers."""
     p = sub.add_parser("scorecard", help="compare runs with the published numbers (or --summary over papers)")
     p.add_argument("--paper")
     p.add_argument("--tier", required=True)
@@ -340,27 +359,24 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
     p.add_argument("runs", nargs="*", help="run directories or their metrics.json")
     p.set_defaults(func=cmd_scorecard)
 
+
+def _add_records(sub: argparse._SubParsersAction) -> None:
+    """``recrepro records``: maintenance of committed run records."""
     records = sub.add_parser("records", help="maintain run records")
     rsub = records.add_subparsers(dest="records_command", required=True)
     p = rsub.add_parser("normalise", help="bring records of earlier versions into the current layout (idempotent)")
     p.add_argument("paths", nargs="+", help="folders searched for run records (metrics.json)")
     p.set_defaults(func=cmd_records_normalise)
 
+
+def _add_figure_baselines(sub: argparse._SubParsersAction) -> None:
+    """``recrepro figure-baselines``: the reference baselines' bar chart."""
     p = sub.add_parser("figure-baselines", help="bar chart of the reference baselines")
     p.add_argument("--tier", required=True)
     p.add_argument("--out-pdf", required=True)
     p.add_argument("--out-png", required=True)
     p.add_argument("runs", nargs="+")
     p.set_defaults(func=cmd_figure_baselines)
-
-    _add_report(sub)
-
-    for name, (description, module) in PAPERS.items():
-        p = sub.add_parser(name, help=description, description=description)
-        verbs = p.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
-        if papers is None or name in papers:
-            importlib.import_module(module).register(verbs)
-    return parser
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:

@@ -108,7 +108,27 @@ def _hours(x: float) -> str:
 
 def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> str:
     """The markdown of ``docs/compute.md`` (see the module docstring)."""
-    lines = [
+    lines = _intro_lines()
+    if frame.empty:
+        return "\n".join(lines + ["No paper-tier jobs."]) + "\n"
+    done = frame[frame["recorded"]]
+    lines += _recorded_lines(done)
+    todo = frame[~frame["recorded"]].copy()
+    if len(todo):
+        todo["estimate"] = _estimates(todo, done)
+        lines += _remaining_lines(todo, availability)
+        here = todo[[availability.get(d, "missing") != "missing" for d in todo["dataset"]]].copy()
+        if len(here):
+            here["priority"] = queue_priority(here, _published_cells(sorted(set(frame["paper"]))))
+            lines += _queue_lines(here)
+    lines += [f"Recorded: {len(done)} of {len(frame)} paper-tier jobs, "
+              f"{_hours(float(done['cpu_hours'].astype(float).sum()))} CPU-hours.", ""]
+    return "\n".join(lines)
+
+
+def _intro_lines() -> list[str]:
+    """The page's title and its paragraphs on how it is made and how to run the queue."""
+    return [
         "# Compute: the paper tier",
         "",
         "Generated from the run records under `results/paper/` (their `provenance.json`: wall time, torch "
@@ -126,12 +146,13 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> st
         "scorecards, `results/paper/README.md` and this page.",
         "",
     ]
-    if frame.empty:
-        return "\n".join(lines + ["No paper-tier jobs."]) + "\n"
-    done = frame[frame["recorded"]]
-    lines += ["## Recorded", "",
-              "| paper | dataset | jobs | CPU-hours | wall hours | mean CPU-h / job | peak RSS (MB) | device |",
-              "|---|---|---:|---:|---:|---:|---:|---|"]
+
+
+def _recorded_lines(done: pd.DataFrame) -> list[str]:
+    """The "Recorded" table: measured cost per paper and dataset."""
+    lines = ["## Recorded", "",
+             "| paper | dataset | jobs | CPU-hours | wall hours | mean CPU-h / job | peak RSS (MB) | device |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
     for (paper, dataset), g in done.groupby(["paper", "dataset"], sort=True):
         cpu = g["cpu_hours"].astype(float)
         rss = pd.to_numeric(g["peak_rss_mb"], errors="coerce")
@@ -139,50 +160,57 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> st
         lines.append(f"| {paper} | {dataset} | {len(g)} | {_hours(cpu.sum())} | {_hours(g['wall_hours'].astype(float).sum())} | "
                      f"{_hours(cpu.mean())} | {rss.max():.0f} | {devices} |")
     lines.append("")
-    todo = frame[~frame["recorded"]].copy()
-    if len(todo):
-        family_mean = done.groupby(["paper", "dataset", "family"])["cpu_hours"].mean()
-        dataset_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
+    return lines
 
-        def price(r: pd.Series) -> float | None:
-            for table, key in ((family_mean, (r.paper, r.dataset, r.family)), (dataset_mean, (r.paper, r.dataset))):
-                if key in table.index and pd.notna(table[key]):
-                    return float(table[key])
-            return None
 
-        todo["estimate"] = [price(r) for r in todo.itertuples(index=False)]
-        lines += ["## Remaining", "",
-                  "| paper | dataset | data here | jobs | priced jobs | estimated CPU-hours |",
-                  "|---|---|---|---:|---:|---:|"]
-        total, unpriced = 0.0, 0
-        for (paper, dataset), g in todo.groupby(["paper", "dataset"], sort=True):
-            here = availability.get(dataset, "missing")
-            est = g["estimate"].dropna()
-            total += float(est.sum())
-            unpriced += int(g["estimate"].isna().sum())
-            lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | {len(est)} | "
-                         f"{_hours(float(est.sum())) if len(est) else 'not measured'} |")
-        lines += ["", f"Remaining: {len(todo)} jobs; the {len(todo) - unpriced} priced ones ≈ {_hours(total)} CPU-hours "
-                  f"on this tier's settings; {unpriced} jobs have no measured job of their kind yet.", ""]
-        here = todo[[availability.get(d, "missing") != "missing" for d in todo["dataset"]]].copy()
-        if len(here):
-            here["priority"] = queue_priority(here, _published_cells(sorted(set(frame["paper"]))))
-            names = {1: "published cells, first seed", 2: "published cells, other seeds",
-                     3: "figure sweeps and unpublished runs"}
-            lines += ["## Queue (data here, in order)", "",
-                      "What to run next with the data at hand: published cells at the paper's budget on one seed, then "
-                      "their other seeds (a tuned weight decay's other seeds follow its pick on the first seed), then "
-                      "the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
-                      "`snakemake --cores 2 results/paper/<paper>/runs/<dataset>/.../<method>/seed<k>/metrics.json "
-                      "--config tier=paper`.", "",
-                      "| order | paper | dataset | jobs | estimated CPU-hours | methods |", "|---:|---|---|---:|---:|---|"]
-            for (prio, paper, dataset), g in here.groupby(["priority", "paper", "dataset"], sort=True):
-                est = g["estimate"].dropna()
-                methods = sorted(set(g["method"]))
-                shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6 else "")
-                lines.append(f"| {prio}: {names[prio]} | {paper} | {dataset} | {len(g)} | "
-                             f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {shown} |")
-            lines.append("")
-    lines += [f"Recorded: {len(done)} of {len(frame)} paper-tier jobs, "
-              f"{_hours(float(done['cpu_hours'].astype(float).sum()))} CPU-hours.", ""]
-    return "\n".join(lines)
+def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[float | None]:
+    """CPU-hours of each job not run yet: the mean of its family's records, else its dataset's, else None."""
+    family_mean = done.groupby(["paper", "dataset", "family"])["cpu_hours"].mean()
+    dataset_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
+
+    def price(r: Any) -> float | None:
+        for table, key in ((family_mean, (r.paper, r.dataset, r.family)), (dataset_mean, (r.paper, r.dataset))):
+            if key in table.index and pd.notna(table[key]):
+                return float(table[key])
+        return None
+
+    return [price(r) for r in todo.itertuples(index=False)]
+
+
+def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> list[str]:
+    """The "Remaining" table and its total over the priced jobs."""
+    lines = ["## Remaining", "",
+             "| paper | dataset | data here | jobs | priced jobs | estimated CPU-hours |",
+             "|---|---|---|---:|---:|---:|"]
+    total, unpriced = 0.0, 0
+    for (paper, dataset), g in todo.groupby(["paper", "dataset"], sort=True):
+        here = availability.get(dataset, "missing")
+        est = g["estimate"].dropna()
+        total += float(est.sum())
+        unpriced += int(g["estimate"].isna().sum())
+        lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | {len(est)} | "
+                     f"{_hours(float(est.sum())) if len(est) else 'not measured'} |")
+    lines += ["", f"Remaining: {len(todo)} jobs; the {len(todo) - unpriced} priced ones ≈ {_hours(total)} CPU-hours "
+              f"on this tier's settings; {unpriced} jobs have no measured job of their kind yet.", ""]
+    return lines
+
+
+def _queue_lines(here: pd.DataFrame) -> list[str]:
+    """The "Queue" table: the jobs whose data is here, in :func:`queue_priority` order."""
+    names = {1: "published cells, first seed", 2: "published cells, other seeds",
+             3: "figure sweeps and unpublished runs"}
+    lines = ["## Queue (data here, in order)", "",
+             "What to run next with the data at hand: published cells at the paper's budget on one seed, then "
+             "their other seeds (a tuned weight decay's other seeds follow its pick on the first seed), then "
+             "the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
+             "`snakemake --cores 2 results/paper/<paper>/runs/<dataset>/.../<method>/seed<k>/metrics.json "
+             "--config tier=paper`.", "",
+             "| order | paper | dataset | jobs | estimated CPU-hours | methods |", "|---:|---|---|---:|---:|---|"]
+    for (prio, paper, dataset), g in here.groupby(["priority", "paper", "dataset"], sort=True):
+        est = g["estimate"].dropna()
+        methods = sorted(set(g["method"]))
+        shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6 else "")
+        lines.append(f"| {prio}: {names[prio]} | {paper} | {dataset} | {len(g)} | "
+                     f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {shown} |")
+    lines.append("")
+    return lines

@@ -432,6 +432,18 @@ def scatter(ax: Axes, x: Any, y: Any, **kwargs: Any) -> Any:
     return ax.scatter(x, y, **kwargs)
 
 
+def note_no_data(ax: Axes, message: str) -> None:
+    """Say in an empty panel why it is empty (e.g. its runs have no records yet), with no ticks.
+
+    A blank panel with unit axes reads as a plotting failure; a redraw from partial records
+    leaves panels empty on purpose, so the panel names what is missing instead.
+    """
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", fontsize=8,
+            color="0.35", wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
 def add_colorbar(figure: Figure, mappable: Any, ax: Axes, label: str) -> Colorbar:
     """A colour bar for ``mappable`` beside ``ax`` with the house font sizes (not larger than the axes')."""
     bar = figure.colorbar(mappable, ax=ax)

@@ -259,22 +259,11 @@ def _read_delimited(opener: Opener, label: str, fmt: LineFormat, types: dict[str
     sep = fmt.delimiter
     if len(sep) > 1 and sep != sep[0] * len(sep):
         raise ValueError(f"unsupported delimiter {sep!r}")
-    names: list[str] = []
-    fillers: list[str] = []
-    for i, spec in enumerate(fmt.fields):
-        if i:
-            for j in range(len(sep) - 1):
-                fillers.append(f"__gap{i}_{j}")
-                names.append(fillers[-1])
-        names.append(spec.name)
+    names, fillers = _column_names(fmt)
     column_types = {**types, **{f: pa.string() for f in fillers}}
     # Check the header ourselves (exact names), then let pyarrow skip it.
     if fmt.header is not None:
-        with opener() as fh:
-            first = fh.readline().decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
-        got = tuple(next(csv.reader([first], delimiter=sep[0])) if fmt.quoted else first.split(sep))
-        if tuple(g.strip().strip('"') for g in got) != fmt.header:
-            raise DataFormatError(f'{label}: line 1: expected header {sep.join(fmt.header)!r}: "{_shown(first)}"')
+        _check_header(opener, label, fmt)
     read_options = pacsv.ReadOptions(column_names=names, skip_rows=1 if fmt.header is not None else 0)
     parse_options = pacsv.ParseOptions(
         delimiter=sep[0],
@@ -299,7 +288,37 @@ def _read_delimited(opener: Opener, label: str, fmt: LineFormat, types: dict[str
             )
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise _format_error(label, opener, fmt, f"cannot parse ({exc})") from None
+    if _suspicious(table, fmt, types, fillers):
+        raise _format_error(label, opener, fmt, "malformed field (not located)")
+    return table.select(list(types))
 
+
+def _column_names(fmt: LineFormat) -> tuple[list[str], list[str]]:
+    """The column names pyarrow reads (fields and the filler columns of a repeated delimiter), and the fillers."""
+    sep = fmt.delimiter
+    names: list[str] = []
+    fillers: list[str] = []
+    for i, spec in enumerate(fmt.fields):
+        if i:
+            for j in range(len(sep) - 1):
+                fillers.append(f"__gap{i}_{j}")
+                names.append(fillers[-1])
+        names.append(spec.name)
+    return names, fillers
+
+
+def _check_header(opener: Opener, label: str, fmt: LineFormat) -> None:
+    """Raise :class:`DataFormatError` unless the first line is exactly ``fmt.header``."""
+    sep = fmt.delimiter
+    with opener() as fh:
+        first = fh.readline().decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
+    got = tuple(next(csv.reader([first], delimiter=sep[0])) if fmt.quoted else first.split(sep))
+    if tuple(g.strip().strip('"') for g in got) != fmt.header:
+        raise DataFormatError(f'{label}: line 1: expected header {sep.join(fmt.header)!r}: "{_shown(first)}"')
+
+
+def _suspicious(table: pa.Table, fmt: LineFormat, types: dict[str, pa.DataType], fillers: list[str]) -> bool:
+    """Whether ``table`` holds what pyarrow accepts but the format forbids (the bad line is then searched for)."""
     # Conditions pyarrow accepts but the format forbids: text between the ':' of '::',
     # empty string ids, NaN/inf ratings, values outside the field's range.
     suspicious = any(pc.max(pc.utf8_length(table[f])).as_py() for f in fillers)
@@ -316,9 +335,7 @@ def _read_delimited(opener: Opener, label: str, fmt: LineFormat, types: dict[str
             low, high = extremes["min"].as_py(), extremes["max"].as_py()
             if spec.out_of_range(low) or spec.out_of_range(high):
                 suspicious = True
-    if suspicious:
-        raise _format_error(label, opener, fmt, "malformed field (not located)")
-    return table.select(list(types))
+    return suspicious
 
 
 # --------------------------------------------------------------------------- frame helpers

@@ -225,6 +225,7 @@ def _ordered_int(values: np.ndarray, out: np.ndarray | None = None, scratch: np.
     return out
 
 
+# Long on purpose: the int64 key packing, buffer reuse and chunked searchsorted share bounds that must stay together to stay exact
 def rank_positives(
     scores: np.ndarray,
     positive_rows: np.ndarray,
@@ -472,6 +473,7 @@ def _membership(keys_sorted: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return keys_sorted[np.minimum(pos, keys_sorted.size - 1)] == queries
 
 
+# Long on purpose: one batch pass feeds every metric family; splitting it would spread the per_user/overall key order the records depend on
 def evaluate_full_ranking(
     score_source: Any,
     exclude: sp.spmatrix | None,

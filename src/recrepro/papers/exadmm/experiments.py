@@ -381,7 +381,6 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
     """
     import torch
 
-    from recrepro.plotting import figure_legend, new_figure, save_figure
     from recrepro.runs import SplitData
 
     split = SplitData(split_dir)
@@ -428,9 +427,19 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
                 post = fairrec_seconds(model, sub)
                 records.append({"family": "fairrec", "axis": "users", "dim": base_d, "n_users": int(keep.size),
                                 "seconds": seconds + post, "post_seconds": post})
-    frame = pd.DataFrame(records)
     write_json(out_json, {"records": records, "epochs": epochs, "device": device,
                           "threads": torch.get_num_threads()})
+    _plot_scalability(records, out_pdf, out_png, tier=tier, dataset=split.describe().get("dataset", "?"),
+                      caption=f"seconds per training epoch (mean of {epochs}); FairRec = iALS epoch + one "
+                              f"post-processing pass (k {fair_k}); {torch.get_num_threads()} threads, {device}")
+    return {"records": records}
+
+
+def _plot_scalability(records: list[dict], out_pdf, out_png, *, tier: str, dataset: str, caption: str) -> None:
+    """Figure 2's two panels (seconds per epoch vs d, vs users) from :func:`scalability`'s records."""
+    from recrepro.plotting import figure_legend, new_figure, save_figure
+
+    frame = pd.DataFrame(records)
     fig, axes = new_figure(ncols=2, width=7.0, height=3.0)
     colors = family_colors()
     for family in FAMILIES:
@@ -443,7 +452,4 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
     for ax in axes:
         ax.set_ylabel("seconds / epoch")
     figure_legend(fig)
-    save_figure(fig, out_pdf, out_png, tier=tier, dataset=split.describe().get("dataset", "?"),
-                caption=f"seconds per training epoch (mean of {epochs}); FairRec = iALS epoch + one post-processing "
-                        f"pass (k {fair_k}); {torch.get_num_threads()} threads, {device}")
-    return {"records": records}
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)

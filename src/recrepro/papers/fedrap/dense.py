@@ -157,7 +157,7 @@ class DensePaperPath:
         del diffall, sign_c
         return loss, l1_prox
 
-    # long (~65 lines): one step's gathers, gradients and scatters share its per-sample tensors
+    # Long on purpose: one step's gathers, gradients and scatters share its per-sample tensors and summation order
     def _step(self, w, b, D, C, fr, fi, lab, n_f, lam, mu, lr_scale) -> torch.Tensor:
         """One SGD step of every client (in place) on the flat batch ``(fr, fi, lab)``.
 

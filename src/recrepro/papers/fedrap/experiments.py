@@ -141,6 +141,28 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     model.fit(train, touched=touched, eval_fn=eval_fn, **resume)
     per_round_users = results.per_user  # read after fit: a restore replaces the dict
     hist = pd.DataFrame([{k: v for k, v in h.items() if not k.startswith("_")} for h in model.history])
+    best_val, overall, selection = _select_round(hist, settings, pool)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_history(out_dir, hist, "history.parquet")
+    _save_projection(model, out_dir / "projection.parquet")
+    per_user = per_round_users[best_val][["user", "hr@10", "ndcg@10"]]
+    counts = dict(model.history[best_val - 1].get("_counts", {}))
+    counts.setdefault("n_users_skipped_no_targets", 0)
+    write_run_record(
+        out_dir, overall=overall, strata={}, per_user=per_user, counts=counts,
+        meta={**split.describe(), **meta, "method": variant, **selection},
+        config_slice={"variant": variant, "settings": settings, "evaluation": evaluation,
+                      "memory_budget_mb": memory_budget_mb},
+        split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
+        wall_seconds=time.time() - started, benchmark_file=benchmark_file)
+    remove_checkpoint(checkpoint)  # the record is complete: a rerun must not resume a finished run
+    return {"overall": overall, **selection}
+
+
+def _select_round(hist: pd.DataFrame, settings: dict[str, Any], pool: str
+                  ) -> tuple[int, dict[str, float], dict[str, Any]]:
+    """The round validation selects, its test metrics, and the selection fields of the record's meta."""
     evaluated = hist.dropna(subset=["val_hr@10"])
     # validation selection: best val HR@10, later round wins a tie (as the code's >=)
     best_val = _last_best_round(evaluated, "val_hr@10")
@@ -165,22 +187,7 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
                        if "dp_epsilon" in hist and hist["dp_epsilon"].notna().any() else None),
         "seconds_per_round": float(hist["seconds"].mean()) if "seconds" in hist else None,
     }
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_history(out_dir, hist, "history.parquet")
-    _save_projection(model, out_dir / "projection.parquet")
-    per_user = per_round_users[best_val][["user", "hr@10", "ndcg@10"]]
-    counts = dict(model.history[best_val - 1].get("_counts", {}))
-    counts.setdefault("n_users_skipped_no_targets", 0)
-    write_run_record(
-        out_dir, overall=overall, strata={}, per_user=per_user, counts=counts,
-        meta={**split.describe(), **meta, "method": variant, **selection},
-        config_slice={"variant": variant, "settings": settings, "evaluation": evaluation,
-                      "memory_budget_mb": memory_budget_mb},
-        split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
-        wall_seconds=time.time() - started, benchmark_file=benchmark_file)
-    remove_checkpoint(checkpoint)  # the record is complete: a rerun must not resume a finished run
-    return {"overall": overall, **selection}
+    return best_val, overall, selection
 
 
 def embedding_projection(C: np.ndarray, D: np.ndarray | None, users: np.ndarray | None,
@@ -436,14 +443,17 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     """Top: test HR@10 of FedRAP, its ablations (FedRAP-No: μ = 0, FedRAP-L2) and curricula
     (mean ± sd over seeds), one bar per dataset.  Bottom: test HR@10 against the DP noise
     multiplier σ (clip 1), each point labelled with the (ε, δ) of the run's Gaussian mechanism."""
-    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
+    from recrepro.plotting import figure_legend, fixed_colors, new_figure, note_no_data, save_figure
 
     runs = _runs_frame(run_dirs)
-    datasets = list(dict.fromkeys(runs["dataset"]))
+    names = [v for v in ABLATION_ORDER if v in set(runs["method"])]
+    # only the datasets with a bar or a DP point: a legend entry with nothing drawn misleads
+    shown = runs["method"].isin(names) | runs["dp_noise"].notna()
+    datasets = [d for d in dict.fromkeys(runs["dataset"]) if d in set(runs.loc[shown, "dataset"])]
     colors = fixed_colors(datasets)  # bars and lines are datasets here
     fig, axes = new_figure(1, 2, width=6.5, height=6.0)
     ax_ab, ax_dp = np.ravel(axes)
-    names = [v for v in ABLATION_ORDER if v in set(runs["method"])]
+    dp_drawn = False
     width = 0.8 / max(len(datasets), 1)
     for j, dataset in enumerate(datasets):
         sub = runs[runs["dataset"] == dataset]
@@ -457,6 +467,7 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
         if len(dp) > 1:
             g = dp.groupby("sigma").agg(hr=("hr@10", "mean"), eps=("dp_epsilon", "mean")).reset_index()
             ax_dp.plot(g["sigma"], g["hr"], marker="o", color=colors[dataset], label=dataset)
+            dp_drawn = True
             for r in g.itertuples():
                 label = "no DP" if r.sigma == 0 else f"ε={r.eps:.3g}"
                 ax_dp.annotate(label, (r.sigma, r.hr), fontsize=7, textcoords="offset points", xytext=(3, 3))
@@ -464,6 +475,11 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
     ax_ab.grid(False, axis="x")
     ax_dp.set(xlabel="noise multiplier σ (clip 1; δ = 1e-5)", ylabel="test HR@10", title="(b) DP on the upload of C")
+    if not names:
+        note_no_data(ax_ab, "no run of FedRAP, its ablations or curricula is recorded")
+    if not dp_drawn:
+        note_no_data(ax_dp, "no DP run recorded (fedrap_dp_low, fedrap_dp, fedrap_dp_high\n"
+                            "beside fedrap on the same dataset)")
     figure_legend(fig, title="dataset")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
                 caption="FedRAP ablations, curricula and differential privacy")

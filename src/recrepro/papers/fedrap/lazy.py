@@ -62,6 +62,7 @@ class LazyPaperPath:
                 pe, qe = g[step] * pe, g[step] * qe + m[step]
         return out
 
+    # Long on purpose: start pass, epochs and end pass share in-place row/entry tensors whose update order keeps it exact
     def _local_train_lazy(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
                           lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
         """Paper mode (full-matrix regularisers) without dense per-step passes; exact.

@@ -465,10 +465,13 @@ def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: st
     fig, ax = new_figure(width=5.0)
     lams = sorted(table["lam"].unique(), reverse=True)
     styles = method_styles([f"λ = {lam:.0e}" for lam in lams])
-    for lam in lams:
+    for i, lam in enumerate(lams):
         part = table[table["lam"] == lam].sort_values("epoch")
         label = f"λ = {lam:.0e}"
-        ax.plot(part["epoch"], part["val_auc"], ms=3, label=label, **styles[label])
+        # about ten markers a line, staggered: curves that lie on top of each other stay tellable apart
+        step = max(1, len(part) // 10)
+        ax.plot(part["epoch"], part["val_auc"], ms=3, label=label, markevery=(i * step // len(lams), step),
+                **styles[label])
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation AUC")
     figure_legend(fig)

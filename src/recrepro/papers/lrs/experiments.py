@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -344,7 +344,13 @@ def run_acceptance(settings: Mapping[str, Any], seed: int, tier: str, run_root: 
         extra = {"error_to_oracle": errors["amht_lrs"] / errors["oracle"]} if method == "amht_lrs" else {}
         record("floor", method, data, theta, U, B, extra, secs)
 
-    p = acc["private"]
+    _acceptance_private(acc["private"], settings, seed, device, record)
+    return written
+
+
+def _acceptance_private(p: Mapping[str, Any], settings: Mapping[str, Any], seed: int, device: str,
+                        record: Callable[..., None]) -> None:
+    """:func:`run_acceptance`'s ``private`` setting: non-private AMHT-LRS, then the epsilon grid."""
     spec = LRSSpec(**{**p["spec"], "seed": seed})
     data = generate(spec, device=device)
     # the tier's algorithm settings (fixed T: the budget is split over T + 1 mechanisms), not the
@@ -365,4 +371,3 @@ def run_acceptance(settings: Mapping[str, Any], seed: int, tier: str, run_root: 
     record("private", "private_amht_lrs", data, res.theta, res.U, res.B,
            {"epsilon": acct.epsilon, "error_to_nonprivate": errs[-1] / nonprivate_error,
             "error_falls_with_epsilon": float(all(a > b for a, b in zip(errs, errs[1:])))}, secs)
-    return written

@@ -95,6 +95,21 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_json(p, "--switches", required=True, help="the prism switches")
     p.set_defaults(func=cmd_train)
 
+    _add_grid_outputs(verbs)
+
+    p = verbs.add_parser("select-wd", help="Table 1's tuned λ per (backbone, loss) from the grid runs' validation")
+    p.add_argument("--backbones", nargs="+", required=True)
+    p.add_argument("--losses", nargs="+", required=True)
+    p.add_argument("--weight-decays", type=float, nargs="+", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--runs", nargs="*", default=[])
+    p.set_defaults(func=cmd_select_wd)
+
+    _add_figures(verbs)
+
+
+def _add_grid_outputs(verbs: argparse._SubParsersAction) -> None:
+    """Figs. 1-2 and Table 1: the verbs that read the weight-decay grid's runs."""
     for name, func, help in (
             ("figure-wd", cmd_figure_wd,
              "Fig. 1 (--batched: Fig. 3): NDCG@20 overall and per popularity stratum vs weight decay"),
@@ -123,14 +138,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
         p.add_argument("--runs", nargs="+", required=True)
         p.set_defaults(func=func)
 
-    p = verbs.add_parser("select-wd", help="Table 1's tuned λ per (backbone, loss) from the grid runs' validation")
-    p.add_argument("--backbones", nargs="+", required=True)
-    p.add_argument("--losses", nargs="+", required=True)
-    p.add_argument("--weight-decays", type=float, nargs="+", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--runs", nargs="*", default=[])
-    p.set_defaults(func=cmd_select_wd)
 
+def _add_figures(verbs: argparse._SubParsersAction) -> None:
+    """Figs. 3-11 from a spec, and Fig. 7's theory curve."""
     p = verbs.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.workflow)")
     add_json(p, "--spec", required=True)
     add_tier(p)

@@ -219,6 +219,7 @@ def checkpoint_key(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None
                          "data": data_fingerprint(train_matrix, validation)})
 
 
+# Long on purpose: seeding, resume and the epoch loop share RNG and early-stopping state whose order a resumed run must replay exactly
 def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings,
           *, on_epoch: Any = None, checkpoint: str | Path | None = None,
           checkpoint_min_seconds: float = 0.0) -> tuple[torch.nn.Module, dict[str, Any]]:
