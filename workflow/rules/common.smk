@@ -257,6 +257,22 @@ def all_targets():
     return targets
 
 
+def readme_shown_files():
+    """The figures (PNG) and tables of this tier that ``results/<tier>/README.md`` shows.
+
+    The page lists what is on disk when it is written, so it must wait for every figure and table
+    job: otherwise a redraw could write it while a figure is being replaced and leave that out.
+    """
+    shown = []
+    for target in all_targets():
+        path = Path(target)
+        if "figures" in path.parts and path.suffix == ".pdf":
+            shown.append(str(path.with_suffix(".png")))
+        elif "tables" in path.parts and path.suffix == ".md":
+            shown.append(target)
+    return shown
+
+
 # A redraw is the point of from_records: every figure, table and scorecard job in the DAG runs even
 # where its output looks up to date (a clean clone's file times say nothing about what is newer).
 # Each of those rules takes REDRAW as an input: in from_records mode a stamp touched right now.

@@ -117,6 +117,8 @@ rule reference_readme:
             [f"results/{wc.tier}/{p}/scorecard.csv" for p in SUMMARY_PAPERS]
         ),
         availability="results/{tier}/datasets.json",
+        # the page shows the tier's figures and links its tables: drawn first, never mid-redraw
+        shown=lambda wc: readme_shown_files(),
     output:
         "results/{tier}/README.md",
     log:

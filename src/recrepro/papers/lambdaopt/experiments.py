@@ -449,7 +449,7 @@ def figure_trajectory(run_dir: str | Path, out_pdf: str, out_png: str, tier: str
         for q, sub in lines.groupby("q"):
             name = names[int(q)]
             ax2.plot(sub["epoch"] + 1, sub["w"] / sub["n"], marker="o", ms=3, color=colors.get(name, "#000000"),
-                     label=name)
+                     label=name, markevery=max(1, len(sub) // 10))  # a marker per epoch hides the line
         ax2.set_xlabel("epoch")
         ax2.set_ylabel("mean λ")
         ax2.set_title(f"{kind}s by frequency quartile: " + " | ".join(q_labels), fontsize=8)
