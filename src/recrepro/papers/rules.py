@@ -18,3 +18,22 @@ def protocol_split_dir(config: Mapping[str, Any], tier: str, protocol: str, data
         if (d, s) == (dataset, split):
             return f"{config['data']['root']}/splits/{d}/{protocol}/{s}/seed{seed}"
     raise ValueError(f"{protocol}: no {tier} {protocol} split for {dataset}/{split}")
+
+
+def variant_settings(config: Mapping[str, Any], paper: str, tier: str, dataset: str, variant: str,
+                     base: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A variant's settings, layered ``base < tier settings < per-dataset settings < the variant's keys``.
+
+    ``config[paper]`` holds ``variants: {name: keys}`` and ``tiers: {tier: {settings, datasets}}``.
+    Returns the settings and the tier's block (its compute caps are the paper's own business).
+    Raises ``ValueError`` naming the known variants when ``variant`` is not one of them.
+    """
+    block = config.get(paper, {})
+    if variant not in block.get("variants", {}):
+        raise ValueError(f"{paper}: unknown variant {variant!r}; known: {sorted(block.get('variants', {}))}")
+    conf = block.get("tiers", {}).get(tier, {})
+    settings = dict(base)
+    settings.update(conf.get("settings", {}))
+    settings.update(conf.get("datasets", {}).get(dataset, {}))
+    settings.update(block["variants"][variant])
+    return settings, conf

@@ -34,7 +34,7 @@ import pandas as pd
 
 from recrepro.io import write_parquet
 from recrepro.records import read_history, write_history
-from recrepro.papers.rules import protocol_split_dir, protocol_splits
+from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_settings
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.
@@ -236,14 +236,8 @@ def rule_split_dir(config: Mapping[str, Any], tier: str, dataset: str, split: st
 
 def rule_settings(config: dict[str, Any], tier: str, dataset: str, variant: str) -> dict[str, Any]:
     """Tier settings < per-dataset settings < the variant's own (method, mode, ...)."""
-    block = config.get("fedrap", {})
-    if variant not in block.get("variants", {}):
-        raise ValueError(f"fedrap: unknown variant {variant!r}; known: {sorted(block.get('variants', {}))}")
-    conf = block.get("tiers", {}).get(tier, {})
-    settings = {"negative_pool": block.get("negative_pool", "train")}
-    settings.update(conf.get("settings", {}))
-    settings.update(conf.get("datasets", {}).get(dataset, {}))
-    settings.update(block["variants"][variant])
+    base = {"negative_pool": config.get("fedrap", {}).get("negative_pool", "train")}
+    settings, conf = variant_settings(config, "fedrap", tier, dataset, variant, base)
     cap = conf.get("round_cap")
     if cap:
         # a compute cap below the paper's 100 rounds: recorded with the run, shown in the table

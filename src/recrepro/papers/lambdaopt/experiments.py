@@ -37,7 +37,7 @@ import pandas as pd
 
 from recrepro.io import write_parquet
 from recrepro.records import write_history
-from recrepro.papers.rules import protocol_split_dir, protocol_splits
+from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_settings
 
 __all__ = ["run_variant", "sensitivity", "results_table", "table_markdown", "figure_trajectory", "figure_sensitivity",
            "figure_groups", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed", "rule_run_dir",
@@ -59,14 +59,8 @@ def rule_split_dir(config: Mapping[str, Any], tier: str, dataset: str, split: st
 
 def rule_settings(config: Mapping[str, Any], tier: str, dataset: str, variant: str) -> dict[str, Any]:
     """switches < tier settings < per-dataset settings < the variant's own keys."""
-    block = config.get("lambdaopt", {})
-    if variant not in block.get("variants", {}):
-        raise ValueError(f"lambdaopt: unknown variant {variant!r}; known: {sorted(block.get('variants', {}))}")
-    conf = block.get("tiers", {}).get(tier, {})
-    settings = dict(block.get("switches", {}))
-    settings.update(conf.get("settings", {}))
-    settings.update(conf.get("datasets", {}).get(dataset, {}))
-    settings.update(block["variants"][variant])
+    switches = config.get("lambdaopt", {}).get("switches", {})
+    settings, conf = variant_settings(config, "lambdaopt", tier, dataset, variant, switches)
     cap = conf.get("epoch_cap")
     if cap is not None and "epochs" in settings:     # compute cap (config comment, docs/deviations.md)
         settings["epochs"] = min(int(settings["epochs"]), int(cap))
