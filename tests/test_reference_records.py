@@ -156,6 +156,20 @@ def test_redraw_one_file_redraws_only_that_file(redraw):
     assert len(jobs) == 1, (jobs, proc.stdout[-1500:], proc.stderr[-1500:])
 
 
+def test_readme_is_written_after_every_figure_and_table_it_shows(redraw):
+    """results/paper/README.md lists the figures on disk: its job must follow every figure job."""
+    copy, _, _, _ = redraw
+    proc = _snakemake(copy, "-n", "results/paper/README.md", "--config", "tier=paper", "from_records=true")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = set(re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, flags=re.MULTILINE))
+    shown = [p for p in committed_results() if p.parts[-2] in {"figures", "tables"} and p.suffix in {".png", ".md"}]
+    if not shown:
+        pytest.skip("no committed figures or tables")
+    assert "reference_readme" in jobs
+    figure_jobs = {j for j in jobs if "figure" in j or "table" in j or j in {"exadmm_tradeoff", "exadmm_convergence"}}
+    assert figure_jobs, f"the README's job asks for no figure or table job: {sorted(jobs)}"
+
+
 # ---------------------------------------------------------------- units behind the records
 
 def test_write_history_splits_timings_and_read_history_merges_them(tmp_path):
