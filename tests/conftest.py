@@ -75,3 +75,25 @@ def pipeline(mirror, tmp_path_factory):
         return out
 
     return processed, split
+
+
+def build_synthetic_split(root: Path, spec, protocol: str, user_min: int, split: str, seed: int) -> Path:
+    """Generate synthetic interactions from ``spec``, preprocess them (users with ``>= user_min``
+    interactions) and write one ``split`` of them under ``root/split``; returns that folder.
+
+    The tiny real-pipeline split several tests train on (raw -> processed -> split, as the rules do).
+    """
+    from recrepro.datasets import load_raw
+    from recrepro.datasets.synthetic import generate_synthetic
+    from recrepro.io import write_parquet
+    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
+    from recrepro.splits import make_split, write_split
+
+    frame = generate_synthetic(spec)
+    filt = {"mode": "items_then_users", "item_min": 0, "user_min": user_min}
+    recipe = resolve_recipe({protocol: {"default": {"positive": None, "filter": filt}}}, protocol, "synthetic", {})
+    write_parquet(root / "raw" / "interactions.parquet", frame)
+    write_preprocessed(preprocess(load_raw("synthetic", root / "raw"), recipe), root / "processed")
+    made = make_split(read_interactions(root / "processed"), split, {}, seed)
+    write_split(made, root / "split", {"dataset": "synthetic", "protocol": protocol, "seed": seed})
+    return root / "split"

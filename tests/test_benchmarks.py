@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import build_synthetic_split
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -32,24 +33,11 @@ def bench_modules():
 
 @pytest.fixture(scope="module")
 def tiny_prism_split(tmp_path_factory):
-    from recrepro.datasets import load_raw
-    from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
-    from recrepro.io import write_parquet
-    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.synthetic import SyntheticSpec
 
-    root = tmp_path_factory.mktemp("bench")
     # ≥ 4 DirectAU batches of 4,096 training pairs (time_case takes 2 warm-up steps and `batches` timed ones)
-    frame = generate_synthetic(SyntheticSpec(seed=5, users=800, items=400, density=0.08, latent_rank=4))
-    recipe = resolve_recipe({"prism": {"default": {"positive": None,
-                                                   "filter": {"mode": "items_then_users", "item_min": 0,
-                                                              "user_min": 5}}}},
-                            "prism", "synthetic", {})
-    write_parquet(root / "raw" / "interactions.parquet", frame)
-    write_preprocessed(preprocess(load_raw("synthetic", root / "raw"), recipe), root / "processed")
-    split = make_split(read_interactions(root / "processed"), "random_ratio", {}, 123)
-    write_split(split, root / "split", {"dataset": "synthetic", "protocol": "prism", "seed": 123})
-    return root / "split"
+    spec = SyntheticSpec(seed=5, users=800, items=400, density=0.08, latent_rank=4)
+    return build_synthetic_split(tmp_path_factory.mktemp("bench"), spec, "prism", 5, "random_ratio", 123)
 
 
 def test_trainer_regression_measure_runs_quickly(bench_modules, tiny_prism_split, one_torch_thread):

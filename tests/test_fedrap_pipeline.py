@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import build_synthetic_split
 
 from recrepro.io import read_json
 from recrepro.papers.fedrap import experiments as driver
@@ -16,24 +17,10 @@ EVAL = {"mode": "sampled", "fit": ["train"], "target": "test", "ks": [10], "ties
 
 @pytest.fixture(scope="module")
 def tiny_split(tmp_path_factory):
-    from recrepro.datasets import load_raw
-    from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
-    from recrepro.io import write_parquet
-    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.synthetic import SyntheticSpec
 
-    root = tmp_path_factory.mktemp("fedrap")
-    frame = generate_synthetic(SyntheticSpec(seed=3, users=120, items=300, density=0.08, latent_rank=4))
-    recipe = resolve_recipe({"fedrap": {"default": {"positive": None,
-                                                     "filter": {"mode": "items_then_users", "item_min": 0,
-                                                                "user_min": 10}}}},
-                            "fedrap", "synthetic", {})
-    write_parquet(root / "raw" / "interactions.parquet", frame)
-    write_preprocessed(preprocess(load_raw("synthetic", root / "raw"), recipe), root / "processed")
-    split = make_split(read_interactions(root / "processed"), "leave_one_out", {}, 0)
-    out = root / "split"
-    write_split(split, out, {"dataset": "synthetic", "protocol": "fedrap", "seed": 0})
-    return out
+    spec = SyntheticSpec(seed=3, users=120, items=300, density=0.08, latent_rank=4)
+    return build_synthetic_split(tmp_path_factory.mktemp("fedrap"), spec, "fedrap", 10, "leave_one_out", 0)
 
 
 def test_run_record_selects_on_validation(tiny_split, tmp_path):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import build_synthetic_split
 import scipy.sparse as sp
 import torch
 
@@ -339,23 +340,10 @@ FED_EVAL = {"mode": "sampled", "fit": ["train"], "target": "test", "ks": [10], "
 @pytest.fixture(scope="module")
 def fedrap_split(tmp_path_factory):
     """A tiny leave-one-out split (as tests/test_fedrap_pipeline.py's)."""
-    from recrepro.datasets import load_raw
-    from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
-    from recrepro.io import write_parquet
-    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.synthetic import SyntheticSpec
 
-    root = tmp_path_factory.mktemp("fedrap_resume")
-    frame = generate_synthetic(SyntheticSpec(seed=3, users=60, items=300, density=0.06, latent_rank=4))
-    recipe = resolve_recipe({"fedrap": {"default": {"positive": None,
-                                                     "filter": {"mode": "items_then_users", "item_min": 0,
-                                                                "user_min": 10}}}},
-                            "fedrap", "synthetic", {})
-    write_parquet(root / "raw" / "interactions.parquet", frame)
-    write_preprocessed(preprocess(load_raw("synthetic", root / "raw"), recipe), root / "processed")
-    split = make_split(read_interactions(root / "processed"), "leave_one_out", {}, 0)
-    write_split(split, root / "split", {"dataset": "synthetic", "protocol": "fedrap", "seed": 0})
-    return root / "split"
+    spec = SyntheticSpec(seed=3, users=60, items=300, density=0.06, latent_rank=4)
+    return build_synthetic_split(tmp_path_factory.mktemp("fedrap_resume"), spec, "fedrap", 10, "leave_one_out", 0)
 
 
 def _run_files(out: Path) -> dict[str, bytes]:
