@@ -10,6 +10,7 @@ import scipy.sparse as sp
 import torch
 
 from recrepro.models import losses as L
+from recrepro.models.backbones import build_net
 from recrepro.models.lightgcn import LightGCNNet, normalized_adjacency, propagate
 from recrepro.models.mf import MFNet, NLMFNet, prism_init
 from recrepro.papers.prism.methods import method_name, parse_method, wd_tag
@@ -115,6 +116,18 @@ def test_nlmf_relu_switch():
     l0, l1 = with_relu.user_tower
     torch.testing.assert_close(with_relu.encoders()[0](idx), l1(torch.relu(l0(x))))
     torch.testing.assert_close(linear.encoders()[0](idx), l1(l0(x)))  # same seed -> same weights
+
+
+def test_nlmflinear_backbone_is_the_code_form_whatever_the_switch():
+    idx = torch.arange(4)
+    code = build_net("nlmflinear", 4, 3, 8, seed=0, nlmf_relu=True)
+    x = code.user_emb[idx]
+    l0, l1 = code.user_tower
+    torch.testing.assert_close(code.encoders()[0](idx), l1(l0(x)))
+    paper = build_net("nlmf", 4, 3, 8, seed=0, nlmf_relu=True)
+    assert not torch.allclose(paper.encoders()[0](idx), code.encoders()[0](idx))
+    assert parse_method("nlmflinear_directau_prism")["backbone"] == "nlmflinear"
+    assert method_name("nlmflinear", "mawu", alpha=1.0) == "nlmflinear_mawu_prism"
 
 
 # ------------------------------------------------------------------------------ LightGCN

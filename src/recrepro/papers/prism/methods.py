@@ -10,6 +10,7 @@ A run directory's ``<method>`` encodes backbone, loss and regularisation, e.g.
 ``mf_directau_prism_a025`` PRISM α = 0.25, no weight decay (Figs. 4-5)
 ``mf_directau_tunedwd``    the coupled-wd run with the best validation NDCG@20
 ``mf_ipl_wd0``             IPL on BPR (App. D.2); likewise ``resn`` and ``macr`` (BCE)
+``nlmflinear_ssm_prism``   non-linear MF as the official code builds it (no ReLU)
 =========================  ==========================================================
 
 λ = 0 is one setting whatever the mode: ``method_name(..., weight_decay=0, batched=True)``
@@ -23,10 +24,10 @@ from typing import Any
 
 __all__ = ["method_name", "parse_method", "wd_tag"]
 
-_BACKBONES = ("mf", "nlmf", "lightgcn")
+_BACKBONES = ("mf", "nlmf", "nlmflinear", "lightgcn")
 _LOSSES = ("bpr", "ssm", "directau", "mawu", "ipl", "resn", "macr")
 _PATTERN = re.compile(
-    r"^(?P<backbone>mf|nlmf|lightgcn)_(?P<loss>bpr|ssm|directau|mawu|ipl|resn|macr)_"
+    r"^(?P<backbone>mf|nlmf|nlmflinear|lightgcn)_(?P<loss>bpr|ssm|directau|mawu|ipl|resn|macr)_"
     r"(?:(?P<mode>wd|bwd)(?P<wd>0|\d+em\d+)|(?P<prism>prism)(?:_a(?P<alpha>\d{3}))?|(?P<tuned>tunedwd))$"
 )
 
