@@ -139,6 +139,39 @@ def test_first_seed_selection_picks_on_that_seed_and_table_averages_every_seed(t
     assert "on seed 1" in (tmp_path / "t.md").read_text()
 
 
+def test_prism_row_without_its_grid_is_listed_with_the_tuned_side_empty(tmp_path):
+    dirs = [_fake_run(tmp_path, "mf_ssm_prism", 1, 0.0, 0.25), _fake_run(tmp_path, "mf_directau_wd0", 1, 0.1, 0.3),
+            _fake_run(tmp_path, "mf_directau_prism", 1, 0.0, 0.33)]
+    selection = {"seeds": [1], "chosen": {"mf_directau": "mf_directau_wd0"}}
+    frame = table_prism(dirs, tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "tuned", tier="paper", dataset="toy",
+                        backbones=["mf"], losses=["ssm", "directau"], weight_decays=[0.0], selection=selection)
+    assert list(frame["loss"]) == ["ssm", "directau"]
+    assert np.isnan(frame.iloc[0]["tuned_ndcg_mean"]) and frame.iloc[0]["prism_ndcg_mean"] == pytest.approx(0.25)
+    text = (tmp_path / "t.md").read_text()
+    assert "| mf | ssm | – | – | 0.2500 | – | – | 3.0 |" in text
+    assert "| mf | directau | 0 | 0.3000 | 0.3300 | +10.00% | 3.0 | 3.0 |" in text
+    assert not (tmp_path / "tuned" / "mf_ssm_tunedwd").exists()
+
+
+def test_diagnostic_backbone_rows_sit_under_the_table_and_pair_seeds(tmp_path):
+    """nlmflinear on seed 1 only: listed under the table beside nlmf's seed-1 PRISM run (0.20, not the
+    two-seed mean 0.25), and kept out of the CSV."""
+    def run(method, seed, val, test):
+        return _fake_run(tmp_path, method, seed, val, test)
+
+    dirs = [run("nlmf_ssm_wd0", 1, 0.1, 0.1), run("nlmf_ssm_prism", 1, 0.0, 0.20), run("nlmf_ssm_prism", 2, 0.0, 0.30),
+            run("nlmflinear_ssm_prism", 1, 0.0, 0.40)]
+    frame = table_prism(dirs, tmp_path / "t.md", tmp_path / "t.csv", None, tier="smoke", dataset="toy",
+                        backbones=["nlmf"], losses=["ssm"], weight_decays=[0.0], diagnostic_backbones=["nlmflinear"])
+    assert list(frame["backbone"]) == ["nlmf"]
+    text = (tmp_path / "t.md").read_text()
+    assert "## Diagnostic runs" in text
+    assert "| nlmflinear | ssm | 0.4000 | 0.2000 | 1 | 3.0 | 3.0 |" in text
+    table_prism(dirs[:3], tmp_path / "u.md", tmp_path / "u.csv", None, tier="smoke", dataset="toy",
+                backbones=["nlmf"], losses=["ssm"], weight_decays=[0.0], diagnostic_backbones=["nlmflinear"])
+    assert "Diagnostic" not in (tmp_path / "u.md").read_text()
+
+
 # ------------------------------------------------------------------------------- gowalla
 
 

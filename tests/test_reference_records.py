@@ -277,3 +277,16 @@ def test_reference_readme_and_compute_page(tmp_path):
     (results / "datasets.json").write_text(json.dumps({"datasets": {"epinions": "mirror"}}))
     text = reference_readme(results, results / "README.md")
     assert '"published":' in text and "## exADMM" in text and "/work/" not in text
+
+
+def test_reference_rows_name_their_cap_and_explain_an_unlinked_deviation():
+    from recrepro.reference import _note
+
+    capped = {"n_seeds": 1, "seeds_required": 3, "budget": float("nan"), "verdict": "within",
+              "note": "Table 1; 1 of 3 seeds; deviation: docs/deviations.md#prism-nlmf-relu"}
+    assert _note(capped, "d.md") == "1 of 3 seeds; [deviation: prism-nlmf-relu](d.md#prism-nlmf-relu)"
+    stated = {"n_seeds": 1, "seeds_required": 3, "budget": "120 of 200 epochs; 1 of 3 seeds", "verdict": "within"}
+    assert _note(stated, "d.md") == "120 of 200 epochs; 1 of 3 seeds"
+    unlinked = {"n_seeds": 3, "seeds_required": 3, "verdict": "deviates", "note": "official binary: 1 of 10 collapsed"}
+    assert _note(unlinked, "d.md") == "official binary: 1 of 10 collapsed"
+    assert _note({**unlinked, "verdict": "within"}, "d.md") == ""

@@ -63,14 +63,26 @@ def _ours(row: Mapping[str, Any]) -> str:
 
 
 def _note(row: Mapping[str, Any], deviations_href: str) -> str:
+    """The row's last column: its cap in words, its deviation links, and, for a deviating row that
+    links no deviation, the expected file's note (what the gap is known to come from)."""
     parts = []
     budget = row.get("budget")
     if isinstance(budget, str) and budget:
         parts.append(budget)
+    n, required = row.get("n_seeds"), row.get("seeds_required")
+    if _finite(n) and _finite(required) and 0 < n < required and f"of {int(required)} seeds" not in " ".join(parts):
+        parts.append(f"{int(n)} of {int(required)} seeds")
     note = row.get("note") if isinstance(row.get("note"), str) else ""
-    for anchor in dict.fromkeys(_DEVIATION.findall(note)):
+    anchors = list(dict.fromkeys(_DEVIATION.findall(note)))
+    for anchor in anchors:
         parts.append(f"[deviation: {anchor}]({deviations_href}#{anchor})")
+    if row.get("verdict") == "deviates" and not anchors and note:
+        parts.append(note)
     return "; ".join(parts)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
 
 
 def _paper_section(paper: str, results: Path, availability: Mapping[str, str], deviations_href: str) -> list[str]:

@@ -217,9 +217,15 @@ rule prism_table:
             repr(float(w))
             for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
         ),
+        diagnostic=lambda wc: list(
+            prism_wf.tier_conf(config, wc.tier)["table"].get(
+                "diagnostic_backbones", []
+            )
+        ),
     shell:
         "recrepro prism table --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
         "--backbones {params.backbones:q} --losses {params.losses:q} --alpha {params.alpha:q} "
+        "--diagnostic-backbones {params.diagnostic:q} "
         "--weight-decays {params.wds:q} --out-md {output.md:q} --out-csv {output.csv:q} "
         "--tuned-root {output.tuned:q} --selection {input.selection:q} --runs {input.runs:q} > {log:q} 2>&1"
 

@@ -54,7 +54,8 @@ def cmd_table(args: argparse.Namespace) -> None:
     frame = table_prism(_run_dirs(args.runs), Path(args.out_md), Path(args.out_csv),
                         Path(args.tuned_root) if args.tuned_root else None, tier=args.tier, dataset=args.dataset,
                         backbones=args.backbones, losses=args.losses, weight_decays=args.weight_decays,
-                        alpha=args.alpha, selection=read_json(args.selection) if args.selection else None)
+                        alpha=args.alpha, selection=read_json(args.selection) if args.selection else None,
+                        diagnostic_backbones=args.diagnostic_backbones)
     print(frame.to_string())
 
 
@@ -125,6 +126,8 @@ def _add_grid_outputs(verbs: argparse._SubParsersAction) -> None:
                            help="the tuned-λ pick (select-wd); default: mean validation over the runs")
             p.add_argument("--backbones", nargs="+", required=True)
             p.add_argument("--alpha", type=float, default=1.0)
+            p.add_argument("--diagnostic-backbones", nargs="*", default=[],
+                           help="backbones run in the PRISM column only, listed under the table (e.g. nlmflinear)")
         else:
             add_figure_outputs(p)
         if name == "figure-wd":

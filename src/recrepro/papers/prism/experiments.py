@@ -174,6 +174,11 @@ def load_prism_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------- table
 
 
+def _num(value: float, spec: str, unit: str = "") -> str:
+    """``value`` formatted by ``spec``, or "–" when it is missing (a cell whose runs are not there)."""
+    return f"{value:{spec}}{unit}" if value is not None and np.isfinite(value) else "–"
+
+
 def _fmt(mean: float, sd: float) -> str:
     if not np.isfinite(mean):
         return "–"
@@ -208,7 +213,8 @@ def select_weight_decay(run_dirs: Sequence[Path], *, backbones: Sequence[str], l
 
 def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_root: Path | None, *, tier: str,
                 dataset: str, backbones: Sequence[str], losses: Sequence[str], weight_decays: Sequence[float],
-                alpha: float = 1.0, selection: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                alpha: float = 1.0, selection: Mapping[str, Any] | None = None,
+                diagnostic_backbones: Sequence[str] = ()) -> pd.DataFrame:
     """Table 1: tuned coupled weight decay vs PRISM (α, no weight decay), test NDCG@20 and epochs to best.
 
     The tuned λ is the one with the highest mean *validation* NDCG@20 over seeds (never the
@@ -217,30 +223,38 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
     When ``tuned_root`` is given, the chosen runs are copied to
     ``<tuned_root>/<backbone>_<loss>_tunedwd/seed<k>/`` with the method renamed, so the
     scorecard can compare them with the published "Tuned Weight Decay" cells.
+
+    ``diagnostic_backbones`` (e.g. ``nlmflinear``, the official code's non-linear MF): backbones
+    run in the PRISM column only, listed under the table with the table backbone they stand in
+    for; not part of the paper's table, so they stay out of the CSV and the tuned aliases.
     """
     runs = load_prism_runs(run_dirs)
+    if tuned_root is not None:  # the workflow's output folder, even before any grid has run
+        Path(tuned_root).mkdir(parents=True, exist_ok=True)
     rows = []
     for backbone in backbones:
         for loss in losses:
             candidates = {method_name(backbone, loss, weight_decay=wd): wd for wd in weight_decays}
             sub = runs[runs["method"].isin(list(candidates))]
             prism = runs[runs["method"] == method_name(backbone, loss, alpha=alpha)]
-            if sub.empty:
+            if sub.empty and prism.empty:
                 continue
+            # a PRISM run whose weight-decay grid has not run yet keeps its row, tuned side empty
+            chosen = None
             if selection is not None:
                 chosen = (selection.get("chosen") or {}).get(f"{backbone}_{loss}")
-                if chosen is None:
-                    continue
-            else:
+            elif not sub.empty:
                 chosen = str(sub.groupby("method")["best_val_ndcg"].mean().idxmax())
+            if chosen is None and prism.empty:
+                continue
             tuned = sub[sub["method"] == chosen]
             t_mean, t_sd = tuned["ndcg"].mean(), tuned["ndcg"].std(ddof=1)
             p_mean, p_sd = prism["ndcg"].mean(), prism["ndcg"].std(ddof=1)
             rows.append({
-                "backbone": backbone, "loss": loss, "tuned_weight_decay": candidates[chosen],
+                "backbone": backbone, "loss": loss, "tuned_weight_decay": candidates.get(chosen, np.nan),
                 "tuned_ndcg_mean": t_mean, "tuned_ndcg_sd": t_sd,
                 "prism_ndcg_mean": p_mean, "prism_ndcg_sd": p_sd,
-                "pct_diff": 100.0 * (p_mean - t_mean) / t_mean if t_mean else np.nan,
+                "pct_diff": 100.0 * (p_mean - t_mean) / t_mean if t_mean and np.isfinite(t_mean) else np.nan,
                 "tuned_epochs_to_best": tuned["epochs_to_best"].mean(),
                 "prism_epochs_to_best": prism["epochs_to_best"].mean(),
                 "tuned_seconds_per_epoch": tuned["seconds_per_epoch"].mean(),
@@ -254,8 +268,12 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
     frame = pd.DataFrame(rows)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     write_text(out_csv, frame.to_csv(index=False))
-    chosen_on = ("seed " + ", ".join(str(s) for s in selection["seeds"])) if selection is not None and \
-        selection.get("seeds") else "every seed"
+    if selection is None:
+        chosen_on = "every seed"
+    elif selection.get("seeds"):
+        chosen_on = "seed " + ", ".join(str(s) for s in selection["seeds"])
+    else:
+        chosen_on = "the selection seeds (no grid run yet)"
     lines = [f"# PRISM vs tuned weight decay ({tier} tier, {dataset})", "",
              f"Test NDCG@20, mean ± sd over seeds; tuned λ chosen by mean validation NDCG@20 on {chosen_on} from "
              f"{list(weight_decays)}, then run on every seed; PRISM α = {alpha}, no weight decay. "
@@ -263,11 +281,47 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
              "", "| backbone | loss | tuned λ | tuned wd | PRISM | % diff | epochs (wd) | epochs (PRISM) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['backbone']} | {r['loss']} | {r['tuned_weight_decay']:g} | "
+        lines.append(f"| {r['backbone']} | {r['loss']} | {_num(r['tuned_weight_decay'], 'g')} | "
                      f"{_fmt(r['tuned_ndcg_mean'], r['tuned_ndcg_sd'])} | {_fmt(r['prism_ndcg_mean'], r['prism_ndcg_sd'])} | "
-                     f"{r['pct_diff']:+.2f}% | {r['tuned_epochs_to_best']:.1f} | {r['prism_epochs_to_best']:.1f} |")
+                     f"{_num(r['pct_diff'], '+.2f', '%')} | {_num(r['tuned_epochs_to_best'], '.1f')} | "
+                     f"{_num(r['prism_epochs_to_best'], '.1f')} |")
+    if any(not np.isfinite(r["tuned_ndcg_mean"]) for r in rows):
+        lines += ["", "–: the weight-decay grid of that row has not run yet."]
+    lines += _diagnostic_lines(runs, diagnostic_backbones, losses, alpha)
     write_text(out_md, "\n".join(lines) + "\n")
     return frame
+
+
+#: What each diagnostic backbone of Table 1 stands in for, and why it is run.
+DIAGNOSTIC_BACKBONES = {
+    "nlmflinear": ("nlmf", "non-linear MF as the official code builds it: the towers' ReLU output is discarded, "
+                           "so each tower is one affine map (docs/deviations.md#prism-nlmf-relu)"),
+}
+
+
+def _diagnostic_lines(runs: pd.DataFrame, backbones: Sequence[str], losses: Sequence[str], alpha: float) -> list[str]:
+    """Markdown rows comparing each diagnostic backbone's PRISM runs with its table backbone's."""
+    rows = []
+    for backbone in backbones:
+        stands_for, why = DIAGNOSTIC_BACKBONES[backbone]
+        for loss in losses:
+            diag = runs[runs["method"] == method_name(backbone, loss, alpha=alpha)] if len(runs) else runs
+            if diag.empty:
+                continue
+            table = runs[runs["method"] == method_name(stands_for, loss, alpha=alpha)]
+            seeds = sorted(set(diag["seed"]) & set(table["seed"]))
+            paired = table[table["seed"].isin(seeds)]
+            rows.append(f"| {backbone} | {loss} | {_fmt(diag['ndcg'].mean(), diag['ndcg'].std(ddof=1))} | "
+                        f"{_fmt(paired['ndcg'].mean(), paired['ndcg'].std(ddof=1))} | "
+                        f"{', '.join(str(s) for s in sorted(diag['seed']))} | {diag['epochs_to_best'].mean():.1f} | "
+                        f"{paired['epochs_to_best'].mean():.1f} |")
+    if not rows:
+        return []
+    notes = "; ".join(f"`{b}`: {DIAGNOSTIC_BACKBONES[b][1]}" for b in backbones)
+    return ["", "## Diagnostic runs (not in the paper's table)", "",
+            f"PRISM column only, test NDCG@20; the table backbone's column averages the same seeds. {notes}.",
+            "", "| backbone | loss | PRISM | PRISM, table backbone | seeds | epochs | epochs (table backbone) |",
+            "|---|---|---|---|---|---|---|", *rows]
 
 
 def _copy_as(src: Path, dst: Path, method: str, selected: str) -> None:

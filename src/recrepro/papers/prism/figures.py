@@ -292,7 +292,12 @@ def figure_theory(out_pdf: Path, out_png: Path, *, tier: str, lr: float, weight_
     lo, hi = float(change.min()), float(change.max())
     scale = TwoSlopeNorm(vcenter=0.0, vmin=min(lo, -1e-30), vmax=max(hi, 1e-30))
     mesh = ax.pcolormesh(degrees, fracs, change, cmap="RdBu_r", norm=scale, shading="auto", rasterized=True)
-    add_colorbar(fig, mesh, ax, "E[Δ‖i‖²] per step")
+    bar = add_colorbar(fig, mesh, ax, "E[Δ‖i‖²] per step")
+    # the two halves of the scale differ by orders of magnitude: tick each half on its own,
+    # so the shrinking (blue) side is read as well as the growing one
+    ticks = sorted({v for v in (lo, lo / 2, 0.0, hi / 2, hi) if scale.vmin <= v <= scale.vmax})
+    bar.set_ticks(ticks, labels=[f"{v:.1e}" if v else "0" for v in ticks])
+    bar.ax.yaxis.get_offset_text().set_visible(False)
     ax.grid(False)
     ax.set_xscale("log")
     ax.set_yscale("log")

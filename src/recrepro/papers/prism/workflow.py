@@ -100,6 +100,13 @@ def prism_methods(config: Mapping[str, Any], tier: str) -> list[str]:
     return [method_name(b, l, alpha=table.get("alpha", 1.0)) for b in table["backbones"] for l in table["losses"]]
 
 
+def diagnostic_methods(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Table 1's diagnostic runs: each ``diagnostic_backbones`` × loss in the PRISM column."""
+    table = tier_conf(config, tier)["table"]
+    return [method_name(b, l, alpha=table.get("alpha", 1.0)) for b in table.get("diagnostic_backbones", [])
+            for l in table["losses"]]
+
+
 def selection_seeds(config: Mapping[str, Any], tier: str, dataset: str) -> list[int]:
     """Seeds whose validation scores pick the tuned λ: the first seed (``table.select_on: first_seed``,
     the default: the grid multiplies the cost, so the other seeds run at the pick only) or all."""
@@ -120,6 +127,7 @@ def table_runs(config: Mapping[str, Any], tier: str, dataset: str, chosen: Mappi
     out = selection_runs(config, tier, dataset)
     out += [run(config, tier, dataset, m, s) for m in chosen.values() for s in seeds]
     out += runs(config, tier, dataset, prism_methods(config, tier))
+    out += [run(config, tier, dataset, m, s) for m in diagnostic_methods(config, tier) for s in seeds[:1]]
     return list(dict.fromkeys(out))
 
 
