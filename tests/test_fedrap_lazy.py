@@ -1,4 +1,9 @@
-"""FedRAP paper mode: the lazy full-matrix regularisers equal the dense reference path."""
+"""FedRAP paper mode: the lazy full-matrix regularisers equal the dense reference path.
+
+The lazy path streams the private tables once per round: the end-of-round pass also takes the
+next round's start-of-round statistics (``recrepro.papers.fedrap.lazy``).  The tests below run
+several rounds so that rounds 2+ use those carried statistics, and check that they are used.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+import recrepro.papers.fedrap.lazy as lazy_module
 from recrepro.papers.fedrap.config import FederatedConfig
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
@@ -24,24 +30,51 @@ def _data():
     return sp.csr_matrix(dense.astype(np.float32))
 
 
-def _fit(train, path, mu, client_ratio, captured=None, budget_mb=2048.0, scratch=None):
+def _config(path, mu, client_ratio, budget_mb=2048.0, scratch=None, **overrides):
     # large steps relative to |C| (lr μ/(n d) = 0.05 per step, |C| ~ 0.3): many entries of C
     # cross zero within a round, so the replayed set is exercised, not only the affine map
-    cfg = FederatedConfig(method="fedrap", mode="paper", paper_path=path, dim=4, rounds=3, local_epochs=4,
-                          batch_size=8, num_negatives=2, lr_network=0.3, lr_args=30.0, lam=0.1, mu=mu,
-                          l2=1e-3, curriculum="fixed", init_std=0.3, tol=1e-3, seed=1, client_ratio=client_ratio,
-                          memory_budget_mb=budget_mb, scratch_dir=scratch)
-    model = FederatedRecommender(cfg)
-    if captured is not None:
-        inner = model._local_train_lazy
+    settings = dict(method="fedrap", mode="paper", paper_path=path, dim=4, rounds=3, local_epochs=4,
+                    batch_size=8, num_negatives=2, lr_network=0.3, lr_args=30.0, lam=0.1, mu=mu,
+                    l2=1e-3, curriculum="fixed", init_std=0.3, tol=1e-3, seed=1, client_ratio=client_ratio,
+                    memory_budget_mb=budget_mb, scratch_dir=scratch)
+    settings.update(overrides)
+    return FederatedConfig(**settings)
 
-        def spy(*args, **kwargs):
-            result = inner(*args, **kwargs)
-            captured.append(result)
-            return result
 
-        model._local_train_lazy = spy
-    return model.fit(train)
+class _Spy:
+    """Records what the lazy path did: its results, whether each round used the statistics the
+    previous round's pass took, the steps of the clients, whether the group sums came from the
+    rows and whether a lazy scale was folded into the tables."""
+
+    def __init__(self, model):
+        self.results, self.cached, self.steps, self.row_groups, self.folded = [], [], [], [], []
+        for name in ("_local_train_lazy", "_lazy_cached_stats", "_lazy_beta_d0", "_lazy_next_groups",
+                     "_lazy_end_pass"):
+            setattr(model, name, self._wrap(name, getattr(model, name)))
+
+    def _wrap(self, name, inner):
+        def call(*args, **kwargs):
+            out = inner(*args, **kwargs)
+            if name == "_local_train_lazy":
+                self.results.append(out)
+            elif name == "_lazy_cached_stats":
+                self.cached.append(out is not None)
+            elif name == "_lazy_beta_d0":
+                users, _, _, steps, _, stats = args
+                group = stats["ctx"]["group"][torch.as_tensor(users)].numpy()
+                self.steps.append((steps, stats["ctx"]["group_steps"][group]))
+            elif name == "_lazy_next_groups":
+                self.row_groups.append(out is not None)
+            else:
+                self.folded.append(bool(np.any(args[7])))
+            return out
+        return call
+
+
+def _fit(train, path, mu, client_ratio, budget_mb=2048.0, scratch=None, **overrides):
+    model = FederatedRecommender(_config(path, mu, client_ratio, budget_mb, scratch, **overrides))
+    spy = _Spy(model) if path == "lazy" else None
+    return model.fit(train), spy
 
 
 def _hr_ndcg_at_10(model, train, held_out):
@@ -52,17 +85,8 @@ def _hr_ndcg_at_10(model, train, held_out):
     return hit.mean(), np.where(hit, 1 / np.log2(rank + 2), 0.0).mean()
 
 
-@pytest.mark.parametrize("mu,client_ratio,memmap", [(0.4, 1.0, False), (0.4, 0.5, False), (0.0, 1.0, False),
-                                                     (0.4, 1.0, True)])
-def test_lazy_paper_path_equals_dense(mu, client_ratio, memmap, tmp_path):
-    train = _data()
-    captured = []
-    # memmap: the private tables (30 x 60 x 4 floats) above a 16 KB budget live on disk
-    lazy = _fit(train, "lazy", mu, client_ratio, captured, *((16 / 1024, str(tmp_path)) if memmap else ()))
-    assert lazy.private_storage == ("memmap" if memmap else "dense")
-    dense = _fit(train, "dense", mu, client_ratio)
+def _assert_equal_paths(lazy, dense, train):
     users = np.arange(train.shape[0])
-    assert captured  # the lazy path ran
     torch.testing.assert_close(lazy.C, dense.C, atol=TOL, rtol=0)
     torch.testing.assert_close(lazy.private_items(users), dense.private_items(users), atol=TOL, rtol=0)
     torch.testing.assert_close(lazy.w, dense.w, atol=TOL, rtol=0)
@@ -73,20 +97,89 @@ def test_lazy_paper_path_equals_dense(mu, client_ratio, memmap, tmp_path):
     held_out = np.random.default_rng(3).integers(0, train.shape[1], train.shape[0])
     np.testing.assert_allclose(_hr_ndcg_at_10(lazy, train, held_out), _hr_ndcg_at_10(dense, train, held_out),
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("mu,client_ratio,memmap,row_groups", [
+    (0.4, 1.0, False, False), (0.4, 1.0, False, True), (0.4, 0.5, False, True), (0.0, 1.0, False, True),
+    (0.4, 1.0, True, False), (0.4, 1.0, True, True)])
+def test_lazy_paper_path_equals_dense(mu, client_ratio, memmap, row_groups, tmp_path, monkeypatch):
+    # row_groups: the next round's group sums from the rows (as on Video/LastFM) instead of the pass
+    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
+    train = _data()
+    # memmap: the private tables (30 x 60 x 4 floats) above a 16 KB budget live on disk
+    lazy, spy = _fit(train, "lazy", mu, client_ratio, *((16 / 1024, str(tmp_path)) if memmap else ()))
+    assert lazy.private_storage == ("memmap" if memmap else "dense")
+    dense, _ = _fit(train, "dense", mu, client_ratio)
+    assert spy.results  # the lazy path ran
+    # one pass per round: rounds 2 and 3 used the statistics of the previous round's pass
+    assert spy.cached == [False, True, True]
+    assert any(spy.row_groups) == (row_groups and client_ratio == 1.0)
+    _assert_equal_paths(lazy, dense, train)
     if mu > 0:
         # replayed entries exist and some of them really changed sign during a round
         crossed = 0
-        for result in captured:
+        for result in spy.results:
             owner, pos, values = result["lazy"]["entries"]
             start = torch.sign(result["lazy"]["C0"].reshape(-1)[pos])
             crossed += int((torch.sign(values) != start).sum())
         assert crossed > 0
 
 
+@pytest.mark.parametrize("tol,row_groups", [(0.3, True), (0.3, False), (0.25, True)])
+def test_lazy_paper_path_with_early_stops_equals_dense(tol, row_groups, monkeypatch):
+    # clients that stop early do not follow their schedule group's map: their share of the uploads
+    # (and of the next round's group sums) is read from their own tables
+    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
+    train = _data()
+    lazy, spy = _fit(train, "lazy", 0.4, 1.0, rounds=4, tol=tol)
+    dense, _ = _fit(train, "dense", 0.4, 1.0, rounds=4, tol=tol)
+    early = [int((steps < full).sum()) for steps, full in spy.steps]
+    assert sum(early[:-1]) > 0  # early stops before the last round (their group sums are used after)
+    assert spy.cached == [False, True, True, True]
+    _assert_equal_paths(lazy, dense, train)
+
+
+def test_lazy_paper_path_with_drifting_scales_equals_dense(monkeypatch):
+    # strong weight decay: the lazy scales of the big clients leave [1e-3, 1e3] and are folded into
+    # their stored tables by the pass, which also takes the next round's statistics of those tables
+    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0)
+    train = _data()
+    lazy, spy = _fit(train, "lazy", 0.4, 1.0, l2=0.015)
+    dense, _ = _fit(train, "dense", 0.4, 1.0, l2=0.015)
+    assert any(spy.folded[:-1]) and spy.cached == [False, True, True]
+    _assert_equal_paths(lazy, dense, train)
+
+
+@pytest.mark.parametrize("row_groups", [False, True])
+def test_carried_statistics_equal_a_fresh_start_pass(row_groups, monkeypatch):
+    # what the end-of-round pass (and the closed forms beside it) leave for the next round equals
+    # what a separate start-of-round pass over the same tables takes
+    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
+    train = _data()
+    model, _ = _fit(train, "lazy", 0.4, 1.0)
+    carried = model._lazy_next
+    ctx, acc = carried["ctx"], carried["acc"]
+    users = ctx["users"]
+    assert ctx["round"] == model.round and torch.equal(ctx["C"], model.C)
+    fresh = model._lazy_stats_pass(users, ctx)
+    u = torch.as_tensor(users)
+    torch.testing.assert_close(acc["sq"][u], fresh["sq"][u], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(acc["dots"][u], fresh["dots"][u], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(acc["G"].double(), fresh["G"].double(), rtol=0, atol=1e-5)
+    # max |D|: a bound (never below the exact value), within the slack of the last exact value
+    assert bool((acc["amax"][u] >= fresh["amax"][u]).all())
+    assert bool((acc["amax"][u] <= lazy_module.AMAX_SLACK * acc["ref"][u] * (1 + 1e-6)).all())
+    # the entries that may change sign next round: the same set
+    def risky(a):
+        user, pos, _ = (torch.cat(parts) for parts in zip(*a["risk"]))
+        return set(zip(user.tolist(), pos.tolist()))
+    assert risky(acc) == risky(fresh) and len(risky(fresh)) > 0
+
+
 def test_lazy_dense_uploads_match_dense_path():
     # one local_train call from the same state: the per-client uploads and private tables agree
     train = _data()
-    models = {path: _fit(train, path, 0.4, 1.0) for path in ("lazy", "dense")}
+    models = {path: _fit(train, path, 0.4, 1.0)[0] for path in ("lazy", "dense")}
     ref = models["dense"]
     users = np.arange(train.shape[0])
     for m in models.values():  # same starting state for the extra round
@@ -94,9 +187,11 @@ def test_lazy_dense_uploads_match_dense_path():
         m.D[:] = ref.private_items(users)
         m.D_scale[:] = 1.0
         m.lr_args, m.lr_network = ref.lr_args, ref.lr_network
+    spy = _Spy(models["lazy"])
     owner, item, label = ref.round_samples(users, np.random.default_rng(4))
     outs = {path: m.local_train(users, owner, item, label, 0.1, 0.4, np.random.default_rng(9))
             for path, m in models.items()}
+    assert spy.cached == [False]  # the state changed since the last pass: its statistics are not used
     torch.testing.assert_close(models["lazy"].dense_uploads(outs["lazy"]), models["dense"].dense_uploads(outs["dense"]),
                                atol=TOL, rtol=0)
     torch.testing.assert_close(models["lazy"].private_items(users), models["dense"].private_items(users),
@@ -105,6 +200,17 @@ def test_lazy_dense_uploads_match_dense_path():
     # the lazy path's own upload sum equals the sum of its dense uploads
     torch.testing.assert_close(outs["lazy"]["c_sum"], models["lazy"].dense_uploads(outs["lazy"]).sum(0).double(),
                                atol=1e-4, rtol=0)
+
+
+def test_carried_statistics_are_dropped_when_the_state_changes():
+    train = _data()
+    model, spy = _fit(train, "lazy", 0.4, 1.0)
+    assert model._lazy_next is not None
+    model.D[0, 0, 0] += 0.5  # a write to the private tables after the last pass
+    model.train_round()
+    assert spy.cached == [False, True, True, False]
+    model.train_round()      # untouched since: the carried statistics are used again
+    assert spy.cached[-1] is True
 
 
 def test_memmap_rows_in_pieces_equal_plain_indexing(tmp_path, monkeypatch):

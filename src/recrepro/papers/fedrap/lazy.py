@@ -5,7 +5,7 @@ entry of every client's ``D_i`` and ``C_i`` at every step, but between two BCE t
 entry follows a per-client affine map as long as ``sign(C)`` is constant.  The sampled rows
 train as in the row path (:mod:`recrepro.papers.fedrap.rows`), entries whose ``C`` may cross
 zero are replayed step by step, all others get the composed map once per round; exact up to
-float rounding, two streaming passes over the private tables per round
+float rounding, one read-modify-write streaming pass over the private tables per round
 (:meth:`LazyPaperPath._local_train_lazy`).
 """
 
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from recrepro.models.federated.clients import LocalEpochs, client_batches, row_layout
+from recrepro.models.federated.sampling import sample_clients
 from recrepro.models.federated.simulation import check_finite_fast
 from recrepro.papers.fedrap.config import L1_THRESHOLD
 from recrepro.papers.fedrap.rows import rows_bce
@@ -27,13 +28,51 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta 
 
 __all__ = ["LazyPaperPath"]
 
+#: bytes of private tables per block of the streaming passes (a few clients; sized for the caches)
+BLOCK_BYTES = 8 << 20
+#: an upper bound on max |D| is carried from round to round; a block recomputes it once it exceeds
+#: this multiple of the last exact value (a loose bound only widens the screens of the sign bound and
+#: of the |C_i| > 1e-4 count)
+AMAX_SLACK = 1.25
+#: the next round's group sums come from the rows (a few [M, d] operations) rather than from the
+#: pass (one more kernel over all B n d entries) when GROUP_ROW_COST · M < B · n_items (Video,
+#: LastFM: yes; ML-100K: its ~0.5 M rows against 1.6 M client-items make the pass cheaper)
+GROUP_ROW_COST = 6
+
 
 class LazyPaperPath:
     """The lazy paper path of :class:`~recrepro.papers.fedrap.fedrap.FederatedRecommender` (a
     mixin: it reads the model's ``config``, parameters, private tables and learning rates).
     """
 
-    def _lazy_schedule(self, n_steps: int, lam: float, mu: float) -> dict[str, np.ndarray]:
+    def round_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The simulation's round state plus the statistics the last pass took for the next round.
+
+        They are part of what the next round computes from (their closed forms and a fresh
+        start-of-round pass agree only to float rounding), so a run resumed from a checkpoint
+        continues bit for bit as the uninterrupted one (``tests/test_resume.py``).
+        """
+        state, arrays = super().round_state()
+        carried = getattr(self, "_lazy_next", None)
+        if carried is not None and carried["D"] is self.D and carried["D_version"] == self.D._version:
+            state["lazy_next"] = {"ctx": carried["ctx"], "acc": carried["acc"]}
+        return state, arrays
+
+    def load_round_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`round_state`: the carried statistics belong to the tables just loaded."""
+        super().load_round_state(state)
+        carried = state.get("lazy_next")
+        if carried is None or self.D is None:
+            self._lazy_next = None
+            return
+        # a checkpoint loads on the CPU: back to the model's device, except the per-user sums (CPU)
+        acc = {k: v if k in ("sq", "dots", "amax", "ref") else _to_device(v, self.device)
+               for k, v in carried["acc"].items()}
+        self._lazy_next = {"ctx": _to_device(carried["ctx"], self.device), "acc": acc, "D": self.D,
+                           "D_version": self.D._version}
+
+    def _lazy_schedule(self, n_steps: int, lam: float, mu: float,
+                       lr_args: float | None = None) -> dict[str, np.ndarray]:
         """Composite regulariser map after ``k = 0..n_steps`` steps of a client (float64).
 
         Between BCE touches an entry of client i follows (``X = D + C``, ``E = D − C``,
@@ -44,12 +83,14 @@ class LazyPaperPath:
 
         so, while s is constant, ``X_k = PX_k X_0 − s QX_k`` and ``E_k = PE_k E_0 + s QE_k``.
         Returns ``PX, PE, QX, QE`` of length ``n_steps + 1`` for the learning-rate schedule
-        ``lr_k = lr_args · batch_decay^k`` (as float32, like the steps themselves).
+        ``lr_k = lr_args · batch_decay^k`` (as float32, like the steps themselves; ``lr_args``
+        defaults to the model's current one).
         """
         cfg = self.config
         nd = float(self.n_items * cfg.dim)
         k = np.arange(n_steps)
-        lr = (self.lr_args * cfg.batch_decay ** k).astype(np.float32).astype(np.float64)
+        lr_args = self.lr_args if lr_args is None else lr_args
+        lr = (lr_args * cfg.batch_decay ** k).astype(np.float32).astype(np.float64)
         sh = 1.0 - lr * cfg.l2
         g = sh + 4.0 * lr * lam / nd
         m = lr * mu / nd
@@ -62,7 +103,7 @@ class LazyPaperPath:
                 pe, qe = g[step] * pe, g[step] * qe + m[step]
         return out
 
-    # Long on purpose: start pass, epochs and end pass share in-place row/entry tensors whose update order keeps it exact
+    # Long on purpose: epochs and the pass share in-place row/entry tensors whose update order keeps it exact
     def _local_train_lazy(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
                           lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
         """Paper mode (full-matrix regularisers) without dense per-step passes; exact.
@@ -82,26 +123,38 @@ class LazyPaperPath:
         * the **rows the client samples** this round (compact ``[M, d]`` tables as in the
           row path): stepped exactly, every step of the client, by :meth:`_paper_row_step`;
         * **entries that may change sign** (``C`` can cross zero during the round) in the
-          other rows: found once per round by a conservative bound and replayed step by step
-          as a flat list (:meth:`_paper_entry_step`);
+          other rows: found by a conservative bound and replayed step by step as a flat list
+          (:meth:`_paper_entry_step`);
         * **all other entries**: ``a = 0`` and ``s`` constant, so the map is affine with
           per-client scalars (:meth:`_lazy_schedule`), applied once at the end of the round;
           their share of the loss (``−λ‖D − C‖²``, ``μ‖C‖₁``, needed by the early stop) is a
-          closed form in per-client sums taken at the start of the round.
+          closed form in per-client sums of the start-of-round tables.
 
         The sign bound: after k steps ``C_k = u_k C_0 − v_k D_0 − s q_k`` (``u = (PX+PE)/2``,
         ``v = (PE−PX)/2 ≥ 0``, ``q = (QX+QE)/2``), so ``s·C_k ≥ |C_0| u_k − |D_0| v_k − q_k``;
         an entry is replayed unless this is positive (with a margin for rounding) for every
         ``k < K_i``, ``K_i`` = the client's most steps this round (early stop only shortens).
-        Only two streaming passes over the private tables per round remain (start: sums and
-        the bound; end: apply the map, sum the uploads), in cache-sized blocks.
+
+        **One pass per round.**  The uploads' lazy part is ``Σ_i C_T,i = C0 Σα − s Σγ + Σ_i β_i D0_i``;
+        ``β_i`` depends only on how many steps client i took, so ``Σ_i β_i D0_i`` comes from sums
+        ``G_K = Σ_{i: K_i = K} D0_i`` per schedule length, formed when the tables were last streamed
+        (clients that stopped early: ``(β_i − β_K) D0_i`` read from their own tables).  The next
+        server table ``C' = Σ_i C_i / B`` is therefore known *before* the end-of-round pass, and that
+        one read-modify-write pass (:meth:`_lazy_end_pass`) applies this round's map, writes the
+        exact rows, counts the uploads' entries above the threshold and takes the *next* round's
+        start-of-round statistics for the participants that round will sample
+        (:meth:`_lazy_next_context`): ``⟨C', D⟩``, ``⟨sign C', D⟩`` and the entries the sign bound
+        flags from the block; ``‖D‖²`` and a bound on ``max |D|`` in closed form from this round's
+        sums (:func:`_lazy_next_norms`), and ``G_K`` from the rows (:meth:`_lazy_next_groups`) or,
+        where that costs more, from the block.  They are used only if everything they depend on
+        is unchanged when that round starts (:meth:`_lazy_cached_stats`); otherwise (the first
+        round, a changed state) a separate start-of-round pass takes them (:meth:`_lazy_stats_pass`).
 
         Returns ``{"c_sum": Σ_i C_i (float64 [n_items, d]), "nnz": entries with |C_i| > 1e-4,
         "loss": [B], "lazy": what :meth:`dense_uploads` needs}``.
         """
         cfg, dev = self.config, self.device
         B, d, n_items = users.size, cfg.dim, self.n_items
-        nd = n_items * d
         lay = row_layout(owner, item, label, B, n_items, cfg.batch_size)
         cperm = lay["cperm"]
         users_p = users[cperm]
@@ -109,56 +162,78 @@ class LazyPaperPath:
         item_t = torch.as_tensor(lay["r_item"], device=dev)
         users_t = torch.as_tensor(users_p, device=dev)
         w = self.w[users_t].clone()
-        cols = _server_columns(self.C)
-        C0 = cols["C0"]
         scale_p = self.D_scale[torch.as_tensor(users_p)].clone()          # float64, permuted order
         sc = scale_p.numpy()
+        counts_o = _to_orig(lay["counts"], cperm)
+        # start-of-round statistics: taken by the previous round's pass when still valid, else a pass now
+        stats = self._lazy_cached_stats(users, counts_o, lam, mu)
+        if stats is None:
+            cols = _server_columns(self.C)
+            ctx = self._lazy_context(cols, users, counts_o, _to_orig(sc, cperm), lam, mu, self.lr_args)
+            stats = {"ctx": ctx, "acc": self._lazy_stats_pass(users, ctx)}
+        cols = stats["ctx"]["cols"]                                       # of a table equal to self.C
+        C0 = cols["C0"]
+        u_cpu = torch.as_tensor(users)
+        sq, dots, amax, amax_ref = (stats["acc"][k][u_cpu] for k in ("sq", "dots", "amax", "ref"))
         store_idx = torch.as_tensor(users_p[lay["r_owner"]] * n_items + lay["r_item"])
         Dr0 = self._private_rows(store_idx).to(dev)
         Dr0.mul_(scale_p.to(dev, torch.float32)[own_t][:, None])
         Cr0 = C0.index_select(0, item_t)
         X, E = Dr0 + Cr0, Dr0 - Cr0
 
-        bound = self._lazy_sign_bound(lay["counts"], sc, lam, mu)
-        sq, dots, amax, ent = self._lazy_start_pass(users, lay, item_t, scale_p, cols, bound)
+        ent = self._lazy_entries(stats["acc"], users, lay, scale_p, cols)
         e_own, e_pos, e_D0, e_C0 = ent["own"], ent["pos"], ent["D0"], ent["C0"]
         Xe, Ee = e_D0 + e_C0, e_D0 - e_C0
-        sums = _lazy_sums(cperm, sc, sq, dots, cols, ((own_t, Dr0, Cr0), (e_own, e_D0, e_C0)))
+        sums = _lazy_sums(cperm, sc, sq, dots, cols, ((own_t, Dr0, Cr0, item_t), (e_own, e_D0, e_C0, None)))
         rows = {"X": X, "E": E, "own": own_t, "lab": torch.as_tensor(lay["r_label"], device=dev),
                 "crow": torch.as_tensor(np.concatenate([[0], np.cumsum(lay["rows_per"])]), device=dev)}
-        maps, prev_mean = self._lazy_epochs(lay, w, rows, {"X": Xe, "E": Ee, "own": e_own, "crow": ent["crow"]},
-                                            sums, owner.size, lam, mu, rng)
+        maps, prev_mean, steps = self._lazy_epochs(lay, w, rows, {"X": Xe, "E": Ee, "own": e_own, "crow": ent["crow"]},
+                                                   sums, owner.size, lam, mu, rng)
 
-        # ---- end of round: the lazy map on every entry, then the exact rows/entries over it
+        # ---- end of round: the uploads' sum first (the next server table), then the one pass
         PX, PE, QX, QE = maps["PX"], maps["PE"], maps["QX"], maps["QE"]
         alpha, beta = (PX + PE) / 2, (PX - PE) / 2            # C_T = α C0 + β D0 − γ s
         gamma, delta = (QX + QE) / 2, (QE - QX) / 2           # D_T = α D0 + β C0 + δ s
         new_scale = sc * alpha
-        c_sum, nnz = self._lazy_end_pass(users, cperm, sc, amax, cols, (alpha, beta, gamma, delta, new_scale))
-
         Cr = torch.sub(X, E).mul_(0.5)
         Dr = X.add_(E).mul_(0.5)
         Ce, De = torch.sub(Xe, Ee).mul_(0.5), Xe.add_(Ee).mul_(0.5)
         del E, Ee
         check_finite_fast("client item rows", Cr, f"round {self.round}")
 
+        beta_d0, alpha_d0 = self._lazy_beta_d0(users, _to_orig(alpha, cperm), _to_orig(beta, cperm),
+                                               _to_orig(steps, cperm), _to_orig(sc, cperm), stats)
+        c_sum = (C0.double() * alpha.sum() - cols["S0"].double() * gamma.sum()).add_(beta_d0.view(n_items, d))
         # the exact values of the rows and replayed entries replace the lazy map's
         lazy_r = _lazy_value((alpha, beta, gamma), own_t, Cr0, Dr0)
         c_sum.index_add_(0, item_t, (Cr - lazy_r).double())
-        nnz += _n_up(Cr) - _n_up(lazy_r)
+        nnz_exact = _n_up(Cr) - _n_up(lazy_r)
         if Ce.numel():
             lazy_e = _lazy_value((alpha, beta, gamma), e_own, e_C0, e_D0)
             c_sum.view(-1).index_add_(0, e_pos, (Ce - lazy_e).double())
-            nnz += _n_up(Ce) - _n_up(lazy_e)
+            nnz_exact += _n_up(Ce) - _n_up(lazy_e)
+
+        # scales that drift far from 1 are folded into the stored tables by the pass
+        drift = (new_scale < 1e-3) | (new_scale > 1e3)
+        final_scale = np.where(drift, 1.0, new_scale)
+        coef = (alpha, beta, gamma, delta, new_scale)
+        nxt = self._lazy_next_context(c_sum, B, users, _to_orig(final_scale, cperm), lam, mu)
+        if nxt is not None:
+            nxt["G"] = self._lazy_next_groups(users_p, stats, nxt, alpha_d0, coef, cols,
+                                              (own_t, item_t, Dr, Dr0, Cr0), (e_own, e_pos, De, e_D0, e_C0))
         ns = _f32(new_scale, dev)
-        self._write_private_rows(store_idx, Dr.div_(ns[own_t][:, None]))
-        e_store = torch.as_tensor(users_p, device=dev)[e_own] * nd + e_pos
-        self._write_private_rows(e_store, De.div_(ns[e_own]), width=1)
-        users_cpu = torch.as_tensor(users_p)
-        self.D_scale[users_cpu] = torch.as_tensor(new_scale)
-        drift = users_p[(new_scale < 1e-3) | (new_scale > 1e3)]
-        if drift.size:
-            self._materialise_private(drift)
+        writes = _lazy_writes(cperm, (own_t, item_t, Dr.div_(ns[own_t][:, None])),
+                              (e_own, e_pos, De.div_(ns[e_own])), B)
+        norms = (_lazy_next_norms(cperm, sums, coef, (amax.numpy(), amax_ref.numpy()), writes, cols,
+                                  _to_orig(np.where(drift, new_scale, 1.0), cperm))
+                 if nxt is not None else None)
+        nnz, nxt_acc = self._lazy_end_pass(users, cperm, sc, amax, cols, coef, writes, _to_orig(drift, cperm),
+                                           nxt, norms)
+        nnz += nnz_exact
+        self.D_scale[torch.as_tensor(users_p)] = torch.as_tensor(final_scale)
+        # the next round's statistics, valid while D (its version counter), C, D_scale, ... are unchanged
+        self._lazy_next = (None if nxt is None
+                           else {"ctx": nxt, "acc": nxt_acc, "D": self.D, "D_version": self.D._version})
         self.w[users_t] = w
         loss_out = np.empty(B)
         loss_out[cperm] = np.nan_to_num(prev_mean)
@@ -168,18 +243,21 @@ class LazyPaperPath:
                          "gamma": _to_orig(gamma, cperm), "delta": _to_orig(delta, cperm),
                          "rows": (orig[own_t], item_t, Cr), "entries": (orig[e_own], e_pos, Ce)}}
 
-    def _lazy_sign_bound(self, counts: np.ndarray, sc: np.ndarray, lam: float, mu: float) -> dict[str, Any]:
-        """The bound on sign changes, over each client's longest possible schedule (permuted order).
+    def _lazy_sign_bound(self, counts: np.ndarray, sc: np.ndarray, lam: float, mu: float,
+                         lr_args: float | None = None) -> dict[str, Any]:
+        """The bound on sign changes, over each client's longest possible schedule.
 
         An entry of client i may change sign this round unless ``|C0| U_i > |stored D0| V_i + Q_i``
-        (see :meth:`_local_train_lazy`; ``sc`` the clients' lazy scales).  Returns ``{"U", "V",
-        "Q", "can_flip"}`` (``can_flip`` false: no entry can, ``μ = 0`` or fewer than two steps).
+        (see :meth:`_local_train_lazy`; ``counts`` the clients' samples, ``sc`` their lazy scales,
+        ``lr_args`` the round's learning rate, default the current one).  Returns ``{"U", "V", "Q",
+        "can_flip"}`` in the order of ``counts`` (``can_flip`` false: no entry can, ``μ = 0`` or
+        fewer than two steps).
         """
         cfg = self.config
         B = counts.size
         K = cfg.local_epochs * (-(-counts // cfg.batch_size))             # most steps per client
         n_max = int(K.max()) if B else 0
-        sched = self._lazy_schedule(n_max, lam, mu)
+        sched = self._lazy_schedule(n_max, lam, mu, lr_args)
         can_flip = mu > 0 and n_max >= 2
         U = np.full(B, np.inf)
         V = np.zeros(B)
@@ -198,72 +276,277 @@ class LazyPaperPath:
             Q = np.where(multi_step, q_max[last] * (1 + 1e-5) + 1e-6, -1.0)
         return {"U": U, "V": V, "Q": Q, "can_flip": can_flip}
 
-    def _lazy_start_pass(self, users: np.ndarray, lay: dict[str, Any], item_t: torch.Tensor, scale_p: torch.Tensor,
-                         cols: dict[str, Any], bound: dict[str, Any]):
-        """The start-of-round pass over the private tables of ``users``, in cache-sized blocks.
+    def _lazy_context(self, cols: dict[str, Any], users: np.ndarray, counts: np.ndarray, scale: np.ndarray,
+                      lam: float, mu: float, lr_args: float) -> dict[str, Any]:
+        """What the start-of-round statistics of a round depend on, and what they need.
 
-        Returns per client (caller's order, stored units) ``‖D0‖²``, ``(⟨C0, D0⟩, ⟨sign C0, D0⟩)``
-        and ``max |D0|``, and the entries to replay (those that may change sign, outside the
-        sampled rows), grouped by permuted client: ``{"own", "pos", "D0", "C0", "crow"}``.
+        ``cols`` the round's server table (:func:`_server_columns`), ``users`` its participants
+        (``counts`` their samples, ``scale`` their lazy scales at its start), ``lam``, ``mu``,
+        ``lr_args`` its weights and learning rate.  Per-user arrays (indexed by user id; others
+        never at risk, in no group): the sign bound ``U``, ``V``, ``Q`` (:meth:`_lazy_sign_bound`),
+        the schedule group (index into ``group_steps``, the distinct ``K_i`` = local epochs ×
+        batches) and its weight (the lazy scale: the group sums are of true ``D0``), the position
+        among ``users`` (-1: not a participant).
         """
+        cfg, dev, n_users = self.config, self.device, self.n_users
+        bound = self._lazy_sign_bound(counts, scale, lam, mu, lr_args)
+        K = cfg.local_epochs * (-(-counts // cfg.batch_size))
+        group_steps, group = np.unique(K, return_inverse=True)
+        per_user = {"U": np.full(n_users, np.inf), "V": np.zeros(n_users), "Q": np.full(n_users, -1.0),
+                    "gweight": np.zeros(n_users)}
+        for name in ("U", "V", "Q"):
+            per_user[name][users] = bound[name]
+        per_user["gweight"][users] = scale
+        grp = np.full(n_users, -1, np.int64)
+        grp[users] = group
+        member = np.zeros(n_users, bool)
+        member[users] = True
+        position = np.full(n_users, -1, np.int64)
+        position[users] = np.arange(users.size)
+        return {"cols": cols, "users": users.copy(), "counts": np.asarray(counts).copy(), "scale": scale.copy(),
+                "lam": lam, "mu": mu, "lr_args": lr_args, "can_flip": bound["can_flip"],
+                **{k: _f32(v, dev) for k, v in per_user.items()},
+                "group": torch.as_tensor(grp, device=dev), "group_steps": group_steps, "member": member,
+                "position": torch.as_tensor(position, device=dev)}
+
+    def _lazy_new_acc(self, ctx: dict[str, Any]) -> dict[str, Any]:
+        """Empty start-of-round statistics (per user id; see :meth:`_lazy_block_stats`; ``ref``: the
+        last exact ``max |D|``, against which the carried bound is checked)."""
+        n_users, nd = self.n_users, self.n_items * self.config.dim
+        return {"sq": torch.zeros(n_users, dtype=torch.float64), "dots": torch.zeros((n_users, 2), dtype=torch.float64),
+                "amax": torch.zeros(n_users, dtype=torch.float64), "ref": torch.zeros(n_users, dtype=torch.float64),
+                "risk": [], "G": torch.zeros((len(ctx["group_steps"]), nd), device=self.device)}
+
+    def _lazy_block_stats(self, flat: torch.Tensor, block_users: np.ndarray, ctx: dict[str, Any],
+                          acc: dict[str, Any]) -> None:
+        """Start-of-round statistics of one block of stored tables ``flat`` ``[b, n d]`` (users
+        ``block_users``), into ``acc``: per user ``‖D‖²``, ``(⟨C, D⟩, ⟨sign C, D⟩)`` and ``max |D|``
+        (stored units), the entries that may change sign (``(client, position, stored D)``, the client
+        as its position among the round's participants; -1: none), and the
+        group sums ``G_K += scale_i · stored_i`` (true ``D``) of the round's participants.
+        """
+        dev = flat.device
+        cols = ctx["cols"]
+        u = torch.as_tensor(block_users)
+        ud = u.to(dev)
+        acc["sq"][u] = torch.linalg.vector_norm(flat, dim=1).double().cpu() ** 2
+        acc["dots"][u] = torch.mm(cols["CS"], flat.T).T.double().cpu()
+        top = torch.maximum(flat.amax(1), flat.amin(1).neg_())  # (aminmax is ~15x slower here)
+        acc["amax"][u] = acc["ref"][u] = top.double().cpu()
+        grp, gw = ctx["group"][ud], ctx["gweight"][ud]
+        G = acc["G"]
+        if G.shape[0] == 1:
+            G[0].addmv_(flat.T, gw * (grp == 0))
+        elif G.shape[0]:
+            onehot = (grp[None, :] == torch.arange(G.shape[0], device=dev)[:, None]).to(flat.dtype)
+            G.addmm_(onehot.mul_(gw), flat)
+        if ctx["can_flip"]:
+            U, V, Q = ctx["U"][ud], ctx["V"][ud], ctx["Q"][ud]
+            # screen: only columns whose |C| is below the block's largest threshold can fail
+            # the bound (|D| v + q ≥ |C| u); the exact test runs on those columns alone
+            reach = ((top * V + Q) / U).max().reshape(1)
+            abs_sorted, abs_order = _sorted_abs(cols, reach)
+            cand = abs_order[:int(torch.searchsorted(abs_sorted, reach, right=True))]
+            if cand.numel():
+                sub = flat.index_select(1, cand)
+                lhs = torch.abs(sub).mul_(V[:, None]).add_(Q[:, None])
+                risky = lhs >= cols["absC0f"][cand] * U[:, None]
+                rows, hit = torch.nonzero(risky, as_tuple=True)
+                if rows.numel():
+                    acc["risk"].append((ctx["position"][ud[rows]], cand[hit], sub[rows, hit]))
+
+    def _lazy_stats_pass(self, users: np.ndarray, ctx: dict[str, Any],
+                         acc: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A read-only pass over the private tables of ``users`` taking their start-of-round
+        statistics (:meth:`_lazy_block_stats`) in cache-sized blocks; returns ``acc``."""
+        acc = self._lazy_new_acc(ctx) if acc is None else acc
+        nd = self.n_items * self.config.dim
+        for lo, hi, table in self._private_blocks(users, BLOCK_BYTES):
+            self._lazy_block_stats(table.to(self.device).reshape(hi - lo, nd), users[lo:hi], ctx, acc)
+        return acc
+
+    def _lazy_cached_stats(self, users: np.ndarray, counts: np.ndarray, lam: float,
+                           mu: float) -> dict[str, Any] | None:
+        """The statistics the previous round's pass took for this round, if still valid.
+
+        Valid when this is the round they were taken for, with the same participants (and sample
+        counts), weights, learning rate, server table (bit for bit) and lazy scales, and the
+        private tables have not been written since (same tensor, same version counter); else
+        ``None`` (and a start-of-round pass takes them).  Used once.
+        """
+        cache, self._lazy_next = getattr(self, "_lazy_next", None), None
+        if cache is None:
+            return None
+        ctx = cache["ctx"]
+        valid = (ctx["round"] == self.round and cache["D"] is self.D and cache["D_version"] == self.D._version
+                 and ctx["lam"] == lam and ctx["mu"] == mu and ctx["lr_args"] == self.lr_args
+                 and np.array_equal(ctx["users"], users) and np.array_equal(ctx["counts"], counts)
+                 and np.array_equal(ctx["scale"], self.D_scale[torch.as_tensor(users)].numpy())
+                 and ctx["C"].shape == self.C.shape and ctx["C"].device == self.C.device
+                 and bool(torch.equal(ctx["C"], self.C)))
+        return {"ctx": ctx, "acc": cache["acc"]} if valid else None
+
+    def _lazy_next_context(self, c_sum: torch.Tensor, B: int, users: np.ndarray, final_scale: np.ndarray,
+                           lam: float, mu: float) -> dict[str, Any] | None:
+        """The next round's :meth:`_lazy_context`, as :meth:`train_round` will set it up.
+
+        Its server table ``(Σ_i C_i / B)`` in float32 (this call's clients are all the round's
+        participants), participants (``sample_clients`` on the stream of round ``a + 1``),
+        ``(λ, μ)`` (the curriculum after this round's), learning rate (``× decay_rate``), sample
+        counts (positives × (1 + negatives)) and lazy scales (``final_scale`` for ``users``).
+        ``None`` without training data.  Checked again when that round starts.
+        """
+        cfg = self.config
+        train = getattr(self, "train_csr", None)
+        if train is None:
+            return None
+        a = self.round + 1
+        nxt_users = sample_clients(self.n_users, cfg.client_ratio, np.random.default_rng([cfg.seed, 1, a]))
+        lam_n, mu_n = cfg.weights(a, (lam, mu))
+        counts = np.diff(train.indptr)[nxt_users] * (1 + cfg.num_negatives)
+        C_next = (c_sum / B).to(torch.float32)
+        scale = self.D_scale.numpy().copy()
+        scale[users] = final_scale
+        ctx = self._lazy_context(_server_columns(C_next), nxt_users, counts, scale[nxt_users], lam_n, mu_n,
+                                 self.lr_args * cfg.decay_rate)
+        ctx.update(C=C_next, round=a)
+        return ctx
+
+    def _lazy_entries(self, acc: dict[str, Any], users: np.ndarray, lay: dict[str, Any], scale_p: torch.Tensor,
+                      cols: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """The entries to replay this round: those the bound flagged (``acc["risk"]``) outside the
+        rows the clients sample, grouped by permuted client: ``{"own", "pos", "D0", "C0", "crow"}``."""
         dev, d = self.device, self.config.dim
-        B, nd = users.size, self.n_items * d
-        cperm, can_flip = lay["cperm"], bound["can_flip"]
-        crank = np.empty(B, np.int64)
-        crank[cperm] = np.arange(B)
-        U_o, V_o, Q_o = (torch.as_tensor(_to_orig(bound[k], cperm), dtype=torch.float32, device=dev) for k in "UVQ")
-        touched = torch.zeros((B, self.n_items), dtype=torch.bool, device=dev)
-        touched[torch.as_tensor(cperm[lay["r_owner"]], device=dev), item_t] = True
-        CS, absC0f, abs_sorted, abs_order = cols["CS"], cols["absC0f"], cols["abs_sorted"], cols["abs_order"]
-        sq = torch.empty(B, dtype=torch.float64)
-        dots = torch.empty((B, 2), dtype=torch.float64)
-        amax = torch.empty(B, dtype=torch.float64)                        # max |stored| per client
-        risk_client, risk_pos, risk_val = [], [], []
-        for lo, hi, table in self._private_blocks(users):                 # start-of-round pass
-            flat = table.to(dev).reshape(hi - lo, nd)
-            sq[lo:hi] = torch.linalg.vector_norm(flat, dim=1).double().cpu() ** 2
-            dots[lo:hi] = torch.mm(CS, flat.T).T.double().cpu()
-            top = torch.maximum(flat.amax(1), flat.amin(1).neg_())  # (aminmax is ~15x slower here)
-            amax[lo:hi] = top.double().cpu()
-            if can_flip:
-                # screen: only columns whose |C0| is below the block's largest threshold can fail
-                # the bound (|D0| v + q ≥ |C0| u); the exact test runs on those columns alone
-                reach = ((top * V_o[lo:hi] + Q_o[lo:hi]) / U_o[lo:hi]).max().reshape(1)
-                cand = abs_order[:int(torch.searchsorted(abs_sorted, reach, right=True))]
-                if cand.numel():
-                    sub = flat.index_select(1, cand)
-                    lhs = torch.abs(sub).mul_(V_o[lo:hi, None]).add_(Q_o[lo:hi, None])
-                    risky = lhs >= absC0f[cand] * U_o[lo:hi, None]
-                    risky &= ~touched[lo:hi].index_select(1, cand // d)
-                    rows, cols_hit = torch.nonzero(risky, as_tuple=True)
-                    if rows.numel():
-                        risk_client.append(rows + lo)
-                        risk_pos.append(cand[cols_hit])
-                        risk_val.append(sub[rows, cols_hit])
-        # the replayed entries, grouped by permuted client
-        if risk_client:
-            e_client = torch.as_tensor(crank, device=dev)[torch.cat(risk_client)]
-            order = torch.argsort(e_client, stable=True)
-            e_own, e_pos = e_client[order], torch.cat(risk_pos)[order]
-            e_D0 = torch.cat(risk_val)[order] * scale_p.to(dev, torch.float32)[e_own]
+        B, cperm = users.size, lay["cperm"]
+        if acc["risk"]:
+            # the pass lists each entry's client as its position among the participants (caller's order)
+            r_client, r_pos, r_val = (torch.cat(parts) for parts in zip(*acc["risk"]))
+            in_order = r_client.numel() < 2 or not bool((r_client[1:] < r_client[:-1]).any())
+            crank = np.empty(B, np.int64)
+            crank[cperm] = np.arange(B)
+            client = torch.as_tensor(crank, device=dev)[r_client.clamp(min=0)]   # permuted order
+            # drop the entries of sampled rows (stepped as rows)
+            touched = torch.zeros(B * self.n_items, dtype=torch.bool, device=dev)
+            touched[torch.as_tensor(lay["r_owner"] * self.n_items + lay["r_item"], device=dev)] = True
+            keep = ~touched[client * self.n_items + r_pos // d] & (r_client >= 0)
+            if in_order:
+                # group by permuted client: in the caller's order both the single-batch clients and
+                # the others are in permuted order, so a stable partition groups them (no sort)
+                single = client < lay["B1"]
+                order = torch.cat([torch.nonzero(keep & single).squeeze(1), torch.nonzero(keep & ~single).squeeze(1)])
+            else:                                             # (the pass also read other clients' tables)
+                order = torch.nonzero(keep).squeeze(1)
+                order = order[torch.argsort(client[order], stable=True)]
+            e_own, e_pos = client[order], r_pos[order]
+            e_D0 = r_val[order] * scale_p.to(dev, torch.float32)[e_own]
         else:
             e_own = torch.zeros(0, dtype=torch.int64, device=dev)
             e_pos = torch.zeros(0, dtype=torch.int64, device=dev)
             e_D0 = torch.zeros(0, device=dev)
         e_crow = torch.as_tensor(np.concatenate([[0], np.cumsum(np.bincount(e_own.cpu().numpy(), minlength=B))]),
                                  device=dev)
-        return sq, dots, amax, {"own": e_own, "pos": e_pos, "D0": e_D0, "C0": cols["C0f"].index_select(0, e_pos),
-                                "crow": e_crow}
+        return {"own": e_own, "pos": e_pos, "D0": e_D0, "C0": cols["C0f"].index_select(0, e_pos), "crow": e_crow}
+
+    def _lazy_beta_d0(self, users: np.ndarray, alpha: np.ndarray, beta: np.ndarray, steps: np.ndarray,
+                      sc: np.ndarray, stats: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``Σ_i β_i D0_i`` (float64, flat ``[n d]``) over the clients ``users`` and ``Σ_{i ∈ K} α_i D0_i``
+        per schedule group (float64 ``[groups, n d]``; caller's order: ``alpha``, ``beta``, the
+        ``steps`` each took, lazy scales ``sc``).
+
+        ``α_i``, ``β_i`` are functions of the number of steps alone (every client's k-th step has the
+        same learning rate), so with ``(α_K, β_K)`` those of the clients of schedule group ``K`` that
+        ran all ``K`` steps (the most common value: exact whatever it is) the sums are
+        ``Σ_K β_K G_K + Σ_i (β_i − β_K(i)) D0_i`` and ``α_K G_K + Σ_{i ∈ K} (α_i − α_K) D0_i``; the
+        second sums run over the clients that stopped early (none, usually) and read their tables.
+        """
+        ctx, acc = stats["ctx"], stats["acc"]
+        dev, nd = self.device, self.n_items * self.config.dim
+        grp = ctx["group"][torch.as_tensor(users, device=dev)].cpu().numpy()
+        n_groups = len(ctx["group_steps"])
+        ref_a, ref_b = np.ones(n_groups), np.zeros(n_groups)
+        for g, k in enumerate(ctx["group_steps"]):  # a loop over schedule lengths (a few), not clients
+            full = (grp == g) & (steps == k)
+            if full.any():
+                pairs, n = np.unique(np.stack([alpha[full], beta[full]], 1), axis=0, return_counts=True)
+                ref_a[g], ref_b[g] = pairs[np.argmax(n)]
+        G = acc["G"].double()
+        beta_sum = (torch.as_tensor(ref_b, device=dev)[:, None] * G).sum(0)
+        alpha_g = torch.as_tensor(ref_a, device=dev)[:, None] * G
+        odd = np.flatnonzero((beta != ref_b[grp]) | (alpha != ref_a[grp]))
+        if odd.size:
+            # row 0: (β_i − β_K) scale_i, row 1 + K: (α_i − α_K) scale_i of the clients in group K
+            coef = np.zeros((1 + n_groups, odd.size))
+            coef[0] = (beta - ref_b[grp])[odd] * sc[odd]
+            coef[1 + grp[odd], np.arange(odd.size)] = (alpha - ref_a[grp])[odd] * sc[odd]
+            coef = _f32(coef, dev)
+            corr = torch.zeros((1 + n_groups, nd), device=dev)
+            for lo, hi, table in self._lazy_read_blocks(users[odd]):
+                corr.addmm_(coef[:, lo:hi], table.to(dev).reshape(hi - lo, nd))
+            beta_sum += corr[0].double()
+            alpha_g += corr[1:].double()
+        return beta_sum, alpha_g
+
+    def _lazy_next_groups(self, users_p: np.ndarray, stats: dict[str, Any], nxt: dict[str, Any],
+                          alpha_d0: torch.Tensor, coef: tuple[np.ndarray, ...], cols: dict[str, Any],
+                          rows: tuple[torch.Tensor, ...], entries: tuple[torch.Tensor, ...]) -> torch.Tensor | None:
+        """The next round's group sums ``G_K = Σ_{i ∈ K} D_i`` of the tables this round leaves, without
+        a kernel over them (float64 ``[groups, n d]``), or ``None`` where the pass must take them.
+
+        When the next round has the same participants and schedule groups (always without client
+        sampling: the sample counts do not change), ``Σ_{i ∈ K} D_T,i`` over the lazily mapped
+        entries is ``Σ α_i D0_i + (Σ β_i) C0 + (Σ δ_i) s`` (``alpha_d0`` from :meth:`_lazy_beta_d0`),
+        and the exact rows and entries add their difference to the map's value.  That costs a few
+        operations on the ``[M, d]`` rows: done only if the rows are few against the tables
+        (``GROUP_ROW_COST · M < B n``), else the pass adds ``scale_i · stored_i`` per block (one
+        more kernel over the tables).
+        ``users_p``: the clients (permuted order); ``rows``: ``(own, item, D exact, D0, C0)``,
+        ``entries``: ``(own, pos, D exact, D0, C0)``; ``coef`` = ``(α, β, γ, δ, new scale)``.
+        """
+        ctx = stats["ctx"]
+        if (nxt is None or GROUP_ROW_COST * rows[0].numel() >= users_p.size * self.n_items
+                or not np.array_equal(np.sort(nxt["users"]), np.sort(users_p))
+                or not np.array_equal(nxt["group_steps"], ctx["group_steps"])):
+            return None
+        dev, d, nd = self.device, self.config.dim, self.n_items * self.config.dim
+        u_dev = torch.as_tensor(users_p, device=dev)
+        grp = ctx["group"][u_dev]
+        if not torch.equal(grp, nxt["group"][u_dev]):
+            return None
+        alpha, beta, _, delta, _ = coef
+        n_groups = alpha_d0.shape[0]
+        grp_np = grp.cpu().numpy()
+        sums = np.stack([np.bincount(grp_np, weights=beta, minlength=n_groups),
+                         np.bincount(grp_np, weights=delta, minlength=n_groups)], 1)
+        out = alpha_d0 + torch.mm(torch.as_tensor(sums, device=dev), cols["CS"].double())
+        corr = torch.zeros(n_groups * nd, device=dev)
+        for (owner, index, exact, D0v, C0v), width in ((rows, d), (entries, 1)):
+            if owner.numel() == 0:
+                continue
+            col = (lambda a: _f32(a, dev)[owner][:, None]) if width == d else (lambda a: _f32(a, dev)[owner])
+            lazy = D0v * col(alpha)                            # the map's D_T = α D0 + β C0 + δ s
+            lazy.addcmul_(C0v, col(beta)).addcmul_(torch.sign(C0v), col(delta))
+            at = grp[owner] * (nd // width) + index
+            (corr.view(-1, d) if width == d else corr).index_add_(0, at, torch.sub(exact, lazy, out=lazy))
+        return out.add_(corr.view(n_groups, nd).double())
+
+    def _lazy_read_blocks(self, users: np.ndarray, block_bytes: int = BLOCK_BYTES):
+        """Yield ``(lo, hi, stored tables of users[lo:hi])`` as copies, read-only, in blocks (the
+        pages of a disk-backed table are released after each)."""
+        step = max(1, block_bytes // (self.n_items * self.config.dim * 4))
+        for lo in range(0, users.size, step):
+            hi = min(users.size, lo + step)
+            yield lo, hi, self.D[torch.as_tensor(users[lo:hi])]
+            self._drop_private_pages()
 
     def _lazy_epochs(self, lay: dict[str, Any], w: torch.Tensor, rows: dict[str, torch.Tensor],
                      ents: dict[str, torch.Tensor], sums: dict[str, np.ndarray], n_samples: int, lam: float,
-                     mu: float, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
+                     mu: float, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """The local epochs (as the row path; every step also maps the client's non-batch rows).
 
         Steps the sampled rows (``rows``: ``X``, ``E``, ``own``, ``lab``, ``crow``) and the
         replayed entries (``ents``: ``X``, ``E``, ``own``, ``crow``) in place, and the per-client
-        affine map of the other entries.  Returns the map (``PX, PE, QX, QE``, permuted order)
-        and each client's last mean local loss (NaN: no batch).
+        affine map of the other entries.  Returns the map (``PX, PE, QX, QE``, permuted order),
+        each client's last mean local loss (NaN: no batch) and the number of steps it took.
         """
         cfg, dev = self.config, self.device
         bs, nd = cfg.batch_size, self.n_items * cfg.dim
@@ -312,60 +595,166 @@ class LazyPaperPath:
             check_finite("client parameters", w, f"round {self.round} local epoch {epoch}")
             check_finite("client losses", schedule.loss_acc, f"round {self.round} local epoch {epoch}")
         del bufs
-        return {"PX": PX, "PE": PE, "QX": QX, "QE": QE}, schedule.prev_mean
+        return {"PX": PX, "PE": PE, "QX": QX, "QE": QE}, schedule.prev_mean, schedule.steps_done.copy()
 
+
+    # Long on purpose: one read-modify-write pass does this round's end and the next round's start per block
     def _lazy_end_pass(self, users: np.ndarray, cperm: np.ndarray, sc: np.ndarray, amax: torch.Tensor,
-                       cols: dict[str, Any], coef: tuple[np.ndarray, ...]) -> tuple[torch.Tensor, int]:
-        """The end-of-round pass over the private tables: the lazy map on every stored entry.
+                       cols: dict[str, Any], coef: tuple[np.ndarray, ...], writes: dict[str, Any],
+                       drift: np.ndarray, nxt: dict[str, Any] | None,
+                       norms: dict[str, np.ndarray] | None) -> tuple[int, dict[str, Any] | None]:
+        """The end-of-round pass over the private tables: the lazy map on every stored entry, the
+        exact rows and entries over it, and the next round's start-of-round statistics.
 
         ``coef`` = ``(α, β, γ, δ, new scale)`` per client (permuted order): ``C_T = α C0 + β D0 − γ s``,
-        ``D_T = α D0 + β C0 + δ s``.  Writes ``stored' = stored + (β C0 + δ s)/(α scale)`` and
-        returns ``Σ_i C_T`` (float64 ``[n_items, d]``) and how many entries of the uploads exceed
-        the threshold — both for the lazily mapped values of *every* entry (the caller puts the
-        exact rows and entries over them).
+        ``D_T = α D0 + β C0 + δ s``; ``amax`` (caller's order, stored units) bounds ``max |D0|``.
+        Per block of clients: counts the uploads' entries above the threshold (lazily mapped values
+        of every entry; the caller corrects for the exact ones), writes
+        ``stored' = stored + (β C0 + δ s)/(α scale)``, then the exact rows and replayed entries
+        (``writes``, :func:`_lazy_writes`, stored units), and folds the scale of the clients in
+        ``drift`` (caller's order) into their tables.  With ``nxt`` (:meth:`_lazy_next_context`)
+        it then takes the next round's statistics of the finished block: ``⟨C', D⟩``,
+        ``⟨sign C', D⟩``, the group sums (unless :meth:`_lazy_next_groups` gave them) and the
+        entries that may change sign (:meth:`_lazy_block_next`); ``‖D‖²`` and the bound on ``max |D|`` come from ``norms``
+        (:func:`_lazy_next_norms`, no kernel over the block).  The next round's participants
+        outside ``users`` get a read-only pass after (:meth:`_lazy_stats_pass`).  Returns the count
+        and the statistics (``None`` without ``nxt``).
         """
         dev, n_items, d = self.device, self.n_items, self.config.dim
         nd = n_items * d
+        B = users.size
         alpha, beta, gamma, delta, new_scale = coef
-        C0, S0, C0f, S0f, CS = cols["C0"], cols["S0"], cols["C0f"], cols["S0f"], cols["CS"]
-        absC0f, abs_sorted, abs_order, n_zero = cols["absC0f"], cols["abs_sorted"], cols["abs_order"], cols["n_zero"]
+        CS, n_zero, n_all = cols["CS"], cols["n_zero"], cols["absC0f"].numel()
         alpha_o, gamma_o = _to_orig(alpha, cperm), _to_orig(gamma, cperm)
         beta_st = _f32(_to_orig(beta * sc, cperm), dev)       # β D0 = (β·scale) stored
         up_coef = _f32(np.stack([alpha_o, -gamma_o], 1), dev)
         d_coef = _f32(_to_orig(np.stack([beta, delta], 1) / new_scale[:, None], cperm), dev)
-        c_acc = torch.zeros(nd, device=dev)  # Σ_i β_i D0_i: a small correction, float32 suffices
+        ns_o = _f32(_to_orig(new_scale, cperm), dev)
+        step = max(1, BLOCK_BYTES // (nd * 4))                # the blocks of _private_blocks
+        starts = np.arange(0, B, step)
         # entries with |C_i| > 1e-4 among the lazily mapped uploads C = s(α|C0| − γ) + β D0: certain
-        # from |C0| alone unless |α|C0| − γ| is within |β|·max|D0| of the threshold (then exact)
+        # from |C0| alone unless |α|C0| − γ| is within |β|·max|D0| of the threshold (then exact);
+        # the band of |C0| to evaluate, per block (vectorised: few small ops inside the loop)
         thr = L1_THRESHOLD
-        abs_sorted64 = abs_sorted.double()
-        ag = torch.as_tensor(np.stack([alpha_o, gamma_o], 1), device=dev)  # float64
-        hi_cut = torch.as_tensor((gamma_o + thr) / alpha_o, device=dev)
-        lo_cut = torch.as_tensor((gamma_o - thr) / alpha_o, device=dev)
-        nnz = int((abs_sorted64.numel() - torch.searchsorted(abs_sorted64, hi_cut, right=True)).sum()
-                  + torch.searchsorted(abs_sorted64, lo_cut, right=False).sum())
-        reach_all = torch.as_tensor(np.abs(_to_orig(beta, cperm)) * _to_orig(sc, cperm), device=dev) * amax.to(dev)
-        for lo, hi, table in self._private_blocks(users):     # end-of-round pass
+        reach = np.abs(_to_orig(beta, cperm)) * _to_orig(sc, cperm) * amax.numpy()
+        band = np.stack([np.minimum.reduceat((gamma_o - thr - reach) / alpha_o, starts) * (1 - 1e-6) - 1e-12,
+                         np.maximum.reduceat((gamma_o + thr + reach) / alpha_o, starts) * (1 + 1e-6) + 1e-12], 1)
+        hi_cut = (gamma_o + thr) / alpha_o
+        abs_sorted, abs_order = _sorted_abs(cols, max(hi_cut.max(initial=0.0), band[:, 1].max(initial=0.0)))
+        abs_np = abs_sorted.double().cpu().numpy()
+        above = np.searchsorted(abs_np, hi_cut, side="right")                     # |C0| > cut: certainly above
+        below = np.searchsorted(abs_np, (gamma_o - thr) / alpha_o, side="left")   # |C0| < cut: certainly below
+        nnz = int((n_all - above).sum() + below.sum())
+        k_band = np.searchsorted(abs_np, band, side="right")
+        # a block evaluates the sorted positions [0, n_zero) (C0 = 0: lazy C = β D0, not the sign
+        # formula) and [max(k_lo, n_zero), k_hi); those certain from |C0| were counted above
+        blk_of = np.arange(B) // step
+        for s0, s1 in ((np.zeros(B, np.int64), np.full(B, n_zero)),
+                       (np.maximum(k_band[blk_of, 0], n_zero), np.maximum(k_band[blk_of, 1], n_zero))):
+            nnz -= int((s1 - np.clip(above, s0, s1)).sum() + (np.clip(below, s0, s1) - s0).sum())
+        k_band = k_band.tolist()
+        # the exact rows/entries: positions inside their block's [b, n d] table
+        (r_cl, _, r_val, r_ptr), (e_cl, _, e_val, e_ptr) = writes["rows"], writes["entries"]
+        r_loc = (r_cl % step) * n_items + writes["rows"][1]
+        e_loc = (e_cl % step) * nd + writes["entries"][1]
+        nxt_prep = self._lazy_next_prep(users, starts, nxt, norms) if nxt is not None else None
+        for blk, (lo, hi, table) in enumerate(self._private_blocks(users, BLOCK_BYTES)):   # end-of-round pass
             flat = table.to(dev).view(hi - lo, nd)
-            c_acc.addmv_(flat.T, beta_st[lo:hi])
-            w_blk = reach_all[lo:hi]
-            band = torch.stack([((ag[lo:hi, 1] - thr - w_blk) / ag[lo:hi, 0]).min() * (1 - 1e-6) - 1e-12,
-                                ((ag[lo:hi, 1] + thr + w_blk) / ag[lo:hi, 0]).max() * (1 + 1e-6) + 1e-12])
-            k_lo, k_hi = torch.searchsorted(abs_sorted64, band, right=True).tolist()
-            # C0 = 0 entries (lazy C = β D0, not the sign formula) are always evaluated
-            cand = (abs_order[:k_hi] if k_lo == 0
-                    else torch.cat([abs_order[:n_zero], abs_order[max(k_lo, n_zero):k_hi]]))
-            if cand.numel():
-                a_blk, g_blk = up_coef[lo:hi, 0:1], -up_coef[lo:hi, 1:2]
-                abs_cand = absC0f[cand].double()
-                certain = (abs_cand > hi_cut[lo:hi, None]) | (abs_cand < lo_cut[lo:hi, None])  # counted above
-                exact = (flat.index_select(1, cand) * beta_st[lo:hi, None]
-                         + a_blk * C0f[cand] - g_blk * S0f[cand]).abs() > thr
-                nnz += int(torch.count_nonzero(exact)) - int(torch.count_nonzero(certain))
+            k_lo, k_hi = k_band[blk]
+            cand = (abs_order[:k_hi] if k_lo <= n_zero
+                    else torch.cat([abs_order[:n_zero], abs_order[k_lo:k_hi]]))
+            if cand.numel():                                  # C = (α C0 − γ s) + (β·scale) stored
+                upload = torch.mm(up_coef[lo:hi], CS.index_select(1, cand))
+                upload.addcmul_(flat.index_select(1, cand), beta_st[lo:hi, None])
+                nnz += int(torch.count_nonzero(upload.abs_() > thr))
             flat.addmm_(d_coef[lo:hi], CS)                    # stored' = stored + (β C0 + δ s)/(α scale)
+            # the exact rows and entries of this block's clients replace the map's values
+            if r_ptr[hi] > r_ptr[lo]:
+                flat.view(-1, d).index_copy_(0, r_loc[r_ptr[lo]:r_ptr[hi]], r_val[r_ptr[lo]:r_ptr[hi]])
+            if e_ptr[hi] > e_ptr[lo]:
+                flat.view(-1).index_copy_(0, e_loc[e_ptr[lo]:e_ptr[hi]], e_val[e_ptr[lo]:e_ptr[hi]])
+            fold = np.flatnonzero(drift[lo:hi])
+            if fold.size:                                     # true = scale · stored: the scale becomes 1
+                f = torch.as_tensor(fold, device=dev)
+                flat[f] = flat[f] * ns_o[lo + f][:, None]
+            if nxt_prep is not None and nxt_prep["blocks"][blk]:
+                self._lazy_block_next(flat, lo, hi, blk, nxt, nxt_prep)
             if flat.data_ptr() != table.data_ptr():           # a table on another device
                 table.copy_(flat.view_as(table))
-        c_sum = (C0.double() * alpha.sum() - S0.double() * gamma.sum()).add_(c_acc.view(n_items, d).double())
-        return c_sum, nnz
+        if nxt is None:
+            return nnz, None
+        acc = nxt_prep["acc"]
+        u_cpu = torch.as_tensor(users)
+        acc["dots"][u_cpu] = nxt_prep["dots"].double().cpu()
+        acc["amax"][u_cpu] = nxt_prep["amax"].cpu()
+        acc["ref"][u_cpu] = nxt_prep["ref"].cpu()
+        rest = np.setdiff1d(nxt["users"], users)              # next round's participants not in this one
+        if rest.size:
+            self._lazy_stats_pass(rest, nxt, acc)
+        return nnz, acc
+
+    def _lazy_next_prep(self, users: np.ndarray, starts: np.ndarray, nxt: dict[str, Any],
+                        norms: dict[str, np.ndarray]) -> dict[str, Any]:
+        """What :meth:`_lazy_block_next` reads, per client of ``users`` (caller's order) and per block
+        (``starts``): the next round's sign-bound coefficients and group weights, the carried
+        ``‖D‖²`` and ``max |D|`` bound (``norms``), which blocks hold a next-round participant,
+        which recompute ``max |D|`` (bound above ``AMAX_SLACK`` × the last exact value) and how
+        many columns of the sorted ``|C'|`` the sign screen reads (vectorised before the pass)."""
+        dev = self.device
+        cols = nxt["cols"]
+        acc = self._lazy_new_acc(nxt)
+        u_cpu, u_dev = torch.as_tensor(users), torch.as_tensor(users, device=dev)
+        acc["sq"][u_cpu] = torch.as_tensor(norms["sq"])
+        member = nxt["member"][users]
+        refresh = member & ~(norms["amax"] <= AMAX_SLACK * norms["ref"])
+        U, V, Q = nxt["U"][u_dev], nxt["V"][u_dev], nxt["Q"][u_dev]
+        amax = torch.as_tensor(norms["amax"], device=dev)
+        n_cand = np.zeros(starts.size, np.int64)
+        if nxt["can_flip"]:
+            # |D| ≤ amax: the columns with |C'| below (amax v + q)/u can fail the bound
+            reach = ((amax.to(torch.float32) * V + Q) / U).cpu().numpy()
+            block_reach = torch.as_tensor(np.maximum.reduceat(reach, starts), device=dev)
+            n_cand = torch.searchsorted(_sorted_abs(cols, block_reach.max())[0], block_reach,
+                                        right=True).cpu().numpy()
+        G = acc["G"]
+        grp, gw = nxt["group"][u_dev], nxt["gweight"][u_dev]
+        weights = (grp[None, :] == torch.arange(G.shape[0], device=dev)[:, None]).to(torch.float32) * gw
+        if nxt.get("G") is not None:                           # the group sums are known (_lazy_next_groups)
+            acc["G"], weights = nxt["G"], None
+        return {"acc": acc, "position": nxt["position"][u_dev], "U": U, "V": V, "Q": Q, "weights": weights,
+                "dots": torch.zeros((users.size, 2), device=dev), "amax": amax, "ref": torch.as_tensor(norms["ref"],
+                                                                                                     device=dev),
+                "blocks": np.maximum.reduceat(member, starts).tolist(),
+                "refresh": np.maximum.reduceat(refresh, starts).tolist(), "n_cand": n_cand.tolist()}
+
+    def _lazy_block_next(self, flat: torch.Tensor, lo: int, hi: int, blk: int, nxt: dict[str, Any],
+                         prep: dict[str, Any]) -> None:
+        """The next round's statistics of the finished block ``flat`` (clients ``lo:hi`` of the pass,
+        stored units): ``(⟨C', D⟩, ⟨sign C', D⟩)``, the group sums ``G_K += scale · stored``, the
+        entries that may change sign (as :meth:`_lazy_block_stats`) and, where the carried bound got
+        loose, the exact ``max |D|``."""
+        cols, G = nxt["cols"], prep["acc"]["G"]
+        prep["dots"][lo:hi] = torch.mm(cols["CS"], flat.T).T
+        weights = prep["weights"]                             # None: the sums came from the rows
+        if weights is not None and G.shape[0] == 1:
+            G[0].addmv_(flat.T, weights[0, lo:hi])
+        elif weights is not None and G.shape[0]:
+            G.addmm_(weights[:, lo:hi], flat)
+        if prep["refresh"][blk]:
+            top = torch.maximum(flat.amax(1), flat.amin(1).neg_()).double()
+            prep["amax"][lo:hi] = top
+            prep["ref"][lo:hi] = top
+        n_cand = prep["n_cand"][blk]
+        if n_cand:
+            cand = cols["abs_order"][:n_cand]                 # (sorted by _lazy_next_prep)
+            sub = flat.index_select(1, cand)
+            U, V, Q = prep["U"][lo:hi], prep["V"][lo:hi], prep["Q"][lo:hi]
+            lhs = torch.abs(sub).mul_(V[:, None]).add_(Q[:, None])
+            hit = torch.nonzero((lhs >= cols["abs_sorted"][:n_cand] * U[:, None]).view(-1)).squeeze(1)
+            if hit.numel():
+                rows = hit // n_cand
+                prep["acc"]["risk"].append((prep["position"][lo:hi][rows], cand[hit - rows * n_cand],
+                                            sub.view(-1)[hit]))
 
     def _paper_row_step(self, w, X, E, own, lab, wt, n_c, crow, lam, mu, lr_scale, lr_arg,
                         bufs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -434,6 +823,17 @@ def _to_orig(values: np.ndarray, cperm: np.ndarray) -> np.ndarray:
     return out
 
 
+def _to_device(value: Any, dev: torch.device) -> Any:
+    """``value`` (tensors in dicts, lists and tuples) with its tensors on ``dev``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(dev)
+    if isinstance(value, dict):
+        return {k: _to_device(v, dev) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, dev) for v in value)
+    return value
+
+
 def _f32(values: np.ndarray, dev: torch.device) -> torch.Tensor:
     return torch.as_tensor(values, dtype=torch.float32, device=dev)
 
@@ -444,7 +844,8 @@ def _lazy_value(coef: tuple[np.ndarray, ...], own: torch.Tensor, C0v: torch.Tens
     alpha, beta, gamma = coef
     dev = C0v.device
     col = (lambda a: _f32(a, dev)[own]) if D0v.dim() == 1 else (lambda a: _f32(a, dev)[own][:, None])
-    return col(alpha) * C0v + col(beta) * D0v - col(gamma) * torch.sign(C0v)
+    out = C0v * col(alpha)                                 # in place below: fewer [m, d] temporaries
+    return out.addcmul_(D0v, col(beta)).addcmul_(torch.sign(C0v), col(gamma), value=-1.0)
 
 
 def _n_up(values: torch.Tensor) -> int:
@@ -454,45 +855,120 @@ def _n_up(values: torch.Tensor) -> int:
 
 def _server_columns(C0: torch.Tensor) -> dict[str, Any]:
     """The server's table as the passes over the private tables read it: ``C0``, ``S0 = sign C0``,
-    both flat, stacked (``CS [2, n d]``), and the flat ``|C0|`` with its sort order (a block's
-    candidate columns are a prefix / a slice of it) and its number of zeros."""
+    both flat, stacked (``CS [2, n d]``), the flat ``|C0|`` and its number of zeros; the screens
+    read the small ``|C0|`` in ascending order (:func:`_sorted_abs`)."""
     S0 = torch.sign(C0)
     C0f, S0f = C0.reshape(-1), S0.reshape(-1)
     absC0f = C0.abs().reshape(-1)
-    abs_sorted, abs_order = torch.sort(absC0f)
     return {"C0": C0, "S0": S0, "C0f": C0f, "S0f": S0f, "CS": torch.stack([C0f, S0f]), "absC0f": absC0f,
-            "abs_sorted": abs_sorted, "abs_order": abs_order, "n_zero": int(torch.count_nonzero(absC0f == 0))}
+            "n_zero": int(torch.count_nonzero(absC0f == 0)), "sorted_upto": -np.inf}
+
+
+def _sorted_abs(cols: dict[str, Any], upto: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """An ascending prefix of the flat ``|C0|`` of ``cols`` that holds every entry ``≤ upto``:
+    ``(values, positions)``.
+
+    The screens of the sign bound and of the upload count read only the small ``|C0|`` (a few
+    thousand of ``n d``), so only those are sorted (a full sort of ``|C0|`` costs as much as a
+    tenth of a pass); the prefix is cached in ``cols`` and widened (at least doubled) when a
+    later use reaches further.  Counting positions ``≤ x`` in it is exact for ``x ≤ upto``.
+    """
+    upto = float(upto)
+    if upto > cols["sorted_upto"]:
+        cut = max(upto, 2 * cols["sorted_upto"])
+        absf = cols["absC0f"]
+        sel = torch.nonzero(absf <= cut).squeeze(1) if np.isfinite(cut) else None
+        values, order = torch.sort(absf if sel is None else absf[sel])
+        cols.update(abs_sorted=values, abs_order=order if sel is None else sel[order], sorted_upto=cut)
+    return cols["abs_sorted"], cols["abs_order"]
 
 
 def _lazy_sums(cperm: np.ndarray, sc: np.ndarray, sq: torch.Tensor, dots: torch.Tensor, cols: dict[str, Any],
-               exact: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]) -> dict[str, np.ndarray]:
+               exact: tuple[tuple[torch.Tensor, ...], ...]) -> dict[str, np.ndarray]:
     """Per-client sums over the lazily mapped entries (all − sampled rows − replayed), permuted order.
 
-    From the start-of-round pass (``sq``, ``dots``; ``sc`` the lazy scales) less the entries
-    stepped exactly (``exact``: ``(own, D0, C0)`` of the rows and of the replayed entries):
-    ``E2 = Σ (D0 − C0)²``, ``sE = Σ s (D0 − C0)``, ``sX = Σ s (D0 + C0)``, ``n = Σ s²``.
+    From the start-of-round statistics (``sq`` = ‖stored D0‖², ``dots`` = (⟨C0, stored D0⟩,
+    ⟨s, stored D0⟩), caller's order; ``sc`` the lazy scales) less the entries stepped exactly
+    (``exact``: ``(own, D0, C0, item)`` of the rows, ``(own, D0, C0, None)`` of the replayed
+    entries; a row's ``C0`` sums are those of its item), in true units:
+    ``DD = Σ D0²``, ``DC = Σ D0 C0``, ``Ds = Σ s D0``, ``CC = Σ C0²``, ``Cs = Σ |C0|``, ``ss = Σ s²``
+    (``s = sign C0``), and what the loss needs of them: ``E2 = Σ (D0 − C0)² = DD − 2 DC + CC``,
+    ``sE = Σ s (D0 − C0) = Ds − Cs``, ``sX = Σ s (D0 + C0) = Ds + Cs``, ``n = ss``.
     """
     B = cperm.size
     sq_p, dots_p = sq.numpy()[cperm], dots.numpy()[cperm]
+    C64 = cols["C0"].double()
+    out = {"DD": sc ** 2 * sq_p, "DC": sc * dots_p[:, 0], "Ds": sc * dots_p[:, 1],
+           "CC": np.full(B, float((C64 ** 2).sum())), "Cs": np.full(B, float(C64.abs().sum())),
+           "ss": np.full(B, float(torch.count_nonzero(cols["S0f"])))}
+
+    names = ("DD", "DC", "Ds", "CC", "Cs", "ss")
     C0 = cols["C0"]
-    sumC2, sumAbsC = float((C0.double() ** 2).sum()), float(C0.double().abs().sum())
-    n_sign = float(torch.count_nonzero(cols["S0f"]))
-    sD0S = sc * dots_p[:, 1]
-    lazy_E2 = sc ** 2 * sq_p - 2 * sc * dots_p[:, 0] + sumC2
-    lazy_sE = sD0S - sumAbsC
-    lazy_sX = sD0S + sumAbsC
-    lazy_n = np.full(B, n_sign)
-
-    def per_client(own, values):  # per-client sums (float64) of per-row or per-entry values
-        values = values if values.dim() == 1 else values.sum(1)
-        return torch.zeros(B, dtype=torch.float64).index_add_(0, own.cpu(), values.double().cpu()).numpy()
-
-    for own, D0v, C0v in exact:
+    per_item = torch.stack([(C0 * C0).sum(1), C0.abs().sum(1), (C0 != 0).sum(1).to(C0.dtype)], 1)
+    for own, D0v, C0v, item in exact:
         if own.numel() == 0:
             continue
-        S0v, E0v = torch.sign(C0v), D0v - C0v
-        lazy_E2 -= per_client(own, E0v * E0v)
-        lazy_sE -= per_client(own, S0v * E0v)
-        lazy_sX -= per_client(own, S0v * (D0v + C0v))
-        lazy_n -= per_client(own, S0v * S0v)
-    return {"E2": lazy_E2, "sE": lazy_sE, "sX": lazy_sX, "n": lazy_n}
+        S0v = torch.sign(C0v)
+        if item is not None:   # rows: per-row dot products (einsum: ~5x faster than a product and a sum)
+            rowdots = torch.cat([torch.stack([torch.einsum("kd,kd->k", a, b) for a, b in
+                                              ((D0v, D0v), (D0v, C0v), (S0v, D0v))], 1),
+                                 per_item.index_select(0, item)], 1)
+        else:
+            rowdots = torch.stack([D0v * D0v, D0v * C0v, S0v * D0v, C0v * C0v, S0v * C0v, S0v * S0v], 1)
+        per_client = torch.zeros((B, len(names)), dtype=torch.float64).index_add_(0, own.cpu(),
+                                                                                   rowdots.double().cpu())
+        for j, name in enumerate(names):
+            out[name] -= per_client[:, j].numpy()
+    out.update(E2=out["DD"] - 2 * out["DC"] + out["CC"], sE=out["Ds"] - out["Cs"], sX=out["Ds"] + out["Cs"],
+               n=out["ss"])
+    return out
+
+
+def _lazy_next_norms(cperm: np.ndarray, sums: dict[str, np.ndarray], coef: tuple[np.ndarray, ...],
+                     start: tuple[np.ndarray, np.ndarray], writes: dict[str, Any], cols: dict[str, Any],
+                     fold: np.ndarray) -> dict[str, np.ndarray]:
+    """``‖D‖²`` and a bound on ``max |D|`` of the tables as the end-of-round pass leaves them, without
+    a kernel over them (caller's order, stored units of the next round).
+
+    The lazily mapped entries hold ``D_T = α D0 + β C0 + δ s`` (``coef``), so over them
+    ``‖D_T‖² = α² DD + β² CC + δ² ss + 2αβ DC + 2αδ Ds + 2βδ Cs`` (the sums of :func:`_lazy_sums`);
+    the exact rows and entries (``writes``) add their own squares.  In stored units
+    (``stored' = stored + (β C0 + δ s)/(α scale)``) ``max |stored'| ≤ max |stored| + (|β| max|C0| + |δ|)/(α scale)``
+    over the mapped entries (``start`` = (that bound at the start of the round, the last exact
+    value)), the exact values count as they are; a relative margin covers float32 rounding.
+    ``fold`` is the factor the pass multiplies a client's stored table by (its scale, where the
+    scale drifted; else 1).  Returns ``{"sq", "amax", "ref"}`` (``ref``: the last exact max, rescaled).
+    """
+    alpha, beta, _, delta, new_scale = coef
+    amax0, ref0 = start
+    B = cperm.size
+    lazy = (alpha ** 2 * sums["DD"] + beta ** 2 * sums["CC"] + delta ** 2 * sums["ss"]
+            + 2 * alpha * beta * sums["DC"] + 2 * alpha * delta * sums["Ds"] + 2 * beta * delta * sums["Cs"])
+    sq = _to_orig(lazy / new_scale ** 2, cperm)
+    max_c = float(cols["absC0f"].max()) if cols["absC0f"].numel() else 0.0
+    has_sign = float(cols["n_zero"] < cols["absC0f"].numel())
+    bound = amax0 + _to_orig((np.abs(beta) * max_c + np.abs(delta) * has_sign) / new_scale, cperm)
+    for client, _, values, _ in (writes["rows"], writes["entries"]):
+        if client.numel():
+            v = values if values.dim() == 2 else values[:, None]
+            row_sq = torch.linalg.vector_norm(v, dim=1).double() ** 2
+            sq = sq + torch.zeros(B, dtype=torch.float64).index_add_(0, client.cpu(), row_sq.cpu()).numpy()
+            row_max = torch.maximum(v.amax(1), v.amin(1).neg_())   # (abs + amax: ~4x slower)
+            top = torch.zeros(B, device=v.device).scatter_reduce_(0, client, row_max, "amax")
+            bound = np.maximum(bound, top.double().cpu().numpy())
+    return {"sq": sq * fold ** 2, "amax": bound * (1 + 1e-6) * fold, "ref": ref0 * fold}
+
+
+def _lazy_writes(cperm: np.ndarray, rows: tuple[torch.Tensor, ...], entries: tuple[torch.Tensor, ...],
+                 B: int) -> dict[str, tuple]:
+    """The exact rows ``(own, item, stored values [m, d])`` and entries ``(own, pos, stored values [m])``
+    of permuted clients ``own``, sorted by the caller's client, with a pointer per caller client
+    (``[B + 1]``): what :meth:`LazyPaperPath._lazy_end_pass` writes over the map, block by block."""
+    out = {}
+    for name, (own, index, values) in (("rows", rows), ("entries", entries)):
+        client = torch.as_tensor(cperm, device=own.device)[own]
+        order = torch.argsort(client, stable=True)
+        client = client[order]
+        ptr = torch.searchsorted(client, torch.arange(B + 1, device=own.device)).tolist()
+        out[name] = (client, index[order], values[order], ptr)
+    return out
