@@ -153,6 +153,21 @@ def test_prism_row_without_its_grid_is_listed_with_the_tuned_side_empty(tmp_path
     assert not (tmp_path / "tuned" / "mf_ssm_tunedwd").exists()
 
 
+def test_pick_from_part_of_the_grid_is_named_as_a_cap(tmp_path):
+    import json
+
+    from recrepro.papers.prism.experiments import select_weight_decay
+
+    grid = [_fake_run(tmp_path, "nlmf_directau_wd0", 1, 0.06, 0.063)]
+    selection = select_weight_decay(grid, backbones=["nlmf"], losses=["directau"], weight_decays=[0.0, 1e-6, 1e-4])
+    frame = table_prism(grid, tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "tuned", tier="paper", dataset="toy",
+                        backbones=["nlmf"], losses=["directau"], weight_decays=[0.0, 1e-6, 1e-4], selection=selection)
+    assert frame.iloc[0]["n_weight_decays_run"] == 1
+    assert "| nlmf | directau | 0 (1 of 3 λ run) | 0.0630 |" in (tmp_path / "t.md").read_text()
+    alias = json.loads((tmp_path / "tuned" / "nlmf_directau_tunedwd" / "seed1" / "metrics.json").read_text())
+    assert alias["budget"] == "tuned over 1 of 3 weight decays"
+
+
 def test_diagnostic_backbone_rows_sit_under_the_table_and_pair_seeds(tmp_path):
     """nlmflinear on seed 1 only: listed under the table beside nlmf's seed-1 PRISM run (0.20, not the
     two-seed mean 0.25), and kept out of the CSV."""

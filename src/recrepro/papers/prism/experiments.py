@@ -248,6 +248,11 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
             if chosen is None and prism.empty:
                 continue
             tuned = sub[sub["method"] == chosen]
+            # how many λ of the grid the pick saw: a pick from part of the grid is a capped cell
+            n_grid = (selection.get("candidates") or {}).get(f"{backbone}_{loss}", 0) if selection is not None \
+                else int(sub["method"].nunique())
+            grid_cap = f"tuned over {n_grid} of {len(candidates)} weight decays" \
+                if chosen is not None and n_grid < len(candidates) else ""
             t_mean, t_sd = tuned["ndcg"].mean(), tuned["ndcg"].std(ddof=1)
             p_mean, p_sd = prism["ndcg"].mean(), prism["ndcg"].std(ddof=1)
             rows.append({
@@ -260,11 +265,12 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
                 "tuned_seconds_per_epoch": tuned["seconds_per_epoch"].mean(),
                 "prism_seconds_per_epoch": prism["seconds_per_epoch"].mean(),
                 "n_seeds_tuned": len(tuned), "n_seeds_prism": len(prism),
+                "n_weight_decays_run": n_grid if chosen is not None else 0,
             })
             if tuned_root is not None:
                 for _, run in tuned.iterrows():
                     _copy_as(Path(run["run_dir"]), Path(tuned_root) / f"{backbone}_{loss}_tunedwd" / f"seed{run['seed']}",
-                             f"{backbone}_{loss}_tunedwd", chosen)
+                             f"{backbone}_{loss}_tunedwd", chosen, budget=grid_cap)
     frame = pd.DataFrame(rows)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     write_text(out_csv, frame.to_csv(index=False))
@@ -281,7 +287,9 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
              "", "| backbone | loss | tuned λ | tuned wd | PRISM | % diff | epochs (wd) | epochs (PRISM) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['backbone']} | {r['loss']} | {_num(r['tuned_weight_decay'], 'g')} | "
+        grid = "" if r["n_weight_decays_run"] in (0, len(weight_decays)) else \
+            f" ({r['n_weight_decays_run']} of {len(weight_decays)} λ run)"
+        lines.append(f"| {r['backbone']} | {r['loss']} | {_num(r['tuned_weight_decay'], 'g')}{grid} | "
                      f"{_fmt(r['tuned_ndcg_mean'], r['tuned_ndcg_sd'])} | {_fmt(r['prism_ndcg_mean'], r['prism_ndcg_sd'])} | "
                      f"{_num(r['pct_diff'], '+.2f', '%')} | {_num(r['tuned_epochs_to_best'], '.1f')} | "
                      f"{_num(r['prism_epochs_to_best'], '.1f')} |")
@@ -324,8 +332,12 @@ def _diagnostic_lines(runs: pd.DataFrame, backbones: Sequence[str], losses: Sequ
             "|---|---|---|---|---|---|---|", *rows]
 
 
-def _copy_as(src: Path, dst: Path, method: str, selected: str) -> None:
-    """Copy a run record under a new method name (the tuned-weight-decay alias)."""
+def _copy_as(src: Path, dst: Path, method: str, selected: str, *, budget: str = "") -> None:
+    """Copy a run record under a new method name (the tuned-weight-decay alias).
+
+    ``budget``: the alias's cap in words when the pick saw only part of the grid; the
+    scorecard shows it in the row (:func:`recrepro.scorecard.runs.run_budget`).
+    """
     dst.mkdir(parents=True, exist_ok=True)
     for name in ("per_user.parquet", "provenance.json", "history.json", TIMINGS_FILE):
         if (src / name).exists():
@@ -333,4 +345,6 @@ def _copy_as(src: Path, dst: Path, method: str, selected: str) -> None:
     metrics = json.loads((src / "metrics.json").read_text())
     metrics["method"] = method
     metrics["selected_method"] = selected
+    if budget:
+        metrics["budget"] = "; ".join(b for b in (metrics.get("budget"), budget) if b)
     write_json(dst / "metrics.json", metrics)
