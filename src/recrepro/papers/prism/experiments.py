@@ -311,7 +311,7 @@ def _diagnostic_lines(runs: pd.DataFrame, backbones: Sequence[str], losses: Sequ
     """Markdown rows comparing each diagnostic backbone's PRISM runs with its table backbone's."""
     rows = []
     for backbone in backbones:
-        stands_for, why = DIAGNOSTIC_BACKBONES[backbone]
+        stands_for = DIAGNOSTIC_BACKBONES[backbone][0]
         for loss in losses:
             diag = runs[runs["method"] == method_name(backbone, loss, alpha=alpha)] if len(runs) else runs
             if diag.empty:
@@ -321,8 +321,8 @@ def _diagnostic_lines(runs: pd.DataFrame, backbones: Sequence[str], losses: Sequ
             paired = table[table["seed"].isin(seeds)]
             rows.append(f"| {backbone} | {loss} | {_fmt(diag['ndcg'].mean(), diag['ndcg'].std(ddof=1))} | "
                         f"{_fmt(paired['ndcg'].mean(), paired['ndcg'].std(ddof=1))} | "
-                        f"{', '.join(str(s) for s in sorted(diag['seed']))} | {diag['epochs_to_best'].mean():.1f} | "
-                        f"{paired['epochs_to_best'].mean():.1f} |")
+                        f"{', '.join(str(s) for s in sorted(diag['seed']))} | {_num(diag['epochs_to_best'].mean(), '.1f')} | "
+                        f"{_num(paired['epochs_to_best'].mean(), '.1f')} |")
     if not rows:
         return []
     notes = "; ".join(f"`{b}`: {DIAGNOSTIC_BACKBONES[b][1]}" for b in backbones)
