@@ -18,6 +18,8 @@ time), test HR@10 after the round, and the peak RSS.  Not part of the test suite
 mode's round on the same dataset in the same process (issue 21's goal: ≤ 3×), for ML-100K,
 Amazon Video and LastFM (quick: ML-100K only).  Split folders are looked up under
 ``$RECREPRO_DATA_ROOT`` (default ``data``); a dataset whose split is missing is skipped.
+``measure(quick, device="cuda")`` trains both modes on the GPU (``FederatedConfig.device``) and
+times them in wall seconds after ``torch.cuda.synchronize()``.
 """
 
 from __future__ import annotations
@@ -38,18 +40,20 @@ from recrepro.papers.fedrap.fedrap import FederatedRecommender
 from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
 from recrepro.runs import SplitData
 
+from devclock import clock_label, device_label, stamp_fn  # benchmarks/ (on sys.path)
+
 #: datasets of :func:`measure` (folder names under ``splits/``); quick mode runs the first only
 DATASETS = ("ml-100k", "amazon-video", "hetrec2011-lastfm-2k")
 
 
 def make_model(split: SplitData, mode: str, rounds: int, seed: int = 0, paper_path: str = "lazy",
-               memory_budget_mb: float = 2048.0) -> FederatedRecommender:
-    """A FedRAP model with the README's ML-100K flags, set up on ``split`` (no round run yet)."""
+               memory_budget_mb: float = 2048.0, device: str = "cpu") -> FederatedRecommender:
+    """A FedRAP model with the README's ML-100K flags, set up on ``split`` (no round run yet), on ``device``."""
     train = split.csr(["train"])
     touched = split.csr(NEGATIVE_POOL_PARTS["all_interactions"])  # the released code's negative pool
     cfg = FederatedConfig(method="fedrap", mode=mode, rounds=rounds, local_epochs=10, dim=32,
                           lam=0.1, mu=1e-3, l2=1e-6, lr_network=1e-4, lr_args=1e3, seed=seed,
-                          paper_path=paper_path, memory_budget_mb=memory_budget_mb)
+                          paper_path=paper_path, memory_budget_mb=memory_budget_mb, device=device)
     model = FederatedRecommender(cfg)
     model.train_csr, model.touched = train, touched
     model.init_state(*train.shape)
@@ -75,19 +79,22 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _timed_rounds(split: SplitData, mode: str, warmup: int, timed: int) -> tuple[list[float], list[float], float]:
+def _timed_rounds(split: SplitData, mode: str, warmup: int, timed: int,
+                  device: str = "cpu") -> tuple[list[float], list[float], float]:
     """Process CPU and wall seconds of ``timed`` training rounds after ``warmup`` untimed ones, and
-    the peak RSS (MB)."""
+    the peak RSS (MB).  On CUDA the first list is wall seconds after ``torch.cuda.synchronize()``
+    (CPU seconds say nothing about GPU work), and so is, in effect, the second."""
     gc.collect()
     _reset_peak_rss()
-    model = make_model(split, mode, warmup + timed)
+    model = make_model(split, mode, warmup + timed, device=device)
     for _ in range(warmup):
         model.train_round()
+    stamp = stamp_fn(device)
     cpu, wall = [], []
     for _ in range(timed):
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0 = stamp(), time.perf_counter()
         model.train_round()
-        cpu.append(time.process_time() - c0)
+        cpu.append(stamp() - c0)
         wall.append(time.perf_counter() - t0)
     peak = _peak_rss_mb()
     del model
@@ -95,8 +102,8 @@ def _timed_rounds(split: SplitData, mode: str, warmup: int, timed: int) -> tuple
     return cpu, wall, peak
 
 
-def measure(quick: bool) -> list[dict]:
-    """Paper mode's FedRAP round vs code mode's, per dataset, in this process.
+def measure(quick: bool, device: str = "cpu") -> list[dict]:
+    """Paper mode's FedRAP round vs code mode's, per dataset, in this process, on ``device``.
 
     One dict per dataset: ``{"measure", "ours_s", "anchor_s", "ratio", "goal", "holds"}`` plus
     context (``ours_wall_s``, ``anchor_wall_s``, ``wall_ratio``, ``peak_rss_mb`` of each mode,
@@ -109,7 +116,8 @@ def measure(quick: bool) -> list[dict]:
     quick: ML-100K only, one timed round per mode (≈ 30 s on 2 cores); full: every dataset
     whose split exists, three timed rounds per mode.  For LastFM the goal also requires paper
     mode's peak RSS ≤ 2 GB (the private tables live in a disk-backed memmap above the
-    2 GB ``memory_budget_mb``).
+    2 GB ``memory_budget_mb``).  On CUDA ``ours_s`` / ``anchor_s`` are wall seconds after
+    ``torch.cuda.synchronize()`` (the row's ``clock``); the peak RSS is still the host's.
     """
     root = Path(os.environ.get("RECREPRO_DATA_ROOT", "data"))
     out = []
@@ -119,8 +127,8 @@ def measure(quick: bool) -> list[dict]:
             continue
         split = SplitData(split_dir)
         timed = 1 if quick else 3
-        anchor, anchor_wall, anchor_rss = _timed_rounds(split, "code", 1, timed)
-        ours, ours_wall, ours_rss = _timed_rounds(split, "paper", 1, timed)
+        anchor, anchor_wall, anchor_rss = _timed_rounds(split, "code", 1, timed, device)
+        ours, ours_wall, ours_rss = _timed_rounds(split, "paper", 1, timed, device)
         ours_s, anchor_s = statistics.median(ours), statistics.median(anchor)
         ratio = ours_s / anchor_s
         wall_ratio = statistics.median(ours_wall) / statistics.median(anchor_wall)
@@ -132,7 +140,8 @@ def measure(quick: bool) -> list[dict]:
                     "anchor_wall_s": round(statistics.median(anchor_wall), 3), "wall_ratio": round(wall_ratio, 2),
                     "peak_rss_mb": {
                         "paper": round(ours_rss), "code": round(anchor_rss)},
-                    "threads": torch.get_num_threads()})
+                    "threads": torch.get_num_threads(), "clock": clock_label(device),
+                    "device": device_label(device)})
     return out
 
 
