@@ -310,6 +310,14 @@ def _entry(**fields) -> str:
         (_entry(baseline="mf"), "baseline must differ"),
         (_entry(published=".nan"), "finite"),
         (_entry(source='"Table 1"\n    source: "Table 9"'), "duplicate key 'source'"),
+        (_entry(alternative="{method: mflinear}"), r"alternative: missing keys \['label'\]"),
+        (_entry(alternative="{label: x}"), r"alternative: missing keys \['method'\]"),
+        (_entry(alternative="{method: mflinear, label: x, seeds: 1}"), r"alternative: unknown keys \['seeds'\]"),
+        (_entry(alternative="{method: mf, label: x}"), "alternative method must differ from method"),
+        (_entry(alternative='{method: "mf linear", label: x}'), "alternative: method 'mf linear' is not a plain name"),
+        (_entry(alternative='{method: mflinear, label: " "}'), "alternative: label must be a non-empty string"),
+        (_entry(alternative="{method: mflinear, label: 3}"), "alternative: label must be a non-empty string"),
+        (_entry(alternative="mflinear"), "alternative: must be a mapping"),
     ],
 )
 def test_bad_expected_entry_names_file_and_index(tmp_path, bad_entry, message):
@@ -531,3 +539,186 @@ def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
         methods = set(re.findall(r'"([a-z_]+)"', block)) - {"noiseless", "noisy", "floor", "private"}
     assert set(ran[0].methods) == methods
     assert all(c.method in methods and (c.than is None or c.than in methods) for c in orderings)
+
+
+# ------------------------------------------------------------------ alternatives
+
+ALT_LABEL = "official code's form"
+# Three entries of EXPECTED_YAML name an alternative: mflinear (ran: 2 seeds of ndcg@20, 1 of hr@10)
+# or ghost (never ran); a fourth entry, without a split, is of a method that did not run.
+_MFLINEAR = f"    alternative: {{method: mflinear, label: \"{ALT_LABEL}\"}}\n"
+ALT_YAML = (
+    EXPECTED_YAML
+    .replace("    baseline: random\n", "    baseline: random\n" + _MFLINEAR)
+    .replace("    deviation: toy-split-differs\n",
+             "    deviation: toy-split-differs\n    alternative: {method: ghost, label: never ran}\n")
+    .replace("    tolerance_kind: rel\n", "    tolerance_kind: rel\n" + _MFLINEAR)
+    + f"""\
+  - source: "Table 4"
+    dataset: toy
+    method: lightgcn
+    metric: ndcg@20
+    published: 0.40
+    tolerance: 0.01
+    alternative: {{method: mflinear, label: "{ALT_LABEL}"}}
+"""
+)
+ALT_COLUMNS = ["alt_method", "alt_label", "alt_mean", "alt_sd", "alt_n_seeds"]
+
+
+@pytest.fixture()
+def runs_with_alternative(tmp_path: Path, fake_runs: list[Path]) -> list[Path]:
+    """fake_runs plus mflinear on toy/s1: ndcg@20 0.36 and 0.40 (seeds 0, 1), hr@10 0.7 on seed 0 only."""
+    root = tmp_path / "results" / "smoke" / "demo" / "runs"
+    make_run(root, method="mflinear", seed=0, overall={"ndcg@20": 0.36, "hr@10": 0.7})
+    make_run(root, method="mflinear", seed=1, overall={"ndcg@20": 0.40})
+    return find_run_dirs(root)
+
+
+def test_alternative_is_loaded(tmp_path):
+    entries = load_expected(write_expected(tmp_path, ALT_YAML)).entries
+    assert [(e.alternative.method, e.alternative.label) if e.alternative else None for e in entries] == [
+        ("mflinear", ALT_LABEL), ("ghost", "never ran"), ("mflinear", ALT_LABEL), None, None, None,
+        ("mflinear", ALT_LABEL),
+    ]
+
+
+def test_alternative_columns_and_note(tmp_path, runs_with_alternative):
+    card, csv, md = run_scorecard(tmp_path, runs_with_alternative, expected=write_expected(tmp_path, ALT_YAML))
+    assert tuple(csv.columns) == SCORECARD_COLUMNS and list(csv.columns[-5:]) == ALT_COLUMNS
+    by_key = {(r.source, r.method, r.metric): r for r in csv.itertuples(index=False)}
+
+    ndcg = by_key[("Table 2", "mf", "ndcg@20")]  # two seeds: mean, sd (ddof=1), as ours_mean is computed
+    assert (ndcg.alt_method, ndcg.alt_label, ndcg.alt_n_seeds) == ("mflinear", ALT_LABEL, 2)
+    assert ndcg.alt_mean == pytest.approx(0.38) and ndcg.alt_sd == pytest.approx(math.sqrt(2 * 0.02**2))
+    phrase = f"alternative — {ALT_LABEL} (`mflinear`, 2 seeds): 0.3800 ± 0.0283"
+    assert ndcg.note.startswith(phrase + "; paired t-test over 2 seeds vs random")
+    assert f"| {phrase}; paired t-test over 2 seeds vs random: p=" in md
+
+    hit_rate = by_key[("Table 3", "mf", "hr@10")]  # the entry gives no split: the cell's (s1); one seed, no sd
+    assert (hit_rate.alt_n_seeds, hit_rate.alt_mean) == (1, pytest.approx(0.7)) and math.isnan(hit_rate.alt_sd)
+    assert hit_rate.note == f"tolerance 0.1 x |published|; alternative — {ALT_LABEL} (`mflinear`, 1 seed): 0.7000"
+
+    recall = by_key[("Table 2", "mf", "recall_lgcn@20")]  # named, never ran: method and label, no values
+    assert (recall.alt_method, recall.alt_label) == ("ghost", "never ran")
+    assert math.isnan(recall.alt_mean) and math.isnan(recall.alt_sd) and math.isnan(recall.alt_n_seeds)
+    assert recall.note == "deviation: docs/deviations.md#toy-split-differs"
+
+    for key in [("Fig. 2", "mf", "ndcg@20[popular]"), ("anchor", "mf", "ndcg@20")]:  # no alternative
+        row = by_key[key]
+        assert all(math.isnan(getattr(row, column)) for column in ALT_COLUMNS), key
+
+    # a cell without a split whose method has not run: the alternative's one split
+    fallback = by_key[("Table 4", "lightgcn", "ndcg@20")]
+    assert fallback.verdict == "not_run" and fallback.alt_n_seeds == 2 and fallback.alt_mean == pytest.approx(0.38)
+    # the alternative's runs still appear among the runs without a published value
+    assert set(card.unmatched.loc[card.unmatched["method"] == "mflinear", "metric"]) == {"ndcg@20", "hr@10"}
+    # the csv writes the seed count as an integer, blank where none ran
+    line = next(x for x in (tmp_path / "results/smoke/demo/scorecard.csv").read_text().splitlines()
+                if x.startswith("demo,Table 3,"))
+    assert line.endswith(f",mflinear,{ALT_LABEL},0.7,,1")
+    # the page says what an alternative is
+    assert "names an `alternative`" in md
+
+
+def test_alternative_changes_no_verdict_row_or_count(tmp_path, runs_with_alternative):
+    """The same runs with and without alternatives: same verdicts, diffs and seeds; rows without one
+    (or whose alternative has not run) are the same bytes on the page."""
+    plain_dir, alt_dir = tmp_path / "plain", tmp_path / "alt"
+    plain_dir.mkdir(), alt_dir.mkdir()
+    _, plain_csv, plain_md = run_scorecard(plain_dir, runs_with_alternative, expected=write_expected(plain_dir))
+    _, alt_csv, alt_md = run_scorecard(alt_dir, runs_with_alternative, expected=write_expected(alt_dir, ALT_YAML))
+    judged = [c for c in SCORECARD_COLUMNS if c not in ("note", *ALT_COLUMNS)]
+    pd.testing.assert_frame_equal(alt_csv.iloc[:6][judged], plain_csv[judged])
+    assert (alt_csv.iloc[:6].note != plain_csv.note).tolist() == [True, False, True, False, False, False]
+    assert alt_csv.verdict.fillna("").tolist()[:6] == ["within", "deviates", "within", "within", "not_run", ""]
+
+    def table_rows(md: str) -> list[str]:
+        table = md.split("## Published vs ours")[1].split("## Our runs")[0]
+        return [x for x in table.splitlines() if x.startswith("| ")]
+
+    plain_rows, alt_rows = table_rows(plain_md), table_rows(alt_md)
+    assert len(plain_rows) == 1 + 5 and len(alt_rows) == 1 + 5  # header + the rows that ran (smoke hides not_run)
+    assert [a == p for a, p in zip(alt_rows, plain_rows)] == [True, False, True, False, True, True]
+    assert "alternative" not in plain_md
+
+
+def _prism_runs(root: Path, values: dict[str, float]) -> list[Path]:
+    """Paper-tier prism runs on gowalla/random_ratio, seed 123, with the given test NDCG@20."""
+    for method, value in values.items():
+        make_run(root, method=method, seed=123, overall={"ndcg@20": value}, dataset="gowalla", split="random_ratio",
+                 tier="paper", paper="prism")
+    return find_run_dirs(root)
+
+
+def test_packaged_prism_rows_show_the_linear_towers_and_keep_their_counts(tmp_path):
+    """prism.yaml's NL-MF rows name nlmflinear_<loss>_prism; the summary counts do not see it."""
+    import re
+
+    from recrepro.scorecard import summarise_scorecards
+
+    expected = load_expected(expected_path("prism"))
+    named = {(e.dataset, e.method): e.alternative for e in expected.entries if e.alternative}
+    nlmf = [e for e in expected.entries if re.fullmatch(r"nlmf_(ssm|directau|mawu)_(prism|tunedwd)", e.method)]
+    assert len(nlmf) == 24 and len(named) == 24
+    for e in nlmf:
+        loss, column = e.method.split("_")[1:]
+        label = "official code's linear towers" + ("" if column == "prism" else ", PRISM column")
+        assert (e.alternative.method, e.alternative.label) == (f"nlmflinear_{loss}_prism", label)
+
+    runs = _prism_runs(tmp_path / "runs", {"nlmf_directau_prism": 0.0801, "nlmflinear_directau_prism": 0.1162})
+    plain_yaml = tmp_path / "prism.yaml"
+    plain_yaml.write_text(re.sub(r"\n    alternative: .*", "", expected.path.read_text()))
+    assert not any(e.alternative for e in load_expected(plain_yaml).entries)
+    counts = {}
+    for name, path in [("alt", expected.path), ("plain", plain_yaml)]:
+        out = tmp_path / name / "prism"
+        build_scorecard("prism", "paper", path, runs, out / "scorecard.md", out / "scorecard.csv",
+                        deviations_doc=tmp_path / "deviations.md", generated_on=TODAY, seeds_required=3)
+        counts[name] = summarise_scorecards(tmp_path / name, {"gowalla": "mirror"}, papers=["prism"])
+    published = sum(e.published is not None for e in expected.entries)
+    assert counts["alt"] == counts["plain"] == {"published": published, "reachable": 12, "run": 1,
+                                                "full_budget_all_seeds": 0, "within_tolerance": 0, "capped": 1}
+    md = (tmp_path / "alt" / "prism" / "scorecard.md").read_text()
+    row = next(x for x in md.splitlines() if x.startswith("| Table 1 | gowalla | random_ratio | nlmf_directau_prism |"))
+    assert row.endswith("; alternative — official code's linear towers (`nlmflinear_directau_prism`, 1 seed): 0.1162 |")
+    assert "| 0.1105 | 0.0055 | 0.0801 |  | 1 | -0.0304 | **deviates** |" in row
+
+
+def test_reference_page_shows_the_alternative_in_the_last_column(tmp_path):
+    import json
+
+    from recrepro.reference import reference_readme
+
+    results = tmp_path / "results" / "paper"
+    runs = _prism_runs(results / "prism" / "runs", {"nlmf_directau_prism": 0.0801,
+                                                    "nlmflinear_directau_prism": 0.1162})
+    build_scorecard("prism", "paper", expected_path("prism"), runs, results / "prism" / "scorecard.md",
+                    results / "prism" / "scorecard.csv", deviations_doc=tmp_path / "docs" / "deviations.md",
+                    generated_on=TODAY, seeds_required=3)
+    (results / "datasets.json").write_text(json.dumps({"datasets": {"gowalla": "mirror"}}))
+    text = reference_readme(results, results / "README.md", papers=["prism"])
+    row = ("| gowalla | `nlmf_directau_prism` | `ndcg@20` | 0.1105 | 0.0801 (1/3 seeds) | -0.0304 | **deviates** | "
+           "1 of 3 seeds; [deviation: prism-nlmf-relu](../../docs/deviations.md#prism-nlmf-relu); "
+           "alternative — official code's linear towers (`nlmflinear_directau_prism`, 1 seed): 0.1162 |")
+    assert row in text.splitlines()
+    assert text.count("alternative —") == 1  # the tuned-wd row has not run; the linear run has no published row
+
+
+def test_reference_note_words_the_alternative_like_the_scorecard():
+    from recrepro.reference import _note
+
+    row = {"n_seeds": 3, "seeds_required": 3, "verdict": "deviates", "budget": float("nan"),
+           "note": "Table 1; deviation: docs/deviations.md#prism-nlmf-relu", "alt_method": "nlmflinear_ssm_prism",
+           "alt_label": "linear towers", "alt_mean": 0.11624, "alt_sd": 0.00151, "alt_n_seeds": 3.0}
+    assert _note(row, "d.md") == ("[deviation: prism-nlmf-relu](d.md#prism-nlmf-relu); alternative — linear towers "
+                                  "(`nlmflinear_ssm_prism`, 3 seeds): 0.1162 ± 0.0015")
+    one = {**row, "alt_sd": float("nan"), "alt_n_seeds": 1.0}
+    assert _note(one, "d.md").endswith("(`nlmflinear_ssm_prism`, 1 seed): 0.1162")
+    not_run = {**row, "alt_mean": float("nan"), "alt_sd": float("nan"), "alt_n_seeds": float("nan")}
+    assert _note(not_run, "d.md") == "[deviation: prism-nlmf-relu](d.md#prism-nlmf-relu)"
+    legacy = {k: v for k, v in row.items() if not k.startswith("alt_")}  # a csv written before the columns
+    assert _note(legacy, "d.md") == _note(not_run, "d.md")
+    # a deviating row that links no deviation shows its note, which already words the alternative
+    unlinked_note = "official binary; alternative — linear towers (`nlmflinear_ssm_prism`, 3 seeds): 0.1162 ± 0.0015"
+    assert _note({**row, "note": unlinked_note}, "d.md") == unlinked_note

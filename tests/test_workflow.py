@@ -93,7 +93,7 @@ def test_smoke_tier_builds_every_split_and_the_scorecard(smoke_run):
     card = pd.read_csv(smoke_run / "results/smoke/baselines/scorecard.csv")
     assert list(card.columns) == ["paper", "source", "dataset", "method", "metric", "published", "tolerance",
                                   "ours_mean", "ours_sd", "n_seeds", "seeds_required", "budget", "diff", "verdict",
-                                  "note"]
+                                  "note", "alt_method", "alt_label", "alt_mean", "alt_sd", "alt_n_seeds"]
     md = (smoke_run / "results/smoke/baselines/scorecard.md").read_text()
     assert "not comparable" in md.lower()
     assert (smoke_run / "results/smoke/baselines/figures/baselines.pdf").read_bytes()[:4] == b"%PDF"

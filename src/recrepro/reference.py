@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import read_json, write_text
-from recrepro.scorecard import SUMMARY_PAPERS, summarise_scorecards
+from recrepro.scorecard import ALTERNATIVE_PREFIX, SUMMARY_PAPERS, alternative_phrase, summarise_scorecards
 
 __all__ = ["reference_readme"]
 
@@ -64,7 +64,8 @@ def _ours(row: Mapping[str, Any]) -> str:
 
 def _note(row: Mapping[str, Any], deviations_href: str) -> str:
     """The row's last column: its cap in words, its deviation links, and, for a deviating row that
-    links no deviation, the expected file's note (what the gap is known to come from)."""
+    links no deviation, the expected file's note (what the gap is known to come from); then the
+    value of the entry's alternative when it ran (``alt_*`` columns), which shows what explains a gap."""
     parts = []
     budget = row.get("budget")
     if isinstance(budget, str) and budget:
@@ -76,9 +77,23 @@ def _note(row: Mapping[str, Any], deviations_href: str) -> str:
     anchors = list(dict.fromkeys(_DEVIATION.findall(note)))
     for anchor in anchors:
         parts.append(f"[deviation: {anchor}]({deviations_href}#{anchor})")
-    if row.get("verdict") == "deviates" and not anchors and note:
+    note_shown = row.get("verdict") == "deviates" and not anchors and bool(note)
+    if note_shown:
         parts.append(note)
+    alternative = _alternative(row)
+    if alternative and not (note_shown and ALTERNATIVE_PREFIX in note):  # a shown note already says it
+        parts.append(alternative)
     return "; ".join(parts)
+
+
+def _alternative(row: Mapping[str, Any]) -> str:
+    """The alternative's phrase (as the scorecard's note words it) from the csv's ``alt_*`` cells; "" when
+    the row names none, it has not run, or the csv predates those columns."""
+    method, label, mean, n = (row.get(key) for key in ("alt_method", "alt_label", "alt_mean", "alt_n_seeds"))
+    if not (isinstance(method, str) and method and isinstance(label, str) and _finite(mean) and _finite(n) and n > 0):
+        return ""
+    sd = row.get("alt_sd")
+    return alternative_phrase(label, method, float(mean), float(sd) if _finite(sd) else math.nan, int(n))
 
 
 def _finite(value: Any) -> bool:

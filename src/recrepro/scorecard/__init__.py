@@ -32,11 +32,12 @@ from recrepro.scorecard.expected import (
     published_value,
     published_values,
 )
-from recrepro.scorecard.render import SCORECARD_COLUMNS
+from recrepro.scorecard.render import ALTERNATIVE_PREFIX, SCORECARD_COLUMNS, alternative_phrase
 from recrepro.scorecard.runs import ScorecardError, find_run_dirs, load_runs
 from recrepro.scorecard.summary import SUMMARY_PAPERS, summarise_scorecards
 
 __all__ = [
+    "ALTERNATIVE_PREFIX",
     "SCORECARD_COLUMNS",
     "SUMMARY_PAPERS",
     "ExpectedFileError",
@@ -44,6 +45,7 @@ __all__ = [
     "Scorecard",
     "ScorecardError",
     "SmokeCheck",
+    "alternative_phrase",
     "build_scorecard",
     "expected_path",
     "figure_points",

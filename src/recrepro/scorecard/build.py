@@ -137,6 +137,9 @@ def build_scorecard(
       no run has the metric. A null published value with runs gets an empty verdict.
     * With a ``baseline``, the note reports a paired t-test over shared seeds (>= 2) and a
       Wilcoxon signed-rank test over the shared users of the lowest shared seed.
+    * With an ``alternative``, the ``alt_*`` columns give that method's seed mean, sd and seeds
+      on the same dataset, split and metric (blank until it has run), and the note words it
+      (:func:`~recrepro.scorecard.render.alternative_phrase`); it changes no verdict, diff or count.
     """
     expected = load_expected(expected_path)
     if expected.paper != paper:

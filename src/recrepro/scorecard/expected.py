@@ -19,7 +19,9 @@ import yaml
 
 TOLERANCE_KINDS = ("abs", "rel")
 ENTRY_REQUIRED_KEYS = ("source", "dataset", "method", "metric", "published")
-ENTRY_OPTIONAL_KEYS = ("split", "tolerance", "tolerance_kind", "baseline", "deviation", "note")
+ENTRY_OPTIONAL_KEYS = ("split", "tolerance", "tolerance_kind", "baseline", "alternative", "deviation", "note")
+#: Keys of an entry's ``alternative`` (both required).
+ALTERNATIVE_KEYS = ("method", "label")
 FILE_KEYS = ("paper", "reference", "entries", "smoke_checks", "figure_points")
 
 #: Kinds of smoke check (``smoke_checks`` in an expected file; only the smoke tier runs them).
@@ -42,6 +44,18 @@ class ExpectedFileError(ValueError):
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """Another of our methods whose value on the entry's cell is shown beside it, never judged.
+
+    It tells the reader what explains a deviation (e.g. the official code's form of a model
+    whose paper describes another), so it is our method name and a few words saying what it is.
+    """
+
+    method: str
+    label: str
+
+
+@dataclass(frozen=True)
 class ExpectedEntry:
     """One published number (see ``expected/README.md`` for the meaning of each field)."""
 
@@ -54,6 +68,7 @@ class ExpectedEntry:
     tolerance_kind: str = "abs"
     split: str | None = None
     baseline: str | None = None
+    alternative: Alternative | None = None
     deviation: str | None = None
     note: str | None = None
 
@@ -188,6 +203,25 @@ def _check_names(raw: Mapping[str, Any], keys: Iterable[str]) -> None:
 # ------------------------------------------------------------------ one item of a list
 
 
+def _alternative_from_mapping(raw: Any, method: str) -> Alternative:
+    """An entry's ``alternative``: ``{method: <our method>, label: "<short words>"}`` (else ValueError)."""
+    try:
+        _check_mapping_keys(raw, ALTERNATIVE_KEYS)
+        missing = [key for key in ALTERNATIVE_KEYS if key not in raw]
+        if missing:
+            raise ValueError(f"missing keys {missing}")
+        for key in ALTERNATIVE_KEYS:
+            if not isinstance(raw[key], str) or not raw[key].strip():
+                raise ValueError(f"{key} must be a non-empty string, got {raw[key]!r}")
+        _check_names(raw, ("method",))
+    except ValueError as error:
+        raise ValueError(f"alternative: {error}") from error
+    if raw["method"] == method:
+        # the row's own value is already beside it: the alternative must be another run
+        raise ValueError("alternative method must differ from method")
+    return Alternative(method=raw["method"], label=raw["label"].strip())
+
+
 def _entry_from_mapping(raw: Any) -> ExpectedEntry:
     _check_mapping_keys(raw, ENTRY_REQUIRED_KEYS + ENTRY_OPTIONAL_KEYS)
     missing = [key for key in ENTRY_REQUIRED_KEYS if key not in raw]
@@ -211,6 +245,8 @@ def _entry_from_mapping(raw: Any) -> ExpectedEntry:
         raise ValueError(f"tolerance_kind must be one of {list(TOLERANCE_KINDS)}, got {tolerance_kind!r}")
     if raw.get("baseline") is not None and raw["baseline"] == raw["method"]:
         raise ValueError("baseline must differ from method")
+    alternative = None if raw.get("alternative") is None else _alternative_from_mapping(raw["alternative"],
+                                                                                        raw["method"])
     deviation = raw.get("deviation")
     if deviation is not None:
         deviation = deviation.removeprefix("#")
@@ -219,7 +255,7 @@ def _entry_from_mapping(raw: Any) -> ExpectedEntry:
     return ExpectedEntry(
         source=raw["source"], dataset=raw["dataset"], method=raw["method"], metric=raw["metric"],
         published=published, tolerance=tolerance, tolerance_kind=tolerance_kind, split=raw.get("split"),
-        baseline=raw.get("baseline"), deviation=deviation, note=raw.get("note"),
+        baseline=raw.get("baseline"), alternative=alternative, deviation=deviation, note=raw.get("note"),
     )
 
 

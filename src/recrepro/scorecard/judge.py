@@ -38,6 +38,17 @@ TOLERANCE_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
+class AlternativeValue:
+    """The seed mean of an entry's ``alternative`` on the entry's cell: shown beside the row, never judged."""
+
+    method: str
+    label: str
+    mean: float  # NaN when it has not run
+    sd: float  # sample sd (ddof=1); NaN for one seed or none
+    n_seeds: int  # 0: no run of the alternative has the cell's metric
+
+
+@dataclass(frozen=True)
 class Judgement:
     """What the runs of one published cell say about it (one scorecard row)."""
 
@@ -52,6 +63,7 @@ class Judgement:
     method_ran: bool  # the method has runs on the cell's split (with or without the metric)
     tested: bool  # paired tests were due: the entry names a baseline and the cell ran
     tests: tuple[PairedTest, ...] = ()
+    alternative: AlternativeValue | None = None  # the entry's alternative, if it names one
 
     @property
     def entry(self) -> ExpectedEntry:
@@ -83,7 +95,29 @@ def judge_entry(cell: Cell, runs: RunIndex) -> Judgement:
     tests = paired_tests(runs, entry.dataset, split, entry.method, entry.baseline, entry.metric) if tested else []
     return Judgement(cell=cell, ours_mean=ours_mean, ours_sd=ours_sd, n_seeds=n_seeds, tolerance=tolerance,
                      diff=diff, budget=budget, verdict=verdict_of(entry, n_seeds, diff, tolerance),
-                     method_ran=method_ran, tested=tested, tests=tuple(tests))
+                     method_ran=method_ran, tested=tested, tests=tuple(tests),
+                     alternative=judge_alternative(cell, runs))
+
+
+def judge_alternative(cell: Cell, runs: RunIndex) -> AlternativeValue | None:
+    """Seed mean, sd and count of the entry's ``alternative`` on the cell's dataset, split and metric.
+
+    Computed as the row's own ``ours_mean`` is (:func:`~recrepro.scorecard.stats.seed_stats`),
+    and never part of the verdict. A cell whose split is unknown (the entry gives none and its
+    method has not run) takes the alternative's split when it ran on exactly one, as an entry
+    without a split takes its method's (:func:`~recrepro.scorecard.match.resolve_split`);
+    None when the entry names no alternative.
+    """
+    entry, split = cell.entry, cell.split
+    alternative = entry.alternative
+    if alternative is None:
+        return None
+    if split is None:
+        splits = runs.splits_of(entry.dataset, alternative.method)
+        split = splits[0] if len(splits) == 1 else None  # several: no split to call "the cell's"
+    values = runs.values(entry.dataset, split, alternative.method, entry.metric) if split is not None else {}
+    mean, sd, n_seeds = seed_stats(values)
+    return AlternativeValue(method=alternative.method, label=alternative.label, mean=mean, sd=sd, n_seeds=n_seeds)
 
 
 def judge_unmatched(unmatched: pd.DataFrame, runs: RunIndex,

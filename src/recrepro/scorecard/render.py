@@ -26,6 +26,7 @@ from recrepro.scorecard.judge import (
     VERDICT_NOT_JUDGED,
     VERDICT_NOT_RUN,
     VERDICT_PASS,
+    AlternativeValue,
     Judgement,
     MethodRan,
     Ordering,
@@ -34,11 +35,15 @@ from recrepro.scorecard.judge import (
 )
 from recrepro.scorecard.stats import PairedTest
 
-#: Columns of scorecard.csv, in order.
+#: Columns of scorecard.csv, in order. The ``alt_*`` columns (an entry's ``alternative``: its
+#: method, label, seed mean, sd and seeds) come last so that readers of the older columns keep working.
 SCORECARD_COLUMNS = (
     "paper", "source", "dataset", "method", "metric", "published", "tolerance",
     "ours_mean", "ours_sd", "n_seeds", "seeds_required", "budget", "diff", "verdict", "note",
+    "alt_method", "alt_label", "alt_mean", "alt_sd", "alt_n_seeds",
 )
+#: How an alternative's part of a note begins (the reference page looks for it).
+ALTERNATIVE_PREFIX = "alternative — "
 SMOKE_TIER = "smoke"
 
 #: Columns of the page's "Published vs ours" table (seeds_required and budget are in the csv and the note).
@@ -127,6 +132,30 @@ class _Notes:
 # ------------------------------------------------------------------ published rows
 
 
+def alternative_phrase(label: str, method: str, mean: float, sd: float, n_seeds: int) -> str:
+    """An alternative's value in words, for a note: label, method, seeds, mean (± sd from 2 seeds).
+
+    ``alternative — official code's linear towers (`nlmflinear_directau_prism`, 1 seed): 0.1162``.
+    The scorecard's notes and the reference page (from the csv's ``alt_*`` columns) both use it.
+    """
+    value = f"{mean:.4f}"
+    if n_seeds >= 2 and not math.isnan(sd):
+        value += f" ± {sd:.4f}"
+    seeds = f"{n_seeds} seed" + ("" if n_seeds == 1 else "s")
+    return f"{ALTERNATIVE_PREFIX}{label} (`{method}`, {seeds}): {value}"
+
+
+def _alternative_cells(alternative: AlternativeValue | None) -> dict[str, Any]:
+    """The ``alt_*`` csv cells: method and label when the entry names one, the values when it ran."""
+    if alternative is None:
+        return {"alt_method": "", "alt_label": "", "alt_mean": math.nan, "alt_sd": math.nan,
+                "alt_n_seeds": math.nan}
+    ran = alternative.n_seeds > 0
+    return {"alt_method": alternative.method, "alt_label": alternative.label,
+            "alt_mean": alternative.mean, "alt_sd": alternative.sd,
+            "alt_n_seeds": alternative.n_seeds if ran else math.nan}
+
+
 def _entry_notes(judged: Judgement, seeds_required: int | None, deviations: DeviationDoc) -> _Notes:
     """The note of a published cell's row: what the entry says, why it is not judged, caps, tests."""
     entry, split = judged.entry, judged.cell.split
@@ -146,6 +175,9 @@ def _entry_notes(judged: Judgement, seeds_required: int | None, deviations: Devi
         notes.add(judged.budget)
     if entry.deviation:
         notes.add(*deviations.note(entry.deviation))
+    alt = judged.alternative
+    if alt is not None and alt.n_seeds:  # beside the deviation it may explain; nothing when it has not run
+        notes.add(alternative_phrase(alt.label, alt.method, alt.mean, alt.sd, alt.n_seeds))
     for test in judged.tests:
         notes.add(test.describe())
     if judged.tested and not judged.tests:
@@ -170,7 +202,7 @@ def entry_rows(paper: str, judged: Sequence[Judgement], seeds_required: int | No
             "metric": entry.metric, "published": entry.published, "tolerance": j.tolerance,
             "ours_mean": j.ours_mean, "ours_sd": j.ours_sd, "n_seeds": j.n_seeds,
             "seeds_required": _seeds_required_cell(seeds_required), "budget": j.budget, "diff": j.diff,
-            "verdict": j.verdict, "note": notes.plain(),
+            "verdict": j.verdict, "note": notes.plain(), **_alternative_cells(j.alternative),
         })
         md_rows.append([
             md_cell(entry.source), md_cell(entry.dataset), md_cell(j.cell.split or entry.split or ""),
@@ -282,11 +314,15 @@ def smoke_rows(paper: str, judged: Sequence[RanCheck | Ordering],
 
 
 def scorecard_frame(csv_rows: Sequence[dict[str, Any]], before: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The csv rows (after the rows of ``before``) as a frame of :data:`SCORECARD_COLUMNS`, ``n_seeds`` integers."""
+    """The csv rows (after the rows of ``before``) as a frame of :data:`SCORECARD_COLUMNS`, ``n_seeds`` integers.
+
+    ``alt_n_seeds`` is a nullable integer: blank where no alternative ran, not ``1.0`` where one did.
+    """
     rows = pd.DataFrame(list(csv_rows), columns=list(SCORECARD_COLUMNS))
     if before is not None:
         rows = pd.concat([before, rows], ignore_index=True)
     rows["n_seeds"] = rows["n_seeds"].astype(np.int64)
+    rows["alt_n_seeds"] = rows["alt_n_seeds"].astype("Int64")
     return rows
 
 
@@ -325,6 +361,15 @@ def _intro_lines(paper: str, tier: str, expected: ExpectedFile, stamp: str) -> l
         ]
     if expected.reference:
         lines += [f"Reference: {expected.reference}", ""]
+    if any(entry.alternative for entry in expected.entries):
+        # only on pages that have one, so that the others stay as they were
+        lines += [
+            "A row whose entry names an `alternative` (another of our methods, e.g. the official code's form of "
+            "a model the paper describes otherwise) gives that method's seed mean on the same dataset, split and "
+            "metric in its note, once it has run (`alt_*` columns of `scorecard.csv`): it shows what explains a "
+            "deviation and is never judged.",
+            "",
+        ]
     return lines + [
         f"Expected values: `{expected.path.name}`. Verdict `within` when |ours_mean − published| ≤ tolerance "
         "(in metric units), `deviates` otherwise, `not_run` when no run has the metric; an empty verdict means "
