@@ -63,14 +63,6 @@ rule lrs_ml100k:
         fetched=f"{DATA}/raw/ml-100k/fetch.json",
     output:
         rows="results/{tier}/lrs/sweeps/ml100k.parquet",
-        pdf="results/{tier}/lrs/figures/fig6_ml100k.pdf",
-        png=report(
-            "results/{tier}/lrs/figures/fig6_ml100k.png",
-            caption="../report/lrs_ml100k.rst",
-            category="AMHT-LRS",
-            subcategory="Figures",
-            labels={"figure": "Fig. 6: ML-100K (our design)"},
-        ),
     log:
         "logs/lrs/{tier}/ml100k.log",
     benchmark:
@@ -90,5 +82,4 @@ rule lrs_ml100k:
     shell:
         "OMP_NUM_THREADS={threads:q} recrepro lrs ml100k "
         "--raw-dir {params.raw_dir:q} --seeds {params.seeds:q} --settings {params.settings:q} "
-        "--tier {wildcards.tier:q} --threads {threads:q} --out {output.rows:q} "
-        "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"
+        "--tier {wildcards.tier:q} --threads {threads:q} --out {output.rows:q} > {log:q} 2>&1"
