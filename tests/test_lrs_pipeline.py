@@ -90,3 +90,20 @@ def test_fig6_is_drawn_from_its_rows_alone(tmp_path):
     assert (tmp_path / "fig" / "fig6_ml100k.png").stat().st_size > 1000
     with pytest.raises(SystemExit, match="unknown figure 'fig9_nothing'"):
         recrepro(["lrs", "figures", "--tier", "paper", "--out-dir", str(tmp_path / "fig"), f"fig9_nothing={path}"])
+
+
+def test_sweep_rows_leave_their_wall_times_to_a_file_of_their_own(tmp_path):
+    # a rerun of the same seeds writes the same rows byte for byte; only the timings differ
+    outs = []
+    for run in ("a", "b"):
+        rows, timings = tmp_path / f"{run}.parquet", tmp_path / f"{run}.timings.parquet"
+        assert recrepro(["lrs", "sweep", "--experiment", "error_vs_t", "--seeds", "0", "--settings", json.dumps(TINY),
+                         "--out", str(rows), "--out-timings", str(timings)]) == 0
+        outs.append((rows, timings))
+    (rows_a, timings_a), (rows_b, _) = outs
+    assert rows_a.read_bytes() == rows_b.read_bytes()
+    frame, times = pd.read_parquet(rows_a), pd.read_parquet(timings_a)
+    assert "seconds" not in frame.columns
+    assert list(times.columns) == ["experiment", "seed", "method", "m", "t", "seconds"]
+    assert len(times) == len(frame) and (times["seconds"] > 0).all()
+    assert times[["method", "t"]].equals(frame[["method", "t"]])

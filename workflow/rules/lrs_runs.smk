@@ -5,6 +5,7 @@
 rule lrs_sweep:
     output:
         rows="results/{tier}/lrs/sweeps/{experiment}.parquet",
+        timings="results/{tier}/lrs/sweeps/{experiment}.timings.parquet",
     log:
         "logs/lrs/{tier}/sweep_{experiment}.log",
     benchmark:
@@ -27,7 +28,7 @@ rule lrs_sweep:
         "OMP_NUM_THREADS={threads:q} recrepro lrs sweep "
         "--experiment {wildcards.experiment:q} --seeds {params.seeds:q} "
         "--settings {params.settings:q} --device {params.device:q} --threads {threads:q} "
-        "--out {output.rows:q} > {log:q} 2>&1"
+        "--out {output.rows:q} --out-timings {output.timings:q} > {log:q} 2>&1"
 
 
 rule lrs_acceptance:
@@ -63,6 +64,7 @@ rule lrs_ml100k:
         fetched=f"{DATA}/raw/ml-100k/fetch.json",
     output:
         rows="results/{tier}/lrs/sweeps/ml100k.parquet",
+        timings="results/{tier}/lrs/sweeps/ml100k.timings.parquet",
     log:
         "logs/lrs/{tier}/ml100k.log",
     benchmark:
@@ -82,4 +84,5 @@ rule lrs_ml100k:
     shell:
         "OMP_NUM_THREADS={threads:q} recrepro lrs ml100k "
         "--raw-dir {params.raw_dir:q} --seeds {params.seeds:q} --settings {params.settings:q} "
-        "--tier {wildcards.tier:q} --threads {threads:q} --out {output.rows:q} > {log:q} 2>&1"
+        "--tier {wildcards.tier:q} --threads {threads:q} --out {output.rows:q} "
+        "--out-timings {output.timings:q} > {log:q} 2>&1"

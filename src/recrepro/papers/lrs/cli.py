@@ -16,15 +16,26 @@ from recrepro.cliargs import (add_device_argument, add_json, add_seed, add_threa
 __all__ = ["register"]
 
 
+def _write_rows(frame, out: str, out_timings: str | None) -> None:
+    """The rows at ``out`` without their wall seconds, which go to ``out_timings`` (when given): a rerun
+    of the same seeds leaves ``out`` byte-identical, as a run record's metrics.json beside its timings.json."""
+    from recrepro.io import write_parquet
+    from recrepro.papers.lrs.experiments import split_timings
+
+    rows, timings = split_timings(frame)
+    write_parquet(out, rows)
+    if out_timings:
+        write_parquet(out_timings, timings)
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from recrepro.io import write_parquet
     from recrepro.papers.lrs.experiments import run_sweep
 
     frame = pd.concat([run_sweep(args.experiment, args.settings, seed, args.device) for seed in args.seeds],
                       ignore_index=True)
-    write_parquet(args.out, frame)
+    _write_rows(frame, args.out, args.out_timings)
     print(frame.to_string(max_rows=80))
 
 
@@ -45,13 +56,12 @@ def cmd_figures(args: argparse.Namespace) -> None:
 def cmd_ml100k(args: argparse.Namespace) -> None:
     from recrepro.datasets import get_dataset
     from recrepro.datasets.download import verify_raw_files
-    from recrepro.io import write_parquet
     from recrepro.papers.lrs.experiments import make_figure, run_ml100k
 
     # u.data is read straight from data/raw/: check it against fetch.json first
     verify_raw_files(get_dataset("ml-100k"), args.raw_dir)
     frame = run_ml100k(args.raw_dir, args.settings, args.seeds)
-    write_parquet(args.out, frame)
+    _write_rows(frame, args.out, args.out_timings)
     if args.out_pdf or args.out_png:  # the workflow draws it from the rows (rule lrs_ml100k_figure)
         if not (args.out_pdf and args.out_png):
             raise SystemExit("--out-pdf and --out-png go together")
@@ -77,7 +87,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int_list, required=True, help="comma-separated: 0,1,2")
     add_json(p, "--settings", required=True, help="the tier's lrs settings")
     add_device_argument(p)
-    p.add_argument("--out", required=True, help="the rows (parquet)")
+    p.add_argument("--out", required=True, help="the rows (parquet), without wall times")
+    p.add_argument("--out-timings", help="each row's wall seconds (parquet)")
     p.set_defaults(func=cmd_sweep)
 
     p = verbs.add_parser("figures", help="Figs. 1-5 from the sweeps' rows, Fig. 6 from the ML-100K rows")
@@ -91,7 +102,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int_list, required=True, help="comma-separated: 0,1,2")
     add_json(p, "--settings", required=True, help="the tier's lrs settings")
     add_tier(p)
-    p.add_argument("--out", required=True, help="the rows (parquet)")
+    p.add_argument("--out", required=True, help="the rows (parquet), without wall times")
+    p.add_argument("--out-timings", help="each row's wall seconds (parquet)")
     p.add_argument("--out-pdf", help="also draw Fig. 6 here (with --out-png)")
     p.add_argument("--out-png", help="also draw Fig. 6 here (with --out-pdf)")
     p.set_defaults(func=cmd_ml100k)

@@ -5,16 +5,17 @@ figures, constants and numbers could not be read (``docs/deviations.md#lrs-exper
 
 The verbs ``recrepro lrs <verb>`` (:mod:`recrepro.papers.lrs.cli`, called by ``workflow/rules/lrs*.smk``)::
 
-    sweep       --experiment E --seeds S1,S2 --settings JSON --out rows.parquet          (run_sweep)
+    sweep       --experiment E --seeds S1,S2 --settings JSON --out rows.parquet [--out-timings F]  (run_sweep)
     figures     --tier T --out-dir D E1=rows1.parquet E2=rows2.parquet ...   (make_figure: D/<figure name>.pdf/.png)
-    ml100k      --raw-dir D --seeds S1,S2 --settings JSON --tier T --out rows.parquet --out-pdf --out-png
+    ml100k      --raw-dir D --seeds S1,S2 --settings JSON --tier T --out rows.parquet [--out-timings F]
                                                                                           (run_ml100k, make_figure)
     acceptance  --seed S --settings JSON --tier T --run-root results/<tier>/lrs/runs --done F  (run_acceptance)
 
 Experiments ``E``: ``error_vs_m`` (fig. 1), ``error_vs_t`` (fig. 2), ``iterations`` (fig. 3),
 ``private`` (fig. 4), ``support`` (fig. 5). Each sweep writes one tidy row per (method, x value)
 with ``param_error`` (mean over users of ``||Theta_hat_i - Theta*_i|| / ||Theta*_i||``),
-``subspace_distance``, ``support_precision``/``support_recall`` and ``seconds``.
+``subspace_distance``, ``support_precision``/``support_recall`` and ``seconds`` (the CLI writes the
+seconds to a file of their own, :func:`split_timings`).
 """
 
 from __future__ import annotations
@@ -236,6 +237,22 @@ def _lines(ax, summary, order=None):
         color, dash = LINE_STYLES.get(method, (markers[method]["color"], "-"))
         ax.errorbar(xs, mean, yerr=np.nan_to_num(sd), label=LABELS.get(method, method), color=color, linestyle=dash,
                     marker=markers[method]["marker"], markersize=3.5, linewidth=1.2, capsize=2.5, elinewidth=0.8)
+
+
+#: Columns of a row that identify it (the timings file repeats them beside ``seconds``).
+ROW_KEYS = ("experiment", "seed", "method", "m", "t", "epsilon_target", "iteration")
+
+
+def split_timings(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A sweep's rows without ``seconds`` and, apart, each row's keys with its ``seconds``.
+
+    Wall times change from one run to the next; kept out of the rows, a rerun of the same seeds
+    leaves the rows byte-identical (the figures read only the rows).
+    """
+    keys = [c for c in ROW_KEYS if c in frame.columns]
+    if "seconds" not in frame.columns:  # an experiment that times nothing (per-iteration curves): keys only
+        return frame, frame[keys]
+    return frame.drop(columns="seconds"), frame[[*keys, "seconds"]]
 
 
 def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str, tier: str) -> None:
