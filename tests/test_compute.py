@@ -121,3 +121,19 @@ def test_cpu_only_records_say_no_gpu_hours_are_measured(tmp_path):
     page = compute_markdown(compute_table([_record(tmp_path, "ref", 2.0)], tmp_path), {}, sizes={})
     assert "No GPU-hours are measured yet: the device of every record is `cpu`" in page
     assert "Recorded: 1 of 1 paper-tier jobs, 2.00 CPU-hours." in page
+
+
+def test_gpu_records_give_a_gpu_hour_estimate_for_every_job_not_run(tmp_path):
+    # GPU record: wall 1 h on "ref" (1,000 interactions); jobs not run: one on "ref" (priced on CPU at
+    # 2.00) and one on "big" (3,000): GPU-hours 1 x 1 = 1.0 and 1 x 3 = 3.0, total 4.0
+    runs = [_record(tmp_path, "ref", 2.0),
+            _record(tmp_path, "ref", 5.0, seed=1, device="cuda", device_name="NVIDIA H100"),
+            _run("ref", seed=2), _run("big")]
+    page = compute_markdown(compute_table(runs, tmp_path), {"ref": "mirror"}, sizes={"ref": 1_000, "big": 3_000})
+    assert "| demo | ref | yes | 1 | 1 | 2.00 |  | ≈ 1.0 (1 job, from ref) |" in page
+    assert "| demo | big | no | 1 | 0 | not measured | ≈ 6.0 (1 job, from ref) | ≈ 3.0 (1 job, from ref) |" in page
+    assert "On one GPU: 2 of the 2 ≈ 4.0 GPU-hours (scaled, as above)." in page
+    # without GPU records the Remaining table keeps its seven columns
+    cpu_only = compute_markdown(compute_table(runs[:1] + runs[2:], tmp_path), {"ref": "mirror"},
+                                sizes={"ref": 1_000, "big": 3_000})
+    assert "on one GPU" not in cpu_only and "On one GPU" not in cpu_only

@@ -98,6 +98,9 @@ def test_extra_figure_specs_share_runs(repo_root):
     new = distinct - set(wf.all_runs(config, "smoke"))
     # batched 2 + α 4 + LightGCN 3 + debias 3 + SSM/MAWU 6 + NL-MF 9 = 27 new runs (one seed)
     assert len(new) == 27
+    # the compute page's job list holds them too (every run the DAG makes), each once
+    every = wf.every_run(config, "smoke")
+    assert set(every) == set(wf.all_runs(config, "smoke")) | distinct and len(every) == len(set(every))
     targets = wf.targets(config, "paper")
     assert "results/paper/prism/figures/fig9_debias_gowalla.pdf" in targets
     assert "results/paper/prism/figures/fig7_theorem31.pdf" in targets

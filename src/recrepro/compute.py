@@ -164,6 +164,11 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
         todo["estimate"] = _estimates(todo, cpu_done)
         todo["scaled"], todo["scaled_from"] = _scaled_estimates(
             todo, cpu_done, _dataset_sizes() if sizes is None else sizes)
+        if len(on_gpu):
+            # the GPU column: every job not run, scaled from the GPU records' wall hours
+            todo["gpu"], todo["gpu_from"] = _scaled_estimates(
+                todo, on_gpu.assign(wall_hours=on_gpu["wall_hours"].astype(float)),
+                _dataset_sizes() if sizes is None else sizes, hours="wall_hours", every_job=True)
         lines += _remaining_lines(todo, availability)
         here = todo[[availability.get(d, "missing") != "missing" for d in todo["dataset"]]].copy()
         if len(here):
@@ -241,8 +246,8 @@ def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[float | None]:
     return [price(r) for r in todo.itertuples(index=False)]
 
 
-def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame,
-                      sizes: Mapping[str, int]) -> tuple[list[float | None], list[str | None]]:
+def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame, sizes: Mapping[str, int],
+                      hours: str = "cpu_hours", every_job: bool = False) -> tuple[list[float | None], list[str | None]]:
     """The scaled estimate of each job that :func:`_estimates` left unpriced, and its reference dataset.
 
     The reference of a paper and method family is the dataset, among those it has records on and
@@ -253,18 +258,21 @@ def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame,
     paper: the mean of all its recorded jobs on the paper's largest recorded dataset. None where
     the paper has no reference either or the job's dataset has no known size.
 
+    ``hours`` names the records' column to scale (``wall_hours`` of GPU records: GPU-hours);
+    ``every_job`` scales every row, priced or not (the GPU estimate: no job is priced in GPU-hours).
+
     Returns
     -------
     tuple
-        CPU-hours (or None) and reference dataset name (or None), one each per row of ``todo``.
+        Hours (or None) and reference dataset name (or None), one each per row of ``todo``.
     """
-    family_mean = done.groupby(["paper", "family", "dataset"])["cpu_hours"].mean()
+    family_mean = done.groupby(["paper", "family", "dataset"])[hours].mean()
     reference: dict[tuple[str, str], tuple[str, int, float]] = {}
     for (paper, family, dataset), mean in family_mean.items():  # sorted: a tie in size keeps the first name
         n = sizes.get(dataset)
         if n and pd.notna(mean) and ((paper, family) not in reference or n > reference[(paper, family)][1]):
             reference[(paper, family)] = (dataset, n, float(mean))
-    paper_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
+    paper_mean = done.groupby(["paper", "dataset"])[hours].mean()
     paper_reference: dict[str, tuple[str, int, float]] = {}
     for (paper, dataset), mean in paper_mean.items():
         n = sizes.get(dataset)
@@ -275,7 +283,7 @@ def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame,
     for r in todo.itertuples(index=False):
         ref = reference.get((r.paper, r.family)) or paper_reference.get(r.paper)
         n = sizes.get(r.dataset)
-        if pd.notna(r.estimate) or ref is None or not n:
+        if (pd.notna(r.estimate) and not every_job) or ref is None or not n:
             values.append(None)
             names.append(None)
         else:
@@ -284,12 +292,13 @@ def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame,
     return values, names
 
 
-def _scaled_cell(g: pd.DataFrame) -> str:
-    """``≈ <total> (<n> jobs, from <reference>)`` over the jobs of ``g`` with a scaled estimate, else ``""``."""
-    scaled = g["scaled"].dropna()
+def _scaled_cell(g: pd.DataFrame, column: str = "scaled") -> str:
+    """``≈ <total> (<n> jobs, from <reference>)`` over the jobs of ``g`` with a scaled estimate in
+    ``column`` (its reference datasets in ``<column>_from``), else ``""``."""
+    scaled = g[column].dropna()
     if not len(scaled):
         return ""
-    refs = ", ".join(sorted(set(g["scaled_from"].dropna())))
+    refs = ", ".join(sorted(set(g[f"{column}_from"].dropna())))
     return f"{_approx(float(scaled.sum()))} ({len(scaled)} job{'s' if len(scaled) != 1 else ''}, from {refs})"
 
 
@@ -305,10 +314,17 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
              "filters). It is linear in interactions because training steps per epoch are; full-ranking "
              "evaluation grows with users × items, and a paper may set other epochs or grids on a larger "
              "dataset, so it understates large catalogues: an order of magnitude, not a price, and never "
-             "counted among the priced jobs.", "",
-             "| paper | dataset | data here | jobs | priced jobs | estimated CPU-hours | "
-             "scaled estimate (CPU-hours) |",
-             "|---|---|---|---:|---:|---:|---|"]
+             "counted among the priced jobs.", ""]
+    gpu = "gpu" in todo
+    if gpu:
+        lines += ["The GPU column scales every job not run the same way from the records that ran on a GPU "
+                  "(their wall hours, one job at a time on one GPU; a family with no GPU record: the paper's "
+                  "GPU records on their largest dataset). Several small jobs can share one GPU, so it is an "
+                  "upper bound for a queue run that way, and, like the scaled estimate, an order of magnitude.",
+                  ""]
+    lines += ["| paper | dataset | data here | jobs | priced jobs | estimated CPU-hours | "
+              "scaled estimate (CPU-hours) |" + (" on one GPU (GPU-hours) |" if gpu else ""),
+              "|---|---|---|---:|---:|---:|---|" + ("---|" if gpu else "")]
     total, unpriced = 0.0, 0
     for (paper, dataset), g in todo.groupby(["paper", "dataset"], sort=True):
         here = availability.get(dataset, "missing")
@@ -316,7 +332,8 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
         total += float(est.sum())
         unpriced += int(g["estimate"].isna().sum())
         lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | {len(est)} | "
-                     f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {_scaled_cell(g)} |")
+                     f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {_scaled_cell(g)} |"
+                     + (f" {_scaled_cell(g, 'gpu')} |" if gpu else ""))
     scaled = todo["scaled"].dropna()
     lines += ["", f"Remaining: {len(todo)} jobs; the {len(todo) - unpriced} priced ones ≈ {_hours(total)} CPU-hours "
               f"on this tier's settings; {unpriced} jobs have no measured job of their kind yet."]
@@ -324,6 +341,9 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
         lines[-1] += (f" Scaled estimate, apart from that total: {len(scaled)} of these {unpriced} "
                       f"{_approx(float(scaled.sum()))} CPU-hours; {unpriced - len(scaled)} have no reference "
                       "dataset or no known size.")
+    if gpu and todo["gpu"].notna().any():
+        lines[-1] += (f" On one GPU: {todo['gpu'].notna().sum()} of the {len(todo)} "
+                      f"{_approx(float(todo['gpu'].dropna().sum()))} GPU-hours (scaled, as above).")
     lines.append("")
     return lines
 

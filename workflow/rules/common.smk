@@ -189,7 +189,7 @@ def tier_run_records(tier):
     """Every run record the tier's DAG makes (the compute page prices the missing ones)."""
     runs = list(baseline_runs(tier))
     runs += exadmm_wf.smk_runs(config, tier)
-    runs += prism_wf.all_runs(config, tier)
+    runs += prism_wf.every_run(config, tier)
     runs += lambdaopt_runs(config, tier)
     runs += fedrap_runs(config, tier)
     runs += [

@@ -11,7 +11,7 @@ from typing import Any
 from recrepro.papers.prism.methods import method_name
 
 __all__ = [
-    "EXTRA_FIGURES", "all_runs", "entries", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec", "runs",
+    "EXTRA_FIGURES", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec", "runs",
     "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
@@ -145,6 +145,16 @@ def all_runs(config: Mapping[str, Any], tier: str) -> list[str]:
     for dataset, _, _, _ in entries(config, tier):
         out += runs(config, tier, dataset, fig1_methods(config, tier))
         out += table_runs(config, tier, dataset, {})
+    return list(dict.fromkeys(out))
+
+
+def every_run(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Every run record the tier's PRISM jobs make: :func:`all_runs` and the runs of Figs. 3-11
+    (their first ``figure_seeds`` seeds), so that the compute page prices the whole DAG."""
+    out = all_runs(config, tier)
+    for dataset, _, _, _ in entries(config, tier):
+        for fig in extra_figures(config, tier):
+            out += figure_runs(config, tier, dataset, fig)
     return list(dict.fromkeys(out))
 
 
