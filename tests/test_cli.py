@@ -175,3 +175,13 @@ def test_every_planned_job_command_parses(tier, tmp_path):
         seen.add((args.command, getattr(args, "verb", None)))
     assert {command for command, _ in seen} >= {"data", "baseline", "scorecard", "exadmm", "prism", "lambdaopt",
                                                   "fedrap", "lrs"}
+
+
+def test_a_figure_with_no_run_records_is_one_clear_line(tmp_path, capsys):
+    # a redraw from records asks for a PRISM figure none of whose runs has a record yet
+    spec = '{"kind": "debias", "groups": {"BPR": ["mf_bpr_wd0"]}}'
+    code = main(["prism", "figure", "--spec", spec, "--tier", "paper", "--dataset", "gowalla",
+                 "--out-pdf", str(tmp_path / "f.pdf"), "--out-png", str(tmp_path / "f.png")])
+    err = capsys.readouterr().err
+    assert code == 1 and "no run records to draw from" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -154,3 +154,18 @@ def test_published_values_are_overlaid_where_the_paper_gives_them(tmp_path, monk
     draw_figure(alpha, dirs, tmp_path / "t.pdf", tmp_path / "t.png", tier="smoke", dataset="synthetic")
     assert published(saved[0]) == []
     assert not any(t.get_text().startswith("published") for t in saved[0].legends[0].get_texts())
+
+
+def test_seeds_note_says_which_seeds_a_caption_averages():
+    import pandas as pd
+
+    from recrepro.papers.prism.figures import seeds_note
+
+    one = pd.DataFrame({"method": ["a", "b"], "seed": [123, 123]})
+    assert seeds_note(one) == "seed 123"
+    full = pd.DataFrame({"method": ["a"] * 3 + ["b"] * 3, "seed": [123, 246, 492] * 2})
+    assert seeds_note(full) == "seeds 123, 246, 492"
+    # b misses two seeds: the caption must not read as if every point averaged three
+    partial = pd.DataFrame({"method": ["a", "a", "a", "b"], "seed": [123, 246, 492, 123]})
+    assert seeds_note(partial) == "1–3 seeds per point (of 123, 246, 492)"
+    assert seeds_note(pd.DataFrame()) == "no runs"

@@ -19,6 +19,10 @@ __all__ = ["register"]
 
 
 def _run_dirs(paths: list[str]) -> list[Path]:
+    if not paths:
+        # a redraw from records asked for a figure or table none of whose runs has a record yet
+        raise ValueError("no run records to draw from: run this figure's or table's training jobs first "
+                         "(docs/compute.md lists the queue); a redraw from records draws only what has records")
     return [Path(p).parent if p.endswith(".json") else Path(p) for p in paths]
 
 
@@ -138,7 +142,7 @@ def _add_grid_outputs(verbs: argparse._SubParsersAction) -> None:
         else:
             p.add_argument("--losses", nargs="+", required=True)
             p.add_argument("--weight-decays", type=float, nargs="+", required=True)
-        p.add_argument("--runs", nargs="+", required=True)
+        p.add_argument("--runs", nargs="*", default=[], help="run records (metrics.json or run folders)")
         p.set_defaults(func=func)
 
 
@@ -149,7 +153,7 @@ def _add_figures(verbs: argparse._SubParsersAction) -> None:
     add_tier(p)
     add_dataset(p)
     add_figure_outputs(p)
-    p.add_argument("--runs", nargs="+", required=True)
+    p.add_argument("--runs", nargs="*", default=[], help="run records (metrics.json or run folders)")
     p.set_defaults(func=cmd_figure)
 
     p = verbs.add_parser("figure-theory", help="Fig. 7: Theorem 3.1's magnitude change over degree x batch fraction")

@@ -58,6 +58,18 @@ def _mean_sd(values: pd.Series) -> tuple[float, float]:
     return mean, sd
 
 
+def seeds_note(runs: pd.DataFrame) -> str:
+    """The seeds a figure's points average, for its caption: ``seed 123``, ``seeds 123, 246, 492``,
+    or ``1-3 seeds per point (of 123, 246, 492)`` while some runs are still missing."""
+    if runs.empty or "seed" not in runs:
+        return "no runs"
+    seeds = ", ".join(str(s) for s in sorted(set(runs["seed"].astype(int))))
+    per_point = runs.groupby("method")["seed"].nunique()
+    if per_point.min() != per_point.max():
+        return f"{per_point.min()}–{per_point.max()} seeds per point (of {seeds})"
+    return f"seed{'s' if ', ' in seeds else ''} {seeds}"
+
+
 def select_by_validation(runs: pd.DataFrame, candidates: Sequence[str]) -> str | None:
     """The candidate method with the highest mean best validation NDCG@20 (never the test score)."""
     sub = runs[runs["method"].isin(list(candidates))]
@@ -115,7 +127,7 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     ax.set_ylabel("test NDCG@20")
     figure_legend(fig, extra=published_handles("§5.2.1 + Table 1") if published else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="DirectAU: PRISM α grid vs tuned weight decay, mean ± sd over seeds"
+                caption=f"DirectAU: PRISM α grid vs tuned weight decay, mean ± sd over seeds ({seeds_note(runs)})"
                         + ("; hollow: published (epochs from §5.2.1, NDCG@20 from Table 1)" if published else ""))
     return pd.DataFrame(rows)
 
@@ -161,7 +173,8 @@ def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier
         ax.set_title(title)
     figure_legend(fig, extra=published_handles("Table 1, α = 1") if published is not None else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="DirectAU with PRISM α, no weight decay: NDCG@20 overall and per stratum, mean ± sd")
+                caption="DirectAU with PRISM α, no weight decay: NDCG@20 overall and per stratum, mean ± sd "
+                        f"({seeds_note(runs)})")
     return pd.DataFrame(table)
 
 
@@ -240,7 +253,8 @@ def figure_debias(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     ax.set_ylabel("overall NDCG@20")
     figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="debiasing: BPR, DirectAU (tuned wd), PRISM + DirectAU, IPL, ReSN, MACR; mean ± sd")
+                caption="debiasing: BPR, DirectAU (tuned wd), PRISM + DirectAU, IPL, ReSN, MACR; mean ± sd "
+                        f"({seeds_note(runs)})")
     return pd.DataFrame(rows)
 
 
@@ -372,7 +386,8 @@ def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, 
         ax.set_title(f"{PAPER_NAMES.get(backbone, backbone)} + {PAPER_NAMES.get(loss, loss)}")
     figure_legend(fig, extra=published_handles("Table 1, tuned λ") if drawn_published else None)
     caption = ("NDCG@20 (overall and popular/neutral/unpopular shares) vs "
-               + ("batched" if batched else "coupled") + " weight decay, mean ± sd (band) over seeds"
+               + ("batched" if batched else "coupled")
+               + f" weight decay, mean ± sd (band) over seeds ({seeds_note(runs)})"
                + ("; hollow: Table 1's tuned-weight-decay NDCG@20, drawn at our tuned λ" if drawn_published else ""))
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
     return pd.DataFrame(table)
