@@ -208,7 +208,10 @@ def _intro_lines(on_gpu: pd.DataFrame) -> list[str]:
         "Running the queue: ask Snakemake for the records of a row below (`--config tier=paper "
         "'data={mirror: <folder>}'`; add `device=cuda` on a GPU). Training jobs checkpoint every epoch or "
         "round under `checkpoints/` and resume after a kill, so long cells can run in pieces on machines "
-        "that stop jobs; a finished record is complete and can be committed at once (`git add results/paper`: "
+        "that stop jobs. On one GPU several training jobs can share the card (a PRISM job takes one CPU thread): "
+        "`snakemake --cores 14 <records> --config device=cuda ...` runs 14 at once, since a local run limits "
+        "the rules' `gpu` resource only when `--resources gpu=N` is given. A finished record is complete "
+        "and can be committed at once (`git add results/paper`: "
         "`.gitignore` keeps weights, checkpoints and the large per-user and per-item files out). Then "
         "`snakemake --cores 2 --config tier=paper from_records=true` redraws the tables, figures, "
         "scorecards, `results/paper/README.md` and this page.",

@@ -12,18 +12,20 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from recrepro.checkpoints import remove_checkpoint
-from recrepro.evaluation import evaluate_full_ranking
 from recrepro.io import copy_file, read_json, write_json, write_parquet, write_text
-from recrepro.papers.prism.recommender import EmbeddingRecommender
 from recrepro.papers.prism.methods import method_name, parse_method
 from recrepro.records import TIMINGS_FILE, read_history, write_history
-from recrepro.runs import SplitData, write_split_record
+
+if TYPE_CHECKING:
+    from recrepro.runs import SplitData
+
+# Training and evaluation import torch inside the functions that need it: the figure, table and
+# selection jobs of a redraw from records only read records, and torch's import is most of their time.
 
 __all__ = ["evaluate_prism", "load_prism_runs", "run_method", "select_weight_decay", "table_prism"]
 
@@ -97,6 +99,8 @@ def evaluate_prism(model: Any, split: SplitData, evaluation: Mapping[str, Any], 
         degree_matrix = fit
     item_degree = np.asarray(degree_matrix.sum(axis=0)).ravel()
     target = split.part(evaluation["target"])
+    from recrepro.evaluation import evaluate_full_ranking
+
     return evaluate_full_ranking(model, split.csr(evaluation.get("exclude", [])), split.csr([evaluation["target"]]),
                                  list(evaluation["ks"]), users=np.unique(target["user"].to_numpy()),
                                  batch_size=batch_size, device=device, item_degree=item_degree)
@@ -117,6 +121,10 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
     A resumed run writes the same record as an uninterrupted one, except wall-clock fields
     (``seconds_per_epoch``, ``epoch_seconds``, provenance times).
     """
+    from recrepro.checkpoints import remove_checkpoint
+    from recrepro.papers.prism.recommender import EmbeddingRecommender
+    from recrepro.runs import SplitData, write_split_record
+
     started = time.time()
     split = SplitData(split_dir)
     backbone, settings = settings_for(method, tier_conf, switches, seed, device, dataset=meta.get("dataset"))
