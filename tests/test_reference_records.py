@@ -290,3 +290,14 @@ def test_reference_rows_name_their_cap_and_explain_an_unlinked_deviation():
     unlinked = {"n_seeds": 3, "seeds_required": 3, "verdict": "deviates", "note": "official binary: 1 of 10 collapsed"}
     assert _note(unlinked, "d.md") == "official binary: 1 of 10 collapsed"
     assert _note({**unlinked, "verdict": "within"}, "d.md") == ""
+
+
+def test_reference_page_lists_figures_in_the_papers_order():
+    from recrepro.reference import figure_order
+
+    names = ["fig10_ssm_mawu_gowalla", "fig1_weight_decay_gowalla", "fig3_magnitudes_gowalla", "fig2_magnitudes",
+             "fig3_batched_wd_gowalla", "curves"]
+    ordered = [p.stem for p in sorted((Path(f"{n}.png") for n in names), key=figure_order)]
+    # as text, fig10 would come before fig2; numbers sort as numbers
+    assert ordered == ["curves", "fig1_weight_decay_gowalla", "fig2_magnitudes", "fig3_batched_wd_gowalla",
+                       "fig3_magnitudes_gowalla", "fig10_ssm_mawu_gowalla"]

@@ -36,6 +36,11 @@ PAPER_TITLES: Mapping[str, str] = {
 _DEVIATION = re.compile(r"deviation: docs/deviations\.md#([a-z0-9][a-z0-9_-]*)")
 
 
+def figure_order(path: Path) -> list[Any]:
+    """Sort key reading the numbers in a figure's name as numbers: fig2 before fig10, as in the paper."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", path.stem)]
+
+
 def _fmt(value: Any, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -142,7 +147,8 @@ def _paper_section(paper: str, results: Path, availability: Mapping[str, str], d
     if tables:
         lines += ["Tables: " + ", ".join(f"[{p.relative_to(results / paper).as_posix()}]({p.relative_to(results).as_posix()})"
                                          for p in tables) + ".", ""]
-    figures = sorted((results / paper / "figures").glob("*.png")) if (results / paper / "figures").is_dir() else []
+    figures = sorted((results / paper / "figures").glob("*.png"), key=figure_order) \
+        if (results / paper / "figures").is_dir() else []
     for fig in figures:
         rel = fig.relative_to(results).as_posix()
         lines += [f"![{paper}: {fig.stem}]({rel})", ""]
