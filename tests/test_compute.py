@@ -136,4 +136,5 @@ def test_gpu_records_give_a_gpu_hour_estimate_for_every_job_not_run(tmp_path):
     # without GPU records the Remaining table keeps its seven columns
     cpu_only = compute_markdown(compute_table(runs[:1] + runs[2:], tmp_path), {"ref": "mirror"},
                                 sizes={"ref": 1_000, "big": 3_000})
-    assert "on one GPU" not in cpu_only and "On one GPU" not in cpu_only
+    assert "on one GPU (GPU-hours)" not in cpu_only and "On one GPU:" not in cpu_only
+    assert _remaining_row(cpu_only, "big").count("|") == 8
