@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recrepro.compute import compute_markdown, compute_table
+from recrepro.compute import compute_markdown, compute_table, queue_priority
 
 #: A paper with no expected-numbers file, so the queue's priorities need none.
 PAPER = "demo"
@@ -138,3 +138,33 @@ def test_gpu_records_give_a_gpu_hour_estimate_for_every_job_not_run(tmp_path):
                                 sizes={"ref": 1_000, "big": 3_000})
     assert "on one GPU (GPU-hours)" not in cpu_only and "On one GPU:" not in cpu_only
     assert _remaining_row(cpu_only, "big").count("|") == 8
+
+
+def test_a_tuned_picks_other_seeds_queue_with_the_published_cells_other_seeds(tmp_path):
+    # the tier's seeds are 0 and 1; seed 0's grid ran (so the first seed left to run is 1)
+    published = {(PAPER, "ref", "mf_ssm_tunedwd"), (PAPER, "ref", "mf_ssm_prism")}
+    runs = [_record(tmp_path, "ref", 1.0, method="mf_ssm_wd1em4", seed=0),
+            _record(tmp_path, "ref", 1.0, method="mf_ssm_wd0", seed=0),
+            _run("ref", "mf_ssm_prism", seed=0), _run("ref", "mf_ssm_prism", seed=1),
+            _run("ref", "mf_ssm_wd1em4", seed=1), _run("ref", "mf_ssm_wd0", seed=1), _run("ref", "mf_bpr_wd0", seed=1)]
+    frame = compute_table(runs, tmp_path)
+    method_seed = list(zip(frame["method"], frame["run_dir"].str[-1]))
+    picked = {(PAPER, "ref", "mf_ssm_wd1em4")}
+    assert dict(zip(method_seed, queue_priority(frame, published, picked))) == {
+        ("mf_ssm_wd1em4", "0"): 1, ("mf_ssm_wd0", "0"): 1, ("mf_ssm_prism", "0"): 1,
+        ("mf_ssm_prism", "1"): 2, ("mf_ssm_wd1em4", "1"): 2,  # the pick's other seed
+        ("mf_ssm_wd0", "1"): 3, ("mf_bpr_wd0", "1"): 3}      # another λ's other seed: a figure sweep
+    # with no pick known, every grid run on another seed is a sweep
+    assert queue_priority(frame, published).tolist() == [1, 1, 1, 2, 3, 3, 3]
+
+
+def test_the_queue_puts_the_picks_other_seeds_second(tmp_path, monkeypatch):
+    import recrepro.compute as compute
+
+    monkeypatch.setattr(compute, "_published_cells", lambda papers: {(PAPER, "ref", "mf_ssm_tunedwd")})
+    runs = [_record(tmp_path, "ref", 1.0, method="mf_ssm_wd1em4", seed=0),
+            _run("ref", "mf_ssm_wd1em4", seed=1), _run("ref", "mf_ssm_wd0", seed=1)]
+    page = compute_markdown(compute_table(runs, tmp_path), {"ref": "mirror"}, sizes={},
+                            picked_runs=[_run("ref", "mf_ssm_wd1em4", 0)])
+    assert "| 2: published cells, other seeds | demo | ref | 1 | 1.00 | `mf_ssm_wd1em4` (seed 1) |" in page
+    assert "| 3: figure sweeps and unpublished runs | demo | ref | 1 | 1.00 | `mf_ssm_wd0` |" in page

@@ -133,6 +133,14 @@ def test_redraw_rebuilds_tables_and_scorecards_byte_identical(redraw, paper):
     assert not differ, f"redraw differs from the committed file: {differ}"
 
 
+@pytest.mark.parametrize("page", ["results/paper/README.md", "docs/compute.md"])
+def test_redraw_rebuilds_the_generated_pages_byte_identical(redraw, page):
+    """The report and the compute page are generated: a committed page that differs is stale."""
+    copy, _, _, _ = redraw
+    assert (copy / page).read_bytes() == (REPO / page).read_bytes(), \
+        f"{page} differs from its redraw: redraw it (snakemake --cores 2 {page} --config tier=paper from_records=true)"
+
+
 @pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
 def test_redraw_redraws_every_figure(redraw, paper):
     copy, _, before, _ = redraw

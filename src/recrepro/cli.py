@@ -251,11 +251,14 @@ def cmd_report_compute(args: argparse.Namespace) -> None:
     from recrepro.compute import compute_markdown, compute_table
     from recrepro.io import read_json, write_text
 
-    text = args.expected_runs
-    runs = json.loads(text if text.lstrip().startswith("[") else Path(text).read_text())
+    def json_list(text: str) -> list[str]:
+        return json.loads(text if text.lstrip().startswith("[") else Path(text).read_text())
+
+    runs = json_list(args.expected_runs)
     availability = (read_json(args.availability)["datasets"]
                     if args.availability and Path(args.availability).is_file() else {})
-    write_text(args.out, compute_markdown(compute_table(runs), availability))
+    picked = json_list(args.picked_runs) if args.picked_runs else []
+    write_text(args.out, compute_markdown(compute_table(runs), availability, picked_runs=picked))
 
 
 # ----------------------------------------------------------------------------- parser
@@ -404,6 +407,9 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expected-runs", required=True,
                    help="the tier's run-record paths: a JSON list, or a file holding one")
     p.add_argument("--availability", default=None, help="results/<tier>/datasets.json")
+    p.add_argument("--picked-runs", default=None,
+                   help="run records of the weight decays picked for tuned cells (a JSON list, or a file "
+                        "holding one): their other seeds queue with the published cells' other seeds")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report_compute)
 

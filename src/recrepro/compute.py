@@ -92,22 +92,27 @@ def _published_cells(papers: Sequence[str]) -> set[tuple[str, str, str]]:
     return cells
 
 
-def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]]) -> pd.Series:
+def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
+                   picked: set[tuple[str, str, str]] | frozenset = frozenset()) -> pd.Series:
     """1: a run of a published cell on its first seed; 2: its other seeds; 3: everything else (figure sweeps).
 
     A tuned-weight-decay cell (``<backbone>_<loss>_tunedwd``) needs its grid runs
-    (``<backbone>_<loss>_wd*``) on the first seed; its other seeds follow the pick.
+    (``<backbone>_<loss>_wd*``) on the first seed; its other seeds follow the pick: a grid run
+    on another seed is 2 when ``picked`` (paper, dataset, method) names its method as the
+    cell's pick, else 3 (a figure's sweep).
     """
-    first_seed = frame.assign(seed=frame["run_dir"].str.extract(r"seed(\d+)$")[0].astype(int)) \
-        .groupby(["paper", "dataset"])["seed"].transform("min")
     seeds = frame["run_dir"].str.extract(r"seed(\d+)$")[0].astype(int)
+    first_seed = seeds.groupby([frame["paper"], frame["dataset"]]).transform("min")
     tuned = frame["method"].str.replace(r"_wd[0-9a-z]+$", "_tunedwd", regex=True)
-    is_published = [(p, d, m) in published or (p, d, t) in published
-                    for p, d, m, t in zip(frame["paper"], frame["dataset"], frame["method"], tuned)]
-    grid_other_seed = (frame["method"] != tuned) & (seeds != first_seed)
+    is_published = pd.Series([(p, d, m) in published or (p, d, t) in published
+                              for p, d, m, t in zip(frame["paper"], frame["dataset"], frame["method"], tuned)],
+                             index=frame.index)
+    is_picked = pd.Series([(p, d, m) in picked for p, d, m in zip(frame["paper"], frame["dataset"], frame["method"])],
+                          index=frame.index)
+    grid_other_seed = (frame["method"] != tuned) & (seeds != first_seed) & ~is_picked
     priority = pd.Series(3, index=frame.index)
-    priority[pd.Series(is_published, index=frame.index) & (seeds == first_seed)] = 1
-    priority[pd.Series(is_published, index=frame.index) & (seeds != first_seed) & ~grid_other_seed] = 2
+    priority[is_published & (seeds == first_seed)] = 1
+    priority[is_published & (seeds != first_seed) & ~grid_other_seed] = 2
     return priority
 
 
@@ -138,7 +143,7 @@ def _on_cpu(frame: pd.DataFrame) -> pd.Series:
 
 
 def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
-                     sizes: Mapping[str, int] | None = None) -> str:
+                     sizes: Mapping[str, int] | None = None, picked_runs: Sequence[str] = ()) -> str:
     """The markdown of ``docs/compute.md`` (see the module docstring).
 
     Parameters
@@ -150,6 +155,9 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     sizes:
         Dataset -> interactions, for the scaled estimates; the registry's
         ``n_interactions`` when None.
+    picked_runs:
+        Run records of the weight decays picked for tuned cells (any seed): their other
+        seeds are queued with the published cells' other seeds (:func:`queue_priority`).
     """
     done = frame[frame["recorded"]] if not frame.empty else frame
     on_gpu = done[~_on_cpu(done)] if not frame.empty else done
@@ -172,7 +180,10 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
         lines += _remaining_lines(todo, availability)
         here = todo[[availability.get(d, "missing") != "missing" for d in todo["dataset"]]].copy()
         if len(here):
-            here["priority"] = queue_priority(here, _published_cells(sorted(set(frame["paper"]))))
+            picked = {(i["paper"], i["dataset"], i["method"]) for i in map(_run_identity, picked_runs) if i}
+            # on every job, recorded or not: a dataset's first seed is the tier's, not the first one left
+            priority = queue_priority(frame, _published_cells(sorted(set(frame["paper"]))), picked)
+            here["priority"] = priority.loc[here.index]
             lines += _queue_lines(here)
     gpu = (f"; {len(on_gpu)} of them on a GPU, {_hours(float(on_gpu['wall_hours'].astype(float).sum()))} "
            "GPU-hours (wall hours), not in the CPU-hours" if len(on_gpu) else "")
@@ -365,7 +376,13 @@ def _queue_lines(here: pd.DataFrame) -> list[str]:
     for (prio, paper, dataset), g in here.groupby(["priority", "paper", "dataset"], sort=True):
         est = g["estimate"].dropna()
         methods = sorted(set(g["method"]))
-        shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6 else "")
+        if prio < 3:  # the cells' runs, each with its seeds: the queue to act on, in full
+            seeds = g["run_dir"].str.extract(r"seed(\d+)$")[0].astype(int).groupby(g["method"]).agg(sorted)
+            shown = ", ".join(f"`{m}` (seed{'s' if len(seeds[m]) > 1 else ''} {', '.join(map(str, seeds[m]))})"
+                              for m in methods)
+        else:
+            shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6
+                                                                 else "")
         measured = _hours(float(est.sum())) if len(est) else "not measured"
         scaled = _scaled_cell(g)
         lines.append(f"| {prio}: {names[prio]} | {paper} | {dataset} | {len(g)} | "

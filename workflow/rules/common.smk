@@ -200,6 +200,30 @@ def tier_run_records(tier):
     return runs
 
 
+def prism_selections(tier):
+    """Each PRISM dataset's tuned-λ selection file (the prism_select_wd checkpoint's output).
+
+    In a redraw only the datasets with a selection in the records: the others have no grid runs.
+    """
+    out = []
+    for dataset, _, _, _ in prism_wf.entries(config, tier):
+        path = f"results/{tier}/prism/tables/wd_selection_{dataset}.json"
+        if not FROM_RECORDS or Path(path).is_file():
+            out.append(
+                checkpoints.prism_select_wd.get(tier=tier, dataset=dataset).output[0]
+            )
+    return out
+
+
+def prism_picked_runs(tier):
+    """The tuned-λ picks' run records at every seed (read once the selections exist)."""
+    chosen = {}
+    for path in prism_selections(tier):
+        dataset = Path(path).stem.removeprefix("wd_selection_")
+        chosen[dataset] = json.loads(Path(path).read_text())["chosen"]
+    return prism_wf.picked_runs(config, tier, chosen)
+
+
 def prism_chosen(wildcards):
     """Table 1's tuned-λ pick of the dataset (the prism_select_wd checkpoint's output)."""
     path = checkpoints.prism_select_wd.get(

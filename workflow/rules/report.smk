@@ -143,6 +143,7 @@ rule compute_doc:
         redraw=REDRAW,
         runs=lambda wc: recorded(tier_run_records("paper")),
         availability="results/paper/datasets.json",
+        selections=lambda wc: prism_selections("paper"),
     output:
         "docs/compute.md",
     log:
@@ -157,8 +158,10 @@ rule compute_doc:
         runtime=res_runtime("light"),
     params:
         expected=as_json(tier_run_records("paper")),
+        picked=lambda wc: as_json(prism_picked_runs("paper")),
     shell:
         "recrepro report compute --expected-runs {params.expected:q} "
+        "--picked-runs {params.picked:q} "
         "--availability {input.availability:q} --out {output:q} > {log:q} 2>&1"
 
 

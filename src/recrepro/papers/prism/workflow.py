@@ -11,8 +11,8 @@ from typing import Any
 from recrepro.papers.prism.methods import method_name
 
 __all__ = [
-    "EXTRA_FIGURES", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec", "runs",
-    "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
+    "EXTRA_FIGURES", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
+    "picked_runs", "runs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
 # Figs. 3-11 drawn by the generic ``prism_figure`` rule (Fig. 7 has its own, data-free rule).
@@ -156,6 +156,17 @@ def every_run(config: Mapping[str, Any], tier: str) -> list[str]:
         for fig in extra_figures(config, tier):
             out += figure_runs(config, tier, dataset, fig)
     return list(dict.fromkeys(out))
+
+
+def picked_runs(config: Mapping[str, Any], tier: str, chosen: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The run records of the tuned-λ picks at every seed.
+
+    ``chosen``: dataset -> ``<backbone>_<loss>`` -> picked method (the ``chosen`` of each
+    dataset's weight-decay selection). The compute page queues the picks' other seeds with the
+    published cells' other seeds; the grid's other λ on those seeds are only figure sweeps.
+    """
+    return [path for dataset, picks in chosen.items()
+            for path in runs(config, tier, dataset, list(dict.fromkeys(picks.values())))]
 
 
 def figure_seeds(config: Mapping[str, Any], tier: str, dataset: str) -> list[int]:
