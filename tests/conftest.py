@@ -37,6 +37,22 @@ def repo_root() -> Path:
     return REPO
 
 
+@pytest.fixture
+def fresh_python(repo_root, tmp_path):
+    """Run ``code`` in a new interpreter that sees only ``src/`` (no installed package, no PATH)
+    and return the last line it prints: what a module imports shows only in a fresh process."""
+    import subprocess
+    import sys
+
+    def run(code: str) -> str:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env={"PYTHONPATH": str(repo_root / "src"), "PATH": ""}, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.strip().splitlines()[-1]
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     path = mirror_path()

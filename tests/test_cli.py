@@ -121,16 +121,10 @@ def test_verbs_share_the_spelling_of_common_options():
         assert run <= options[key], (key, run - options[key])
 
 
-def test_a_data_command_imports_no_paper_code_and_no_torch(tmp_path, repo_root):
-    import subprocess
-    import sys
-
+def test_a_data_command_imports_no_paper_code_and_no_torch(fresh_python):
     script = ("import sys; from recrepro.cli import main; main(['data', 'describe', 'ml-100k']); "
               "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('recrepro.papers')))")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(repo_root / "src"), "PATH": ""}, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert fresh_python(script) == "[]"
 
 
 def test_report_table_html(tmp_path):

@@ -171,14 +171,8 @@ def test_seeds_note_says_which_seeds_a_caption_averages():
     assert seeds_note(pd.DataFrame()) == "no runs"
 
 
-def test_figure_and_table_modules_import_no_torch(repo_root, tmp_path):
+def test_figure_and_table_modules_import_no_torch(fresh_python):
     # a redraw from records runs a dozen PRISM figure/table jobs; torch's import was most of each
-    import subprocess
-    import sys
-
     script = ("import sys; import recrepro.papers.prism.figures, recrepro.papers.prism.experiments, "
               "recrepro.papers.prism.cli; print('torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(repo_root / "src"), "PATH": ""}, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "False"
+    assert fresh_python(script) == "False"
