@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -94,7 +95,8 @@ def _snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.Complete
 
 @pytest.fixture(scope="module")
 def redraw(tmp_path_factory):
-    """A copy of the checkout with no data, redrawn from its records; (copy, dry-run output, seconds)."""
+    """A copy of the checkout with no data, redrawn from its records; (copy, dry-run output, mtimes
+    before, CPU seconds of the redraw and every process it ran)."""
     if not any(p.name == "metrics.json" for p in committed_results()):
         pytest.skip("results/paper holds no run records yet")
     copy = tmp_path_factory.mktemp("clone")
@@ -104,11 +106,17 @@ def redraw(tmp_path_factory):
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
     before = {p: (copy / p).stat().st_mtime for p in committed_results()}
     time.sleep(1.1)  # the redrawn files' times must be visibly newer
-    started = time.perf_counter()
+    started = _children_cpu_seconds()
     proc = _snakemake(copy, "--config", "tier=paper", "from_records=true")
-    seconds = time.perf_counter() - started
+    cpu_seconds = _children_cpu_seconds() - started
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return copy, dry.stdout + dry.stderr, before, seconds
+    return copy, dry.stdout + dry.stderr, before, cpu_seconds
+
+
+def _children_cpu_seconds() -> float:
+    """User + system CPU time of this process's finished children (and theirs, as each waited)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def test_redraw_runs_no_record_making_job(redraw):
@@ -118,8 +126,15 @@ def test_redraw_runs_no_record_making_job(redraw):
     assert not [j for j in jobs if RECORD_RULES.search(j)], f"record-making jobs in a redraw: {jobs}"
 
 
+#: The redraw's budget: under 2 minutes on 2 cores, i.e. at most 240 CPU-seconds of work.
+REDRAW_CPU_SECONDS = 2 * 120
+
+
 def test_redraw_is_fast(redraw):
-    assert redraw[3] < 120, f"redraw took {redraw[3]:.0f} s (limit 2 min)"
+    # CPU time, not wall time: what the redraw costs, whatever else the machine runs (a test machine
+    # shared with training jobs doubles the wall time and leaves the CPU time as it is)
+    assert redraw[3] < REDRAW_CPU_SECONDS, \
+        f"the redraw used {redraw[3]:.0f} CPU-seconds: over 2 minutes on 2 cores ({REDRAW_CPU_SECONDS} s)"
 
 
 @pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
