@@ -133,10 +133,14 @@ def test_gpu_records_give_a_gpu_hour_estimate_for_every_job_not_run(tmp_path):
     assert "| demo | ref | yes | 1 | 1 | 2.00 |  | ≈ 1.0 (1 job, from ref) |" in page
     assert "| demo | big | no | 1 | 0 | not measured | ≈ 6.0 (1 job, from ref) | ≈ 3.0 (1 job, from ref) |" in page
     assert "On one GPU: 2 of the 2 ≈ 4.0 GPU-hours (scaled, as above)." in page
+    # the queue (data here: "ref" only) gives the same GPU estimate per row
+    assert "| 3: figure sweeps and unpublished runs | demo | ref | 1 | 2.00 | ≈ 1.0 (1 job, from ref) | `mf_bpr_wd0` |" \
+        in page
     # without GPU records the Remaining table keeps its seven columns
     cpu_only = compute_markdown(compute_table(runs[:1] + runs[2:], tmp_path), {"ref": "mirror"},
                                 sizes={"ref": 1_000, "big": 3_000})
     assert "on one GPU (GPU-hours)" not in cpu_only and "On one GPU:" not in cpu_only
+    assert "| 3: figure sweeps and unpublished runs | demo | ref | 1 | 2.00 | `mf_bpr_wd0` |" in cpu_only
     assert _remaining_row(cpu_only, "big").count("|") == 8
 
 

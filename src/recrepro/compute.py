@@ -371,8 +371,13 @@ def _queue_lines(here: pd.DataFrame) -> list[str]:
              "their other seeds (a tuned weight decay's other seeds follow its pick on the first seed), then "
              "the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
              "`snakemake --cores 2 results/paper/<paper>/runs/<dataset>/.../<method>/seed<k>/metrics.json "
-             "--config tier=paper`.", "",
-             "| order | paper | dataset | jobs | estimated CPU-hours | methods |", "|---:|---|---|---:|---:|---|"]
+             "--config tier=paper`.", ""]
+    gpu = "gpu" in here
+    if gpu:
+        lines += ["The GPU column is the Remaining table's: one job at a time on one GPU (an upper bound when "
+                  "jobs share the card).", ""]
+    lines += ["| order | paper | dataset | jobs | estimated CPU-hours |" + (" on one GPU (GPU-hours) |" if gpu else "")
+              + " methods |", "|---:|---|---|---:|---:|" + ("---|" if gpu else "") + "---|"]
     for (prio, paper, dataset), g in here.groupby(["priority", "paper", "dataset"], sort=True):
         est = g["estimate"].dropna()
         methods = sorted(set(g["method"]))
@@ -386,6 +391,7 @@ def _queue_lines(here: pd.DataFrame) -> list[str]:
         measured = _hours(float(est.sum())) if len(est) else "not measured"
         scaled = _scaled_cell(g)
         lines.append(f"| {prio}: {names[prio]} | {paper} | {dataset} | {len(g)} | "
-                     f"{measured}{'; scaled ' + scaled if scaled else ''} | {shown} |")
+                     f"{measured}{'; scaled ' + scaled if scaled else ''} |"
+                     + (f" {_scaled_cell(g, 'gpu')} |" if gpu else "") + f" {shown} |")
     lines.append("")
     return lines
