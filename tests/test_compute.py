@@ -172,3 +172,14 @@ def test_the_queue_puts_the_picks_other_seeds_second(tmp_path, monkeypatch):
                             picked_runs=[_run("ref", "mf_ssm_wd1em4", 0)])
     assert "| 2: published cells, other seeds | demo | ref | 1 | 1.00 | `mf_ssm_wd1em4` (seed 1) |" in page
     assert "| 3: figure sweeps and unpublished runs | demo | ref | 1 | 1.00 | `mf_ssm_wd0` |" in page
+
+
+def test_a_run_is_priced_by_its_own_methods_other_seeds_before_its_family(tmp_path):
+    # family mf_bpr on "ref": wd1em6 seed 0 took 5 h, wd1em2 seed 0 took 1 h (family mean 3 h).
+    # Not run: wd1em6 seed 1 -> its method's 5 h, not 3; wd1em4 seed 0 (no record of its method) -> 3 h.
+    runs = [_record(tmp_path, "ref", 5.0, method="mf_bpr_wd1em6"), _record(tmp_path, "ref", 1.0, method="mf_bpr_wd1em2"),
+            _run("ref", method="mf_bpr_wd1em6", seed=1), _run("ref", method="mf_bpr_wd1em4")]
+    frame = compute_table(runs, tmp_path)
+    page = compute_markdown(frame, {"ref": "mirror"}, sizes={"ref": 1_000})
+    assert "| demo | ref | 2 | 8.00 |" in page  # the queue's row: 5 + 3
+    assert _remaining_row(page, "ref") == "| demo | ref | yes | 2 | 2 | 8.00 |  |"

@@ -3,8 +3,8 @@
 Each run record's ``provenance.json`` holds its wall time, threads, device and peak memory.
 Grouped by paper, dataset and method family (the method name up to its first ``_``
 suffix that names a setting), these give measured CPU-hours per job; the jobs of the tier
-that have no record yet are priced at the mean of the same group (else of the same paper and
-dataset), and marked "no data here" when the mirror lacked their dataset
+that have no record yet are priced at the mean of their method's records (their other seeds),
+else of the same group, else of the same paper and dataset, and marked "no data here" when the mirror lacked their dataset
 (``results/<tier>/datasets.json``). Only records that ran on the CPU enter these means: a
 GPU job's hours are another resource and are shown apart.
 
@@ -211,7 +211,8 @@ def _intro_lines(on_gpu: pd.DataFrame) -> list[str]:
         "`snakemake --cores 2 docs/compute.md --config tier=paper from_records=true`. CPU-hours are the "
         "CPU time each job measured (records from before that measure: wall hours × torch threads, an "
         "upper bound); a job not run yet is priced at the mean of the recorded jobs of the same paper, "
-        "dataset and method family (else of the same paper and dataset; else not priced, and given a "
+        "dataset and method (its other seeds; else of the same method family, else of the same paper and "
+        "dataset; else not priced, and given a "
         "scaled estimate from another dataset where one can be made: see Remaining).",
         "",
         devices,
@@ -247,12 +248,20 @@ def _recorded_lines(done: pd.DataFrame) -> list[str]:
 
 
 def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[float | None]:
-    """CPU-hours of each job not run yet: the mean of its family's records, else its dataset's, else None."""
+    """CPU-hours of each job not run yet: the mean of its own method's records (its other seeds), else
+    its family's, else its dataset's, else None.
+
+    The method comes first because a family spans a grid whose points train for very different
+    numbers of epochs (PRISM's weight decay 1e-2 stops after a few dozen, 1e-6 after 250): a
+    tuned pick's other seeds cost what its first seed did, not the grid's mean.
+    """
+    method_mean = done.groupby(["paper", "dataset", "method"])["cpu_hours"].mean()
     family_mean = done.groupby(["paper", "dataset", "family"])["cpu_hours"].mean()
     dataset_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
 
     def price(r: Any) -> float | None:
-        for table, key in ((family_mean, (r.paper, r.dataset, r.family)), (dataset_mean, (r.paper, r.dataset))):
+        for table, key in ((method_mean, (r.paper, r.dataset, r.method)),
+                           (family_mean, (r.paper, r.dataset, r.family)), (dataset_mean, (r.paper, r.dataset))):
             if key in table.index and pd.notna(table[key]):
                 return float(table[key])
         return None
