@@ -171,6 +171,34 @@ def test_seeds_note_says_which_seeds_a_caption_averages():
     assert seeds_note(pd.DataFrame()) == "no runs"
 
 
+def test_unrun_note_names_the_sweep_points_without_a_record():
+    import pandas as pd
+
+    from recrepro.papers.prism.figures import unrun_note
+
+    runs = pd.DataFrame({"method": ["a000", "a100", "s0"], "seed": [123, 123, 123]})
+    alphas = {"0": "a000", "0.25": "a025", "0.5": "a050", "1": "a100"}
+    assert unrun_note(runs, {"α ": alphas}) == "no run record yet: α 0.25, 0.5"
+    grids = {"SSM λ ": {"0": "s0", "1e-8": "s8"}, "MAWU λ ": {"0": "m0", "1e-8": "m8"}}
+    assert unrun_note(runs, grids) == "no run record yet: SSM λ 1e-8 and MAWU λ 0, 1e-8"
+    # every point ran (on any seed): no clause, so a complete figure's caption is unchanged
+    assert unrun_note(runs, {"": {"α=0": "a000", "α=1": "a100"}}) == ""
+    assert unrun_note(pd.DataFrame(), {"": {"α=0": "a000"}}) == "no run record yet: α=0"
+
+
+def test_a_sparse_alpha_sweep_says_so_in_its_caption(tmp_path, monkeypatch):
+    from recrepro import plotting
+    from recrepro.papers.prism.figures import figure_alpha
+
+    dirs = [_run(tmp_path, method, 123, val=0.2, test=0.2, pop=0.1, unpop=0.05)
+            for method in ("mf_directau_prism_a000", "mf_directau_prism")]
+    captions = []
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, *a, caption="", **k: captions.append(caption))
+    alphas = {"0": "mf_directau_prism_a000", "0.5": "mf_directau_prism_a050", "1": "mf_directau_prism"}
+    figure_alpha(dirs, tmp_path / "f.pdf", tmp_path / "f.png", tier="smoke", dataset="toy", alphas=alphas)
+    assert captions[0].endswith("(seed 123); no run record yet: α 0.5")
+
+
 def test_figure_and_table_modules_import_no_torch(fresh_python):
     # a redraw from records runs a dozen PRISM figure/table jobs; torch's import was most of each
     script = ("import sys; import recrepro.papers.prism.figures, recrepro.papers.prism.experiments, "

@@ -705,6 +705,36 @@ def test_reference_page_shows_the_alternative_in_the_last_column(tmp_path):
     assert text.count("alternative —") == 1  # the tuned-wd row has not run; the linear run has no published row
 
 
+def test_reference_page_names_the_figures_it_could_not_draw(tmp_path):
+    import json
+
+    from recrepro.reference import reference_readme, undrawn_figures
+
+    results = tmp_path / "results" / "paper"
+    (results / "prism" / "figures").mkdir(parents=True)
+    (results / "prism" / "figures" / "fig1_weight_decay_gowalla.png").write_bytes(b"png")
+    (results / "datasets.json").write_text(json.dumps({"datasets": {"gowalla": "mirror", "ml-1m": "missing",
+                                                                     "yelp2018": "missing"}}))
+    figures = results / "prism" / "figures"
+    expected = [figures / "fig11_nlmf_gowalla.pdf", figures / "fig1_weight_decay_gowalla.pdf",
+                figures / "fig8_lightgcn_gowalla.pdf", figures / "fig1_weight_decay_ml-1m.pdf",
+                figures / "fig8_lightgcn_ml-1m.pdf", figures / "fig1_weight_decay_yelp2018.pdf",
+                results / "lrs" / "figures" / "fig3_iterations.pdf", tmp_path / "elsewhere" / "x.pdf"]
+    # fig1 on gowalla is drawn (its PNG); the others are not, in the paper's order; a path outside results is ignored
+    assert undrawn_figures(results, expected) == {
+        "prism": ["fig1_weight_decay_ml-1m", "fig1_weight_decay_yelp2018", "fig8_lightgcn_gowalla",
+                  "fig8_lightgcn_ml-1m", "fig11_nlmf_gowalla"],
+        "lrs": ["fig3_iterations"]}
+    text = reference_readme(results, results / "README.md", papers=["prism"], expected_figures=expected)
+    assert "![prism: fig1_weight_decay_gowalla](prism/figures/fig1_weight_decay_gowalla.png)" in text
+    assert ("Figures not drawn: no data here for ml-1m (2 figures), yelp2018 (1 figure); not run yet: "
+            "`fig8_lightgcn_gowalla`, `fig11_nlmf_gowalla`.") in text.splitlines()
+    assert "fig3_iterations" not in text  # lrs is not on this page
+    # every figure drawn: no such line
+    assert "not drawn" not in reference_readme(results, results / "README.md", papers=["prism"],
+                                               expected_figures=expected[1:2])
+
+
 def test_reference_note_words_the_alternative_like_the_scorecard():
     from recrepro.reference import _note
 

@@ -244,7 +244,8 @@ def cmd_report_table_html(args: argparse.Namespace) -> None:
 def cmd_report_reference(args: argparse.Namespace) -> None:
     from recrepro.reference import reference_readme
 
-    reference_readme(args.results, args.out, deviations_href=args.deviations_href)
+    reference_readme(args.results, args.out, deviations_href=args.deviations_href,
+                     expected_figures=args.expected_figures)
 
 
 def cmd_report_compute(args: argparse.Namespace) -> None:
@@ -401,6 +402,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", required=True, help="results/<tier>")
     p.add_argument("--out", required=True)
     p.add_argument("--deviations-href", default="../../docs/deviations.md")
+    p.add_argument("--expected-figures", nargs="*", default=[],
+                   help="every figure (PDF path) the tier draws; the page names those not drawn")
     p.set_defaults(func=cmd_report_reference)
 
     p = verbs.add_parser("compute", help="docs/compute.md: what the tier's jobs cost and what remains")

@@ -105,7 +105,8 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
 
 
-def _paper_section(paper: str, results: Path, availability: Mapping[str, str], deviations_href: str) -> list[str]:
+def _paper_section(paper: str, results: Path, availability: Mapping[str, str], deviations_href: str,
+                   undrawn: Sequence[str] = ()) -> list[str]:
     lines = [f"## {PAPER_TITLES.get(paper, paper)}", "", f"<a id=\"{paper}\"></a>", ""]
     counts = summarise_scorecards(results, availability, papers=[paper])
     lines += [
@@ -152,13 +153,62 @@ def _paper_section(paper: str, results: Path, availability: Mapping[str, str], d
     for fig in figures:
         rel = fig.relative_to(results).as_posix()
         lines += [f"![{paper}: {fig.stem}]({rel})", ""]
+    if undrawn:
+        lines += [_undrawn_line(undrawn, availability), ""]
     return lines
 
 
+def _figure_dataset(name: str, datasets: Sequence[str]) -> str | None:
+    """The dataset a figure's name ends with (``fig1_weight_decay_ml-1m`` → ``ml-1m``), if any."""
+    for dataset in sorted(datasets, key=len, reverse=True):  # ml-1m-exadmm-split before ml-1m
+        if name.endswith("_" + dataset):
+            return dataset
+    return None
+
+
+def _undrawn_line(undrawn: Sequence[str], availability: Mapping[str, str]) -> str:
+    """One sentence on a paper's figures that are not drawn: for want of data, or not run yet."""
+    no_data: dict[str, int] = {}
+    pending = []
+    for name in undrawn:
+        dataset = _figure_dataset(name, list(availability))
+        if dataset is not None and availability[dataset] == "missing":
+            no_data[dataset] = no_data.get(dataset, 0) + 1
+        else:
+            pending.append(name)
+    text = []
+    if no_data:
+        text.append("no data here for " + ", ".join(
+            f"{d} ({n} figure{'s' if n > 1 else ''})" for d, n in sorted(no_data.items())))
+    if pending:
+        text.append("not run yet: " + ", ".join(f"`{name}`" for name in pending))
+    return "Figures not drawn: " + "; ".join(text) + "."
+
+
+def undrawn_figures(results: Path, expected: Sequence[str | Path]) -> dict[str, list[str]]:
+    """Per paper, the names of the ``expected`` figures (``<results>/<paper>/figures/<name>.pdf``)
+    with neither their PDF nor their PNG under ``results``, in the paper's order."""
+    out: dict[str, list[str]] = {}
+    for target in sorted((Path(t) for t in expected), key=figure_order):
+        try:
+            paper, folder, _ = target.relative_to(results).parts
+        except ValueError:  # not a figure of this tier: another folder, or nested deeper
+            continue
+        if folder == "figures" and not (target.exists() or target.with_suffix(".png").exists()):
+            out.setdefault(paper, []).append(target.stem)
+    return out
+
+
 def reference_readme(results: str | Path, out: str | Path, *, deviations_href: str = "../../docs/deviations.md",
-                     papers: Sequence[str] = SUMMARY_PAPERS) -> str:
-    """Write ``results/<tier>/README.md`` from the scorecards, tables and figures under ``results``."""
+                     papers: Sequence[str] = SUMMARY_PAPERS, expected_figures: Sequence[str | Path] = ()) -> str:
+    """Write ``results/<tier>/README.md`` from the scorecards, tables and figures under ``results``.
+
+    ``expected_figures``: every figure the tier's workflow draws (PDF paths under ``results``);
+    a paper's section names those not on disk, so a figure with no record yet is not silently
+    absent.
+    """
     results = Path(results)
+    undrawn = undrawn_figures(results, expected_figures)
     availability_file = results / "datasets.json"
     availability = read_json(availability_file)["datasets"] if availability_file.is_file() else {}
     total = summarise_scorecards(results, availability, papers=papers)
@@ -201,7 +251,7 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
                      f"{c['full_budget_all_seeds']} | {c['within_tolerance']} | {c['capped']} |")
     lines.append("")
     for paper in papers:
-        lines += _paper_section(paper, results, availability, deviations_href)
+        lines += _paper_section(paper, results, availability, deviations_href, undrawn.get(paper, []))
     text = "\n".join(lines).rstrip("\n") + "\n"
     write_text(out, text)
     return text

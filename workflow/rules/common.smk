@@ -281,6 +281,19 @@ def all_targets():
     return targets
 
 
+def tier_figures():
+    """Every figure (PDF) the tier's workflow draws, drawn yet or not: the reference page names
+    the ones a redraw from records could not draw."""
+    targets = [f"results/{TIER}/baselines/figures/baselines.pdf"]
+    for paper_targets in PAPER_TARGETS.values():
+        targets += [
+            str(t)
+            for t in paper_targets
+            if "figures" in Path(t).parts and str(t).endswith(".pdf")
+        ]
+    return targets
+
+
 def readme_shown_files():
     """The figures (PNG) and tables of this tier that ``results/<tier>/README.md`` shows.
 

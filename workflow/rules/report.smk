@@ -133,9 +133,10 @@ rule reference_readme:
         runtime=res_runtime("light"),
     params:
         results=lambda wc, output: str(Path(output[0]).parent),
+        figures=lambda wc: tier_figures(),
     shell:
         "recrepro report reference --results {params.results:q} --out {output:q} "
-        "> {log:q} 2>&1"
+        "--expected-figures {params.figures:q} > {log:q} 2>&1"
 
 
 rule compute_doc:

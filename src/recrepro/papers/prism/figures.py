@@ -70,6 +70,28 @@ def seeds_note(runs: pd.DataFrame) -> str:
     return f"seed{'s' if ', ' in seeds else ''} {seeds}"
 
 
+def unrun_note(runs: pd.DataFrame, groups: Mapping[str, Mapping[str, str]]) -> str:
+    """A caption clause naming the sweep points with no run record, e.g. ``no run record yet: α 0.25, 0.5``.
+
+    ``groups`` maps a prefix (``"α "``, ``"SSM λ "``, or ``""``) to its points, ``{label: method}``.
+    A redraw from partial records draws only the points that ran, and a sparse sweep would
+    otherwise read as the paper's grid. ``""`` when every point has at least one seed.
+    """
+    have = set(runs["method"]) if "method" in runs else set()
+    parts = []
+    for prefix, points in groups.items():
+        missing = [label for label, method in points.items() if method not in have]
+        if missing:
+            parts.append(prefix + ", ".join(missing))
+    return "no run record yet: " + " and ".join(parts) if parts else ""
+
+
+def _clauses(*parts: str) -> str:
+    """``"; "``-joined non-empty caption clauses, with a leading ``"; "`` (``""`` if none)."""
+    kept = [p for p in parts if p]
+    return "; " + "; ".join(kept) if kept else ""
+
+
 def select_by_validation(runs: pd.DataFrame, candidates: Sequence[str]) -> str | None:
     """The candidate method with the highest mean best validation NDCG@20 (never the test score)."""
     sub = runs[runs["method"].isin(list(candidates))]
@@ -128,7 +150,8 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     figure_legend(fig, extra=published_handles("§5.2.1 + Table 1") if published else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption=f"DirectAU: PRISM α grid vs tuned weight decay, mean ± sd over seeds ({seeds_note(runs)})"
-                        + ("; hollow: published (epochs from §5.2.1, NDCG@20 from Table 1)" if published else ""))
+                        + _clauses(unrun_note(runs, {"": alphas}),
+                                   "hollow: published (epochs from §5.2.1, NDCG@20 from Table 1)" if published else ""))
     return pd.DataFrame(rows)
 
 
@@ -174,7 +197,7 @@ def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier
     figure_legend(fig, extra=published_handles("Table 1, α = 1") if published is not None else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
                 caption="DirectAU with PRISM α, no weight decay: NDCG@20 overall and per stratum, mean ± sd "
-                        f"({seeds_note(runs)})")
+                        f"({seeds_note(runs)})" + _clauses(unrun_note(runs, {"α ": alphas})))
     return pd.DataFrame(table)
 
 
@@ -359,6 +382,9 @@ def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, 
     colors = fixed_colors(STRATA)
     drawn_published = False
     table = []
+    grids = {f"{PAPER_NAMES.get(loss, loss)} λ ": {label: method_name(backbone, loss, weight_decay=wd, batched=batched)
+                                                    for label, wd in zip(labels, weight_decays, strict=True)}
+             for loss in losses}
     for ax, loss in zip(axes, losses, strict=True):
         series = {}
         for label in STRATA:
@@ -388,7 +414,8 @@ def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, 
     caption = ("NDCG@20 (overall and popular/neutral/unpopular shares) vs "
                + ("batched" if batched else "coupled")
                + f" weight decay, mean ± sd (band) over seeds ({seeds_note(runs)})"
-               + ("; hollow: Table 1's tuned-weight-decay NDCG@20, drawn at our tuned λ" if drawn_published else ""))
+               + _clauses(unrun_note(runs, grids), "hollow: Table 1's tuned-weight-decay NDCG@20, drawn at our tuned λ"
+                          if drawn_published else ""))
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
     return pd.DataFrame(table)
 
