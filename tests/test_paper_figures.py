@@ -98,3 +98,25 @@ def test_fedrap_curves_put_the_maintainers_log_at_its_round(tmp_path, saved_figu
     assert len(fig.legends) == 1 and fig.get_size_inches()[0] <= 7.5
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert len(visible) == 6  # two rows of three panels per dataset, not a strip of six
+
+
+def test_exadmm_scalability_is_drawn_from_its_timings_record(tmp_path, saved_figures):
+    """Fig. 2 needs no data: the scalability verb's JSON record holds all it draws and says."""
+    from recrepro.io import write_json
+    from recrepro.papers.exadmm.experiments import figure_scalability
+
+    records = [{"family": f, "axis": "dim", "dim": d, "n_users": 100, "seconds": s * d}
+               for f, s in (("ials", 0.01), ("exadmm", 0.008), ("fairrec", 0.5)) for d in (16, 32)]
+    records += [{"family": f, "axis": "users", "dim": 32, "n_users": n, "seconds": s * n}
+                for f, s in (("ials", 0.001), ("exadmm", 0.0008), ("fairrec", 0.05)) for n in (50, 100)]
+    write_json(tmp_path / "r.json", {"dataset": "epinions", "records": records, "epochs": 3, "fairrec_k": 20,
+                                     "device": "cpu", "threads": 2})
+    figure_scalability(tmp_path / "r.json", tmp_path / "f.pdf", tmp_path / "f.png", tier="paper")
+    (fig,) = saved_figures
+    dims, users = fig.axes[:2]
+    assert [list(line.get_xdata()) for line in dims.lines] == [[16, 32]] * 3
+    assert list(users.lines[2].get_ydata()) == pytest.approx([2.5, 5.0])  # FairRec, vs users
+    assert dims.get_yscale() == users.get_yscale() == "log"
+    text = " ".join(t.get_text() for t in fig.texts)
+    assert "dataset: epinions" in text and "(mean of 3)" in text and "k 20" in text and "2 threads, cpu" in text
+    assert (tmp_path / "f.png").exists()

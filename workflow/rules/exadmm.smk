@@ -9,6 +9,7 @@ EXADMM = config.get("exadmm", {})
 
 localrules:
     exadmm_tradeoff,
+    exadmm_figure_scalability,
     exadmm_convergence,
     exadmm_table,
     exadmm_scorecard,
@@ -46,6 +47,35 @@ rule exadmm_tradeoff:
         "recrepro exadmm tradeoff --tier {wildcards.tier:q} "
         "--ks {params.ks:q} --out-pdf {output.pdf:q} --out-png {output.png:q} "
         "{input.runs:q} > {log:q} 2>&1"
+
+
+rule exadmm_figure_scalability:
+    input:
+        redraw=REDRAW,
+        record="results/{tier}/exadmm/scalability/{dataset}.json",
+    output:
+        pdf="results/{tier}/exadmm/figures/fig2_scalability_{dataset}.pdf",
+        png=report(
+            "results/{tier}/exadmm/figures/fig2_scalability_{dataset}.png",
+            caption="../report/exadmm_scalability.rst",
+            category="exADMM",
+            subcategory="Figures",
+            labels={"figure": "Fig. 2: scalability", "dataset": "{dataset}"},
+        ),
+    log:
+        "logs/exadmm/{tier}/fig2_scalability_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/exadmm/{tier}/fig2_scalability_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    shell:
+        "recrepro exadmm figure-scalability --tier {wildcards.tier:q} "
+        "--record {input.record:q} --out-pdf {output.pdf:q} --out-png {output.png:q} "
+        "> {log:q} 2>&1"
 
 
 rule exadmm_convergence:

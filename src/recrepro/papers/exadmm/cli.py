@@ -1,7 +1,7 @@
 """``recrepro exadmm <verb>``: the verbs of the exADMM rules over :mod:`recrepro.papers.exadmm.experiments`.
 
 ``train`` (one operating point, one seed), ``tradeoff`` (Fig. 1), ``convergence`` (Fig. 3),
-``table`` (Table 4) and ``scalability`` (Fig. 2). The options are built from :mod:`recrepro.cliargs`;
+``table`` (Table 4), ``scalability`` and ``figure-scalability`` (Fig. 2). The options are built from :mod:`recrepro.cliargs`;
 the experiment module is imported only when a verb runs.
 """
 
@@ -50,9 +50,14 @@ def cmd_scalability(args: argparse.Namespace) -> None:
     from recrepro.papers.exadmm.experiments import scalability
 
     s = args.settings
-    scalability(args.split_dir, args.out_json, args.out_pdf, args.out_png, tier=args.tier,
-                entry=args.entry, dims=s["dims"], user_fractions=s["user_fractions"],
-                epochs=int(s["epochs"]), device=args.device)
+    scalability(args.split_dir, args.out_json, entry=args.entry, dims=s["dims"],
+                user_fractions=s["user_fractions"], epochs=int(s["epochs"]), device=args.device)
+
+
+def cmd_figure_scalability(args: argparse.Namespace) -> None:
+    from recrepro.papers.exadmm.experiments import figure_scalability
+
+    figure_scalability(args.record, args.out_pdf, args.out_png, tier=args.tier)
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -86,12 +91,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", help="run records (metrics.json)")
     p.set_defaults(func=cmd_table)
 
-    p = verbs.add_parser("scalability", help="Fig. 2: seconds per training epoch vs d and vs number of users")
-    add_tier(p)
+    p = verbs.add_parser("scalability", help="Fig. 2's timings: seconds per training epoch vs d and vs users")
     p.add_argument("--split-dir", required=True)
     add_json(p, "--entry", required=True, help="the dataset's config entry (ials/exadmm settings)")
     add_json(p, "--settings", required=True, help="{dims, user_fractions, epochs}")
-    p.add_argument("--out-json", required=True)
-    add_figure_outputs(p)
+    p.add_argument("--out-json", required=True, help="the timings record")
     add_device_argument(p)
     p.set_defaults(func=cmd_scalability)
+
+    p = verbs.add_parser("figure-scalability", help="Fig. 2 from the scalability verb's timings record")
+    add_tier(p)
+    p.add_argument("--record", required=True, help="the JSON the scalability verb wrote")
+    add_figure_outputs(p)
+    p.set_defaults(func=cmd_figure_scalability)

@@ -17,7 +17,9 @@ The verbs ``recrepro exadmm <verb>`` (:mod:`recrepro.papers.exadmm.cli`, called 
 ``table`` (:func:`table_best`)
     Table 4: per family the validation-selected operating point with its test metrics.
 ``scalability`` (:func:`scalability`)
-    Figure 2: seconds per training epoch vs d and vs number of users.
+    Figure 2's timings: seconds per training epoch vs d and vs number of users (a JSON record).
+``figure-scalability`` (:func:`figure_scalability`)
+    Figure 2, drawn from that record.
 """
 
 from __future__ import annotations
@@ -372,12 +374,14 @@ def table_best(run_files, out_md, out_csv, *, tier: str, select: str,
     return table
 
 
-def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapping[str, Any], dims: Sequence[int],
+def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence[int],
                 user_fractions: Sequence[float], epochs: int, device: str = "cpu", seed: int = 0) -> dict:
-    """Figure 2: mean seconds per training epoch of iALS and exADMM vs d and vs number of users.
+    """Figure 2's timings: mean seconds per training epoch of iALS and exADMM vs d and vs number of users.
 
     FairRec's cost is iALS's epoch plus its post-processing (reported separately, once).
-    Users are subsampled (without replacement, seed ``seed``) from the training users.
+    Users are subsampled (without replacement, seed ``seed``) from the training users. Writes
+    ``out_json``, the record :func:`figure_scalability` draws from: the timings, the dataset,
+    the epochs, FairRec's k, the device and the threads.
     """
     import torch
 
@@ -427,19 +431,20 @@ def scalability(split_dir, out_json, out_pdf, out_png, *, tier: str, entry: Mapp
                 post = fairrec_seconds(model, sub)
                 records.append({"family": "fairrec", "axis": "users", "dim": base_d, "n_users": int(keep.size),
                                 "seconds": seconds + post, "post_seconds": post})
-    write_json(out_json, {"records": records, "epochs": epochs, "device": device,
-                          "threads": torch.get_num_threads()})
-    _plot_scalability(records, out_pdf, out_png, tier=tier, dataset=split.describe().get("dataset", "?"),
-                      caption=f"seconds per training epoch (mean of {epochs}); FairRec = iALS epoch + one "
-                              f"post-processing pass (k {fair_k}); {torch.get_num_threads()} threads, {device}")
-    return {"records": records}
+    record = {"dataset": split.describe().get("dataset", "?"), "records": records, "epochs": epochs,
+              "fairrec_k": fair_k, "device": device, "threads": torch.get_num_threads()}
+    write_json(out_json, record)
+    return record
 
 
-def _plot_scalability(records: list[dict], out_pdf, out_png, *, tier: str, dataset: str, caption: str) -> None:
-    """Figure 2's two panels (seconds per epoch vs d, vs users) from :func:`scalability`'s records."""
+def figure_scalability(record_json, out_pdf, out_png, *, tier: str) -> None:
+    """Figure 2's two panels (seconds per epoch vs d, vs users) from :func:`scalability`'s record."""
     from recrepro.plotting import figure_legend, new_figure, save_figure
 
-    frame = pd.DataFrame(records)
+    record = read_json(record_json)
+    caption = (f"seconds per training epoch (mean of {record['epochs']}); FairRec = iALS epoch + one "
+               f"post-processing pass (k {record['fairrec_k']}); {record['threads']} threads, {record['device']}")
+    frame = pd.DataFrame(record["records"])
     fig, axes = new_figure(ncols=2, width=7.0, height=3.0)
     colors = family_colors()
     for family in FAMILIES:
@@ -450,6 +455,8 @@ def _plot_scalability(records: list[dict], out_pdf, out_png, *, tier: str, datas
     axes[0].set(xlabel="embedding size d", title="(a) vs embedding size")
     axes[1].set(xlabel="training users", title="(b) vs number of users")
     for ax in axes:
-        ax.set_ylabel("seconds / epoch")
+        # log: FairRec's post-processing is seconds where an iALS / exADMM epoch is a tenth of one
+        ax.set_yscale("log")
+        ax.set_ylabel("seconds / epoch (log)")
     figure_legend(fig)
-    save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=record["dataset"], caption=caption)
