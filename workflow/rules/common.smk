@@ -256,23 +256,9 @@ def _drawn(target):
 PAPER_TARGETS = {}
 
 
-def all_targets():
-    if FROM_RECORDS:
-        # Redraw what the records drew before: every figure, table and scorecard of the tier
-        # that exists under results/<tier>/ (one file: ask for it as the target).
-        targets = [
-            f"results/{TIER}/baselines/scorecard.md",
-            f"results/{TIER}/baselines/figures/baselines.pdf",
-        ]
-        for paper_targets in PAPER_TARGETS.values():
-            targets += list(paper_targets)
-        return [t for t in targets if _drawn(t)]
+def _output_targets():
+    """Every figure, table, scorecard and page of the tier (each paper's default targets)."""
     targets = [
-        f"{split_dir(d, p, s, seed)}/manifest.json"
-        for d, p, s, seed, _ in data_entries()
-    ]
-    targets += list(baseline_runs())
-    targets += [
         f"results/{TIER}/baselines/scorecard.md",
         f"results/{TIER}/baselines/figures/baselines.pdf",
     ]
@@ -281,17 +267,29 @@ def all_targets():
     return targets
 
 
+def _is_figure(target):
+    """A figure target: the PDF under a ``figures/`` folder (its PNG sibling is drawn with it)."""
+    path = Path(target)
+    return "figures" in path.parts and path.suffix == ".pdf"
+
+
+def all_targets():
+    if FROM_RECORDS:
+        # Redraw what the records drew before: every figure, table and scorecard of the tier
+        # that exists under results/<tier>/ (one file: ask for it as the target).
+        return [t for t in _output_targets() if _drawn(t)]
+    targets = [
+        f"{split_dir(d, p, s, seed)}/manifest.json"
+        for d, p, s, seed, _ in data_entries()
+    ]
+    targets += list(baseline_runs())
+    return targets + _output_targets()
+
+
 def tier_figures():
     """Every figure (PDF) the tier's workflow draws, drawn yet or not: the reference page names
     the ones a redraw from records could not draw."""
-    targets = [f"results/{TIER}/baselines/figures/baselines.pdf"]
-    for paper_targets in PAPER_TARGETS.values():
-        targets += [
-            str(t)
-            for t in paper_targets
-            if "figures" in Path(t).parts and str(t).endswith(".pdf")
-        ]
-    return targets
+    return [str(t) for t in _output_targets() if _is_figure(t)]
 
 
 def readme_shown_files():
@@ -303,7 +301,7 @@ def readme_shown_files():
     shown = []
     for target in all_targets():
         path = Path(target)
-        if "figures" in path.parts and path.suffix == ".pdf":
+        if _is_figure(target):
             shown.append(str(path.with_suffix(".png")))
         elif "tables" in path.parts and path.suffix == ".md":
             shown.append(target)
