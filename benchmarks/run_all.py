@@ -23,7 +23,8 @@ Data: the gowalla LightGCN files from the mirror (``RECREPRO_MIRROR``, default
 ``../shared/datasets``) and the splits under ``RECREPRO_DATA_ROOT`` (default ``data``):
 ``splits/gowalla/prism/random_ratio/seed123``, ``splits/ml-100k/lambdaopt/temporal_user_ratio/seed0``,
 ``splits/<dataset>/fedrap/leave_one_out/seed0``.  A measure whose data is missing is reported as
-skipped, with the reason.
+skipped, with the reason.  ``redraw`` needs no data: it redraws the committed records in fresh
+copies of the checkout (``benchmarks/bench_redraw.py``), timed in its children's CPU seconds.
 
 ``--write-doc`` replaces the generated block of ``docs/performance.md`` (between the
 ``run_all`` markers; on CUDA the ``run_all_cuda`` markers, so the CPU table stays) with the table,
@@ -101,9 +102,16 @@ def _fedrap(quick: bool, device: str) -> list[dict]:
     return bench_fedrap.measure(quick, device)
 
 
+def _redraw(quick: bool, device: str) -> list[dict]:
+    import bench_redraw
+
+    return bench_redraw.measure(quick, device)
+
+
 #: name -> the function giving that group's rows from ``(quick, device)`` (in the order of the issue's goal table)
 GROUPS: dict[str, Callable[[bool, str], list[dict]]] = {
     "prism": _prism, "full_ranking": _full_ranking, "ials": _ials, "lambdaopt": _lambdaopt, "fedrap": _fedrap,
+    "redraw": _redraw,
 }
 
 

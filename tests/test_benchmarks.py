@@ -162,3 +162,20 @@ def test_trainer_measure_on_cuda(bench_modules, tiny_prism_split):
         assert row["device"] == name and row["device"] != "cpu"
         assert row["clock"] == "wall s (cuda, synchronised)"
         assert row["ours_s"] > 0 and row["anchor_s"] > 0 and math.isfinite(row["ratio"])
+
+
+def test_bench_redraw_row_reads_the_goal_from_the_wall_time(monkeypatch):
+    """The redraw's row: CPU ratio against the one-figure anchor; ``holds`` is the 2-minute wall goal."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_redraw
+    finally:
+        sys.path.remove(str(BENCH))
+    assert bench_redraw.one_figure_target().startswith("results/paper/prism/")
+    monkeypatch.setattr(bench_redraw, "copy_checkout", lambda dest, repo=bench_redraw.ROOT: dest.mkdir())
+    runs = {"full": {"cpu_s": 180.0, "wall_s": 100.0, "jobs": 39}, "one": {"cpu_s": 6.0, "wall_s": 5.0, "jobs": 1}}
+    monkeypatch.setattr(bench_redraw, "timed_snakemake", lambda cwd, cores, *targets: dict(runs[cwd.name]))
+    row, = bench_redraw.measure()
+    assert (row["ours_s"], row["anchor_s"], row["ratio"], row["holds"], row["jobs"]) == (180.0, 6.0, 30.0, True, 39)
+    runs["full"]["wall_s"] = 130.0
+    assert bench_redraw.measure()[0]["holds"] is False

@@ -50,3 +50,28 @@ def test_operating_points_names_and_overrides():
     assert points["exadmm_sw1"]["params"]["exposure_reg"] == 0.0
     assert points["fairrec_sw1"]["params"]["base"] == {"dim": 4, "l2": 0.1}
     assert all(p["record_part"] == "test" for p in points.values())
+
+
+def test_scalability_record_holds_timings_and_a_portable_provenance(tmp_path):
+    """Fig. 2's record: one row per family and point, and the provenance a run record has."""
+    from conftest import build_synthetic_split
+
+    from recrepro.datasets.synthetic import SyntheticSpec
+    from recrepro.io import read_json
+    from recrepro.papers.exadmm.experiments import scalability
+
+    split = build_synthetic_split(tmp_path / "splits", SyntheticSpec(seed=3, users=60, items=40, min_user_interactions=5),
+                                  "exadmm", 2, "random_ratio", 0)
+    entry = {"ials": {"dim": 4, "l2": 0.1}, "exadmm": {"dim": 4, "exposure_reg": 1e-3},
+             "sweep": {"fairrec": [{"topk_fair": 3, "min_assignment_prop": 0.5}]}}
+    scalability(split, tmp_path / "r.json", entry=entry, dims=[2, 4], user_fractions=[0.5], epochs=1)
+    record = read_json(tmp_path / "r.json")
+    points = sorted((r["family"], r["axis"], r["dim"]) for r in record["records"])
+    assert points == sorted([(f, "dim", d) for f in ("ials", "fairrec", "exadmm") for d in (2, 4)]
+                            + [(f, "users", 4) for f in ("ials", "fairrec", "exadmm")])
+    assert record["fairrec_k"] == 3 and record["epochs"] == 1
+    prov = record["provenance"]
+    assert prov["config"]["dims"] == [2, 4] and prov["config"]["entry"] == entry
+    assert prov["split"]["verified"] and prov["split"]["manifest"].endswith("manifest.json")
+    assert str(tmp_path) not in prov["split"]["manifest"]
+    assert prov["seed"] == 0 and prov["device"] == "cpu" and prov["wall_seconds"] >= 0

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import read_json, write_json, write_text
-from recrepro.records import read_history, write_history
+from recrepro.records import build_provenance, read_history, write_history
 
 # torch, the evaluation core and the models are imported where they are used, so the
 # Snakefile can import operating_points cheaply.
@@ -381,12 +381,14 @@ def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence
     FairRec's cost is iALS's epoch plus its post-processing (reported separately, once).
     Users are subsampled (without replacement, seed ``seed``) from the training users. Writes
     ``out_json``, the record :func:`figure_scalability` draws from: the timings, the dataset,
-    the epochs, FairRec's k, the device and the threads.
+    the epochs, FairRec's k, the device, the threads and a run record's provenance block
+    (:func:`recrepro.records.build_provenance`).
     """
     import torch
 
     from recrepro.runs import SplitData
 
+    started_at = time.time()
     split = SplitData(split_dir)
     train = split.csr(["train"])
     active = np.flatnonzero(np.diff(train.indptr) > 0)
@@ -431,8 +433,16 @@ def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence
                 post = fairrec_seconds(model, sub)
                 records.append({"family": "fairrec", "axis": "users", "dim": base_d, "n_users": int(keep.size),
                                 "seconds": seconds + post, "post_seconds": post})
-    record = {"dataset": split.describe().get("dataset", "?"), "records": records, "epochs": epochs,
-              "fairrec_k": fair_k, "device": device, "threads": torch.get_num_threads()}
+    dataset = split.describe().get("dataset", "?")
+    settings = {"dims": [int(d) for d in dims], "user_fractions": [float(f) for f in user_fractions],
+                "epochs": int(epochs)}
+    # The same provenance as a run record's (commit, versions, config hash, split hashes, threads,
+    # host, times): timings mean little without the machine and the code that took them.
+    provenance = build_provenance(
+        meta={"dataset": dataset, "kind": "exadmm_scalability"}, config_slice={"entry": dict(entry), **settings},
+        split_manifest=Path(split_dir) / "manifest.json", seed=seed, device=device, started_at=started_at)
+    record = {"dataset": dataset, "records": records, "epochs": epochs,
+              "fairrec_k": fair_k, "device": device, "threads": torch.get_num_threads(), "provenance": provenance}
     write_json(out_json, record)
     return record
 
