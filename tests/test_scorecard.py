@@ -268,6 +268,23 @@ def test_unmatched_runs_table_with_default_baseline(tmp_path):
     assert "| mostpop | synthetic | random_80_20 | ndcg@20 | 0.2200 |" in md
 
 
+def test_unmatched_runs_list_a_stratum_metric_once(tmp_path):
+    """A record stores a stratum's NDCG twice (flat among overall, bracketed among strata): listed once."""
+    from recrepro.scorecard.match import stratum_alias
+
+    assert stratum_alias("ndcg_popular@20") == "ndcg@20[popular]" and stratum_alias("ndcg@20") is None
+    root = tmp_path / "results" / "smoke" / "demo" / "runs"
+    runs = [make_run(root, method="m", seed=0, overall={"ndcg@20": 0.3, "ndcg_popular@20": 0.2, "recall_lgcn@20": 0.4},
+                     strata={"popular": {"ndcg@20": 0.2}}),
+            make_run(root, method="flat", seed=0, overall={"ndcg_popular@20": 0.1})]
+    card, _, md = run_scorecard(tmp_path, runs, expected=write_expected(tmp_path, "paper: demo\nentries: []\n"))
+    listed = sorted(zip(card.unmatched["method"], card.unmatched["metric"]))
+    # the bracketed name stays; a flat name stays where it has no bracketed twin (or is no stratum)
+    assert listed == [("flat", "ndcg_popular@20"), ("m", "ndcg@20"), ("m", "ndcg@20[popular]"),
+                      ("m", "recall_lgcn@20")]
+    assert "| m | toy | s1 | ndcg_popular@20 |" not in md and "| m | toy | s1 | ndcg@20[popular] |" in md
+
+
 def test_errors_for_mismatched_inputs(tmp_path, fake_runs):
     with pytest.raises(ScorecardError, match="not 'other'"):
         build_scorecard("other", "smoke", write_expected(tmp_path), fake_runs,

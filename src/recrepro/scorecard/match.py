@@ -7,6 +7,7 @@ metric) that no entry matched make the scorecard's "Our runs without a published
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -51,11 +52,28 @@ def match_entry(entry: ExpectedEntry, runs: RunIndex) -> Cell:
     return Cell(entry=entry, split=split, values=values)
 
 
+def stratum_alias(metric: str) -> str | None:
+    """``"ndcg@20[popular]"`` for the flat name ``"ndcg_popular@20"`` a record also stores, else None.
+
+    The ranking evaluator writes a stratum's metric twice: among ``overall`` under the flat name
+    (per-user columns need one) and under ``strata``, which the scorecard reads as the bracketed name.
+    """
+    match = re.fullmatch(r"([a-z]+)_([a-z]+)@(\d+)", metric)
+    return f"{match[1]}@{match[3]}[{match[2]}]" if match else None
+
+
 def unmatched_runs(tidy: pd.DataFrame, cells: Iterable[Cell]) -> pd.DataFrame:
-    """:func:`~recrepro.scorecard.runs.summarise_runs` rows of the (dataset, split, method, metric) no cell matched."""
+    """:func:`~recrepro.scorecard.runs.summarise_runs` rows of the (dataset, split, method, metric) no cell matched.
+
+    A stratum's metric is listed once, by its bracketed name: the flat name of the same value
+    (:func:`stratum_alias`) is left out where the run has both.
+    """
     matched = {(c.entry.dataset, c.split, c.entry.method, c.entry.metric) for c in cells if c.split is not None}
     summary = summarise_runs(tidy)
-    mask = [(r.dataset, r.split, r.method, r.metric) not in matched for r in summary.itertuples(index=False)]
+    present = set(zip(summary["dataset"], summary["split"], summary["method"], summary["metric"]))
+    mask = [(r.dataset, r.split, r.method, r.metric) not in matched
+            and (r.dataset, r.split, r.method, stratum_alias(r.metric)) not in present
+            for r in summary.itertuples(index=False)]
     return summary[mask].reset_index(drop=True)
 
 
