@@ -60,11 +60,20 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_snakemake(cwd: Path, cores: int, *targets: str) -> dict:
-    """Run the redraw (of ``targets``, or everything) in ``cwd``; its CPU and wall seconds and job count."""
+def offline_env() -> dict[str, str]:
+    """This interpreter's environment for a Snakemake child: its scripts on PATH and no network.
+
+    The proxies point at a closed port, so a job that tries to download fails at once instead of hanging:
+    a redraw must need no network."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update({"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})  # no network
+    env.update({"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})
+    return env
+
+
+def timed_snakemake(cwd: Path, cores: int, *targets: str) -> dict:
+    """Run the redraw (of ``targets``, or everything) in ``cwd``; its CPU and wall seconds and job count."""
+    env = offline_env()
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), *targets,
            "--config", "tier=paper", "from_records=true"]
     cpu0, wall0 = _children_cpu_seconds(), time.perf_counter()

@@ -7,9 +7,8 @@ every committed figure, with no training, fetching or splitting job.
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -38,11 +37,20 @@ RECORD_RULES = re.compile(r"\b(\w+_train|fetch_dataset|preprocess_dataset|split_
 EXACT_SUFFIXES = {".md", ".csv"}
 
 
+def _load_bench_redraw():
+    """benchmarks/bench_redraw.py, which times the redraw these tests check; its checkout and Snakemake helpers."""
+    spec = importlib.util.spec_from_file_location("bench_redraw", REPO / "benchmarks" / "bench_redraw.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_redraw = _load_bench_redraw()
+
+
 def tracked_files() -> list[Path]:
     """Files of this checkout as a clean clone would have them (tracked, plus new files not ignored)."""
-    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout
-    return [Path(p) for p in out.split("\0") if p and (REPO / p).is_file()]
+    return bench_redraw.checkout_files(REPO)
 
 
 def committed_results() -> list[Path]:
@@ -76,20 +84,10 @@ def test_no_local_paths_check_can_fail(tmp_path):
     assert re.search(r"(/work/|/home/)", '{"manifest": "/home/me/data/splits/x/manifest.json"}')
 
 
-def _copy_checkout(dest: Path) -> None:
-    for rel in tracked_files():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / rel, target)
-
-
 def _snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    # no network: a redraw must not need one (an attempt fails fast instead of hanging)
-    env.update({"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"})
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=cwd, env=bench_redraw.offline_env(), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +98,7 @@ def redraw(tmp_path_factory):
     if not any(p.name == "metrics.json" for p in committed_results()):
         pytest.skip("results/paper holds no run records yet")
     copy = tmp_path_factory.mktemp("clone")
-    _copy_checkout(copy)
+    bench_redraw.copy_checkout(copy, REPO)
     assert not (copy / "data").exists()
     dry = _snakemake(copy, "-n", "--config", "tier=paper", "from_records=true")
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
