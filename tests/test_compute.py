@@ -32,6 +32,26 @@ def _record(root: Path, dataset: str, cpu_hours: float, method: str = "mf_bpr_wd
     return path
 
 
+def test_a_record_resumed_before_the_usage_ledger_is_priced_from_its_epoch_seconds(tmp_path):
+    # Its last piece ran 1 hour (0.5 CPU-hours); its per-epoch seconds, over every piece, add up to 3 hours.
+    path = _record(tmp_path, "ds", 0.5)
+    run_dir = (tmp_path / path).parent
+    (run_dir / "timings.json").write_text(json.dumps({"history.json": {"epoch_seconds": [3600.0] * 3}}))
+    measured = _record(tmp_path, "ds", 0.5, seed=1)  # resumed with a ledger: its times already sum the pieces
+    prov = json.loads(((tmp_path / measured).parent / "provenance.json").read_text())
+    prov.update(pieces=2, earlier_pieces={"pieces": 1, "wall_seconds": 1800.0, "cpu_seconds": 900.0})
+    ((tmp_path / measured).parent / "provenance.json").write_text(json.dumps(prov))
+    ((tmp_path / measured).parent / "timings.json").write_text(
+        json.dumps({"history.json": {"epoch_seconds": [3600.0] * 3}}))
+    frame = compute_table([path, measured, _record(tmp_path, "ds", 0.25, seed=2)], tmp_path)
+    assert frame["wall_hours"].tolist() == [3.0, 1.0, 1.0]
+    assert frame["cpu_hours"].tolist() == [1.5, 0.5, 0.25]  # 0.5 CPU-h per wall hour, over 3 hours
+    assert frame["pieces_estimated"].tolist() == [True, False, False]
+    page = compute_markdown(frame, {"ds": "mirror"})
+    assert ("1 resumed record predates the ledger and measured only its last piece: its wall time is the sum "
+            "of its per-epoch or per-round seconds") in page
+
+
 def _remaining_row(page: str, dataset: str) -> str:
     return next(line for line in page.splitlines() if line.startswith(f"| {PAPER} | {dataset} | ") and
                 line.count("|") == 8)

@@ -124,6 +124,25 @@ def test_wall_time_measured_from_started_at(tmp_path):
     assert provenance["started_at"] is not None
 
 
+def test_a_resumed_runs_times_sum_its_pieces(tmp_path):
+    earlier = {"pieces": 2, "wall_seconds": 100.25, "cpu_seconds": 80.5}
+    write_run_record(tmp_path / "run", **record_kwargs(), earlier=earlier)
+    provenance = json.loads((tmp_path / "run" / "provenance.json").read_text())
+    assert provenance["wall_seconds"] == 12.5 + 100.25 and provenance["pieces"] == 3
+    assert provenance["earlier_pieces"] == earlier
+    assert 80.5 < provenance["cpu_seconds"] < 80.5 + 600  # this process's CPU time on top
+    # earlier pieces not measured (a checkpoint from before the ledger): counted, times left to this piece
+    unmeasured = {"pieces": 1, "wall_seconds": None, "cpu_seconds": None}
+    write_run_record(tmp_path / "old", **record_kwargs(), earlier=unmeasured)
+    provenance = json.loads((tmp_path / "old" / "provenance.json").read_text())
+    assert provenance["wall_seconds"] == 12.5 and provenance["pieces"] == 2
+    assert provenance["earlier_pieces"] == unmeasured and provenance["cpu_seconds"] < 600
+    # a run in one piece says nothing about pieces
+    write_run_record(tmp_path / "one", **record_kwargs(), earlier={"pieces": 0, "wall_seconds": 0.0,
+                                                                    "cpu_seconds": 0.0})
+    assert set(json.loads((tmp_path / "one" / "provenance.json").read_text())) == PROVENANCE_KEYS
+
+
 def test_metrics_files_are_deterministic(tmp_path):
     write_run_record(tmp_path / "a", **record_kwargs())
     shuffled = record_kwargs()

@@ -201,6 +201,42 @@ def test_checkpoint_round_trip_types_and_atomic_side_files(tmp_path):
     assert C.load_checkpoint(path, key="k") is None
 
 
+def test_usage_ledger_sums_the_earlier_pieces_of_a_run(tmp_path, caplog):
+    path = tmp_path / "run.ckpt"
+    wall, cpu = [100.0], [50.0]
+    clocks = {"clock": lambda: wall[0], "cpu_clock": lambda: cpu[0]}
+
+    def piece(saves, key="k"):
+        """One process: load, then a save after each (wall, cpu) step; its Checkpointer."""
+        ckpt = C.Checkpointer(path, key, **clocks)
+        ckpt.load()
+        for dw, dc in saves:
+            wall[0] += dw
+            cpu[0] += dc
+            ckpt.save({"epoch": 1})
+        return ckpt
+
+    first = piece([(10.0, 8.0), (5.0, 4.0)])
+    assert first.earlier == {"pieces": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0}
+    assert C.earlier_usage(path) == first.earlier
+    wall[0] += 7.0  # work after the last save is redone by the next piece, not counted
+    second = piece([(20.0, 16.0)])
+    assert second.earlier == {"pieces": 1, "wall_seconds": 15.0, "cpu_seconds": 12.0}
+    assert C.earlier_usage(path) == second.earlier  # the current piece is never in it
+    third = piece([])  # resumes the final checkpoint and saves nothing more
+    assert third.earlier == {"pieces": 2, "wall_seconds": 35.0, "cpu_seconds": 28.0}
+    assert C.earlier_usage(path, None, tmp_path / "other.ckpt") == third.earlier  # summed over files with a ledger
+    assert C.earlier_usage(tmp_path / "other.ckpt") is None
+    # a checkpoint written before the ledger: its earlier piece is counted, its times unknown
+    C.usage_path(path).unlink()
+    assert piece([]).earlier == {"pieces": 1, "wall_seconds": None, "cpu_seconds": None}
+    # other settings: the checkpoint is ignored, and so are the earlier pieces
+    with caplog.at_level("WARNING"):
+        assert piece([], key="other").earlier == {"pieces": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0}
+    C.remove_checkpoint(path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_settings_key_and_throttle():
     assert C.settings_key({"a": 1, "b": (1, 2)}) == C.settings_key({"b": [1, 2], "a": 1})
     assert C.settings_key({"a": 1}) != C.settings_key({"a": 2})
@@ -427,7 +463,10 @@ def test_prism_cli_sigkilled_and_rerun_writes_the_same_record(prism_split, tmp_p
                             stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
-        while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        ledger = C.usage_path(ckpt)
+        # kill once the ledger holds a saved epoch's times: the rerun then counts this piece
+        while proc.poll() is None and time.monotonic() < deadline and not (
+                ledger.exists() and json.loads(ledger.read_text() or "{}").get("current")):
             time.sleep(0.005)
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -440,7 +479,13 @@ def test_prism_cli_sigkilled_and_rerun_writes_the_same_record(prism_split, tmp_p
                            timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "resuming from checkpoint" in rerun.stderr
-    assert not ckpt.exists()  # removed once the record was written
+    assert not ckpt.exists() and not ledger.exists()  # removed once the record was written
+    # the record prices both pieces: its times sum the killed piece's (up to its last save) and the rerun's
+    prov = json.loads((out / "provenance.json").read_text())
+    earlier = prov["earlier_pieces"]
+    assert prov["pieces"] == 2 and earlier["pieces"] == 1 and earlier["wall_seconds"] > 0
+    assert prov["wall_seconds"] > earlier["wall_seconds"] and prov["cpu_seconds"] > earlier["cpu_seconds"] > 0
+    assert "pieces" not in json.loads((tmp_path / "ref" / "provenance.json").read_text())
     files = _run_files(tmp_path / "ref")
     assert {"metrics.json", "per_user.parquet", "history.json"} <= files.keys()
     assert files == _run_files(out)  # byte for byte

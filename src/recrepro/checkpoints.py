@@ -23,9 +23,23 @@ API
     starts over and the stale file is overwritten by the next save.  Starting over is
     always correct (only slower), so a damaged checkpoint never stops a job.
 :func:`remove_checkpoint`
-    Deletes the file and its side files; called once the run record is written.
+    Deletes the file, its side files and its usage ledger; called once the run record is written.
 :class:`Checkpointer`
-    The three bound to one path and key, with a :class:`Throttle`.
+    The three bound to one path and key, with a :class:`Throttle` and a usage ledger.
+:func:`earlier_usage`
+    What the earlier pieces of a resumed run spent (wall and CPU seconds), read from the
+    ledgers; the run record adds it to its own piece's times.
+
+The usage ledger
+----------------
+A run killed and resumed is trained in pieces, and each piece's process sees only its own
+clock.  So that a record prices the whole run (``docs/compute.md`` sums them), a
+:class:`Checkpointer` keeps ``<checkpoint>.usage.json`` beside its file: after every save
+its own piece's wall and CPU seconds so far (from the trainer's start), and, when it
+resumes, the sum over the earlier pieces up to their last save.  Work a killed piece did
+after its last save is redone by the next piece and not counted twice.  A checkpoint with
+no ledger (written before there was one) resumes as usual; its earlier pieces are then
+counted but not measured (``wall_seconds: null``).
 
 What may be stored
 ------------------
@@ -66,11 +80,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from recrepro.io import read_json, write_json
+
 __all__ = [
     "FORMAT_VERSION",
     "Checkpointer",
     "Throttle",
     "data_fingerprint",
+    "earlier_usage",
     "generator_state",
     "global_rng_state",
     "load_checkpoint",
@@ -79,6 +96,7 @@ __all__ = [
     "set_generator_state",
     "set_global_rng_state",
     "settings_key",
+    "usage_path",
 ]
 
 log = logging.getLogger(__name__)
@@ -337,11 +355,11 @@ def load_checkpoint(path: str | Path, *, key: str) -> dict[str, Any] | None:
 
 
 def remove_checkpoint(path: str | Path | None) -> None:
-    """Delete the checkpoint and its side files (no error if absent; ``None`` is a no-op)."""
+    """Delete the checkpoint, its side files and its usage ledger (no error if absent; ``None`` is a no-op)."""
     if path is None:
         return
     path = Path(path)
-    for p in (path, *_side_files(path)):
+    for p in (path, *_side_files(path), usage_path(path)):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
 
@@ -390,22 +408,97 @@ class Throttle:
         return False
 
 
+# ----------------------------------------------------------------------------- usage ledger
+
+#: Earlier pieces of a run that has none (not resumed).
+NO_EARLIER_PIECES: dict[str, Any] = {"pieces": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0}
+
+
+def usage_path(path: str | Path) -> Path:
+    """The usage ledger of the checkpoint ``path``: ``<name>.usage.json`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + ".usage.json")
+
+
+def _read_ledger(path: Path) -> dict[str, Any] | None:
+    try:
+        ledger = read_json(path)
+    except (OSError, ValueError):  # missing or half-written by an older writer: not measured
+        return None
+    return ledger if isinstance(ledger, dict) else None
+
+
+def _sum_usage(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two usages added: their pieces, and their seconds (``None`` if either was not measured)."""
+    out: dict[str, Any] = {"pieces": int(a.get("pieces", 0)) + int(b.get("pieces", 0))}
+    for field in ("wall_seconds", "cpu_seconds"):
+        x, y = a.get(field), b.get(field)
+        out[field] = None if x is None or y is None else round(float(x) + float(y), 3)
+    return out
+
+
+#: One earlier piece whose times were not measured (its checkpoint predates the ledger).
+_UNMEASURED_PIECE: dict[str, Any] = {"pieces": 1, "wall_seconds": None, "cpu_seconds": None}
+
+
+def earlier_usage(*paths: str | Path | None) -> dict[str, Any] | None:
+    """What the earlier pieces of resumed runs spent, summed over the checkpoints ``paths``.
+
+    Returns ``{"pieces", "wall_seconds", "cpu_seconds"}`` (the seconds ``None`` where a piece
+    was not measured), or ``None`` when no path has a ledger (no checkpointing).  Read it
+    before :func:`remove_checkpoint`; the current piece is not in it.
+    """
+    ledgers = [_read_ledger(usage_path(path)) for path in paths if path is not None]
+    found = [ledger.get("earlier") or NO_EARLIER_PIECES for ledger in ledgers if ledger is not None]
+    if not found:
+        return None
+    total: dict[str, Any] = dict(NO_EARLIER_PIECES)
+    for earlier in found:
+        total = _sum_usage(total, earlier)
+    return total
+
+
 class Checkpointer:
-    """One run's checkpoint: ``path`` + ``key`` + :class:`Throttle`.
+    """One run's checkpoint: ``path`` + ``key`` + :class:`Throttle` + usage ledger.
 
     >>> ckpt = Checkpointer(path, settings_key(settings))        # doctest: +SKIP
     >>> state = ckpt.load()            # None: start from scratch
     >>> ckpt.save(state_of_epoch, final=stopped)                  # after each epoch
     >>> ckpt.remove()                  # after the run record is written
+
+    ``earlier`` holds what the earlier pieces of this run spent (module docstring: the
+    usage ledger); it is set by :meth:`load`.
     """
 
-    def __init__(self, path: str | Path, key: str, *, min_seconds: float = 0.0) -> None:
+    def __init__(self, path: str | Path, key: str, *, min_seconds: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 cpu_clock: Callable[[], float] = time.process_time) -> None:
         self.path = Path(path)
         self.key = key
         self.throttle = Throttle(min_seconds)
+        self.earlier: dict[str, Any] = dict(NO_EARLIER_PIECES)
+        self._clock, self._cpu_clock = clock, cpu_clock
+        self._started, self._cpu_started = clock(), cpu_clock()
+
+    def _write_ledger(self, current: Mapping[str, Any] | None) -> None:
+        try:
+            write_json(usage_path(self.path), {"key": self.key, "earlier": self.earlier, "current": current})
+        except OSError as exc:  # the ledger prices the run; it never stops one
+            log.warning("checkpoint %s: cannot write its usage ledger (%s)", self.path, exc)
 
     def load(self) -> dict[str, Any] | None:
         state = load_checkpoint(self.path, key=self.key)
+        if state is None:
+            self.earlier = dict(NO_EARLIER_PIECES)
+        else:
+            ledger = _read_ledger(usage_path(self.path))
+            if ledger is None or ledger.get("key") != self.key:
+                self.earlier = dict(_UNMEASURED_PIECE)  # a checkpoint from before the ledger
+            else:
+                self.earlier = dict(ledger.get("earlier") or NO_EARLIER_PIECES)
+                if ledger.get("current") is not None:
+                    self.earlier = _sum_usage(self.earlier, {"pieces": 1, **ledger["current"]})
+        self._write_ledger(None)
         if state is not None:
             log.info("resuming from checkpoint %s", self.path)
         return state
@@ -418,6 +511,8 @@ class Checkpointer:
         started = time.monotonic()
         save_checkpoint(self.path, state() if callable(state) else state, key=self.key, arrays=arrays)
         self.throttle.wrote(time.monotonic() - started)
+        self._write_ledger({"wall_seconds": round(self._clock() - self._started, 3),
+                            "cpu_seconds": round(self._cpu_clock() - self._cpu_started, 3)})
         return True
 
     def remove(self) -> None:

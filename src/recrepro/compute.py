@@ -18,6 +18,7 @@ with the most interactions, times the ratio of the two datasets' interactions
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import pandas as pd
 
 from recrepro.datasets.registry import DATASETS
 from recrepro.io import read_json
-from recrepro.records import PROVENANCE_FILE
+from recrepro.records import PROVENANCE_FILE, TIMINGS_FILE
 
 __all__ = ["compute_table", "compute_markdown"]
 
@@ -44,6 +45,44 @@ def _run_identity(path: str | Path) -> dict[str, str] | None:
             "run_dir": str(Path(*parts[:i + 1 + len(tail)]))}
 
 
+#: Per-epoch / per-round wall seconds in a record's ``timings.json`` (PRISM's ``history.json``;
+#: FedRAP's and λOpt's ``history.parquet``).
+STEP_SECONDS_KEYS = ("epoch_seconds", "seconds")
+
+
+def _step_seconds(run_dir: Path) -> float | None:
+    """Sum of the record's per-epoch / per-round seconds over every piece it ran in, or None."""
+    path = run_dir / TIMINGS_FILE
+    if not path.is_file():
+        return None
+    # rows that are not epochs (λ-Fix's grid rows beside its epochs) hold no seconds: NaN / null
+    found = [float(x) for entry in read_json(path).values() if isinstance(entry, dict)
+             for key, v in entry.items() if key in STEP_SECONDS_KEYS and isinstance(v, list)
+             for x in v if isinstance(x, (int, float)) and math.isfinite(x)]
+    return sum(found) if found else None
+
+
+def _whole_run_seconds(prov: Mapping[str, Any], run_dir: Path) -> tuple[float, float | None, bool]:
+    """Wall and CPU seconds of the whole run, and whether they were estimated.
+
+    A record's ``wall_seconds`` and ``cpu_seconds`` sum its pieces when the earlier ones were
+    measured (:mod:`recrepro.checkpoints`, the usage ledger).  A record resumed from a
+    checkpoint without a ledger measured only its last piece, while its per-epoch seconds
+    cover every piece: where they add up to more than its wall time, the run's wall time is
+    taken as their sum and its CPU time scaled by the last piece's CPU / wall ratio
+    (a lower bound: the earlier pieces' start-up is not in it).
+    """
+    wall = float(prov.get("wall_seconds") or 0.0)
+    cpu = prov.get("cpu_seconds")
+    earlier = prov.get("earlier_pieces")
+    if earlier is not None and earlier.get("wall_seconds") is not None:
+        return wall, cpu, False  # measured over every piece
+    steps = _step_seconds(run_dir)
+    if steps is None or steps <= wall:
+        return wall, cpu, False
+    return steps, (None if cpu is None or wall <= 0 else float(cpu) * steps / wall), True
+
+
 def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") -> pd.DataFrame:
     """One row per expected run: identity, whether its record exists, and its measured cost."""
     rows = []
@@ -58,10 +97,9 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
         if row["recorded"] and prov_path.is_file():
             prov = read_json(prov_path)
             threads = (prov.get("threads") or {}).get("torch_num_threads") or 1
-            wall = float(prov.get("wall_seconds") or 0.0)
+            wall, cpu, estimated = _whole_run_seconds(prov, run_dir)
             # measured CPU time where the record has it; older records: wall × threads (an upper bound)
-            cpu = prov.get("cpu_seconds")
-            row.update({"wall_hours": wall / 3600,
+            row.update({"wall_hours": wall / 3600, "pieces_estimated": estimated,
                         "cpu_hours": (float(cpu) if cpu is not None else wall * int(threads)) / 3600,
                         "threads": int(threads), "peak_rss_mb": prov.get("peak_rss_mb"),
                         "device": prov.get("device_name") or prov.get("device") or "cpu",
@@ -74,6 +112,8 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
     for col in ("wall_hours", "cpu_hours", "peak_rss_mb", "threads", "device", "device_type"):
         if col not in frame:
             frame[col] = pd.NA
+    frame["pieces_estimated"] = (frame["pieces_estimated"].fillna(False).astype(bool)
+                                 if "pieces_estimated" in frame else False)
     frame["family"] = frame["method"].str.replace(r"_(wd|bwd|sw|a)[0-9a-z]*$", "", regex=True)
     return frame
 
@@ -161,7 +201,8 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     """
     done = frame[frame["recorded"]] if not frame.empty else frame
     on_gpu = done[~_on_cpu(done)] if not frame.empty else done
-    lines = _intro_lines(on_gpu)
+    estimated = int(done["pieces_estimated"].sum()) if "pieces_estimated" in done else 0
+    lines = _intro_lines(on_gpu, estimated)
     if frame.empty:
         return "\n".join(lines + ["No paper-tier jobs."]) + "\n"
     # GPU hours are another resource: only CPU records price the jobs not run yet
@@ -192,8 +233,17 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     return "\n".join(lines)
 
 
-def _intro_lines(on_gpu: pd.DataFrame) -> list[str]:
+def _intro_lines(on_gpu: pd.DataFrame, estimated: int = 0) -> list[str]:
     """The page's title and its paragraphs on how it is made, what its hours are and how to run the queue."""
+    pieces = ("A run resumed from a checkpoint sums the times of its pieces (the checkpoint's usage "
+              "ledger). ")
+    if estimated:
+        one = estimated == 1
+        their = "its" if one else "their"
+        pieces += (f"{estimated} resumed {'record predates' if one else 'records predate'} the ledger and "
+                   f"measured only {their} last piece: {their} wall time is the sum of {their} per-epoch or "
+                   f"per-round seconds, and {their} CPU time is that sum times the last piece's CPU / wall ratio "
+                   "(a lower bound).")
     if len(on_gpu):
         names = ", ".join(sorted({str(d) for d in on_gpu["device"].dropna()}))
         devices = (f"{len(on_gpu)} records ran on a GPU ({names}): they have their own rows under Recorded, "
@@ -213,7 +263,7 @@ def _intro_lines(on_gpu: pd.DataFrame) -> list[str]:
         "upper bound); a job not run yet is priced at the mean of the recorded jobs of the same paper, "
         "dataset and method (its other seeds; else of the same method family, else of the same paper and "
         "dataset; else not priced, and given a "
-        "scaled estimate from another dataset where one can be made: see Remaining).",
+        "scaled estimate from another dataset where one can be made: see Remaining). " + pieces.rstrip(),
         "",
         devices,
         "",

@@ -337,12 +337,23 @@ def build_provenance(
     wall_seconds: float | None = None,
     benchmark_file: str | None = None,
     verify_split: bool = True,
+    earlier: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble the provenance dictionary (see :func:`write_run_record` for the fields)."""
     started = _as_timestamp(started_at)
     now = dt.datetime.now(dt.timezone.utc)
     if wall_seconds is None and started is not None:
         wall_seconds = (now - started).total_seconds()
+    cpu_seconds = process_cpu_seconds()
+    pieces: dict[str, Any] = {}
+    if earlier and int(earlier.get("pieces") or 0) > 0:
+        # A resumed run: its times are the sum over its pieces, where the earlier ones were measured.
+        pieces = {"pieces": int(earlier["pieces"]) + 1,
+                  "earlier_pieces": {k: earlier.get(k) for k in ("pieces", "wall_seconds", "cpu_seconds")}}
+        if earlier.get("wall_seconds") is not None and wall_seconds is not None:
+            wall_seconds = float(wall_seconds) + float(earlier["wall_seconds"])
+        if earlier.get("cpu_seconds") is not None:
+            cpu_seconds = round(cpu_seconds + float(earlier["cpu_seconds"]), 3)
     return {
         "schema_version": PROVENANCE_SCHEMA_VERSION,
         "run": {key: meta[key] for key in sorted(meta)},
@@ -359,7 +370,8 @@ def build_provenance(
         "started_at": started.isoformat() if started is not None else None,
         "finished_at": now.isoformat(),
         "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 3),
-        "cpu_seconds": process_cpu_seconds(),
+        "cpu_seconds": cpu_seconds,
+        **pieces,
         "peak_rss_mb": peak_rss_mb(),
         "benchmark_file": None if benchmark_file is None else str(benchmark_file),
     }
@@ -433,6 +445,7 @@ def write_run_record(
     wall_seconds: float | None = None,
     benchmark_file: str | None = None,
     verify_split: bool = True,
+    earlier: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Write ``metrics.json``, ``per_user.parquet`` and ``provenance.json`` into ``run_dir``.
 
@@ -471,6 +484,10 @@ def write_run_record(
         Path of the Snakemake ``benchmark:`` file of this job, if any.
     verify_split:
         Recompute the split files' sha256 against the manifest (default).
+    earlier:
+        What the earlier pieces of a resumed run spent (:func:`recrepro.checkpoints.earlier_usage`):
+        ``wall_seconds`` and ``cpu_seconds`` become sums over the pieces, and provenance gains
+        ``pieces`` and ``earlier_pieces``.  ``None`` or no pieces: a run in one piece.
 
     Returns
     -------
@@ -490,7 +507,8 @@ def write_run_record(
     -----
     Provenance ``keys``: ``schema_version, run, config, config_sha256, split, git,
     versions, seed, device, device_name, threads, host, started_at, finished_at,
-    wall_seconds, cpu_seconds, peak_rss_mb, benchmark_file``.
+    wall_seconds, cpu_seconds, peak_rss_mb, benchmark_file``; a resumed run adds
+    ``pieces, earlier_pieces``.
     """
     run_dir = Path(run_dir)
     missing = [key for key in REQUIRED_META_KEYS if key not in meta]
@@ -521,7 +539,7 @@ def write_run_record(
     provenance = build_provenance(
         meta={**meta, "seed": int(seed)}, config_slice=config_slice, split_manifest=split_manifest,
         seed=seed, device=device, started_at=started_at, wall_seconds=wall_seconds,
-        benchmark_file=benchmark_file, verify_split=verify_split,
+        benchmark_file=benchmark_file, verify_split=verify_split, earlier=earlier,
     )
 
     paths = {

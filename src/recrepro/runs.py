@@ -82,13 +82,15 @@ def evaluate_on_split(model: Recommender | Any, split: SplitData, evaluation: Ma
 def write_split_record(out_dir: str | Path, split: SplitData, result: Any, *, meta: Mapping[str, Any],
                        config_slice: Mapping[str, Any], seed: int, device: str, started_at: float,
                        benchmark_file: str | None = None, overall: Mapping[str, float] | None = None,
-                       counts: Mapping[str, int] | None = None) -> dict[str, Path]:
+                       counts: Mapping[str, int] | None = None,
+                       earlier: Mapping[str, Any] | None = None) -> dict[str, Path]:
     """Write the run record of ``result``, a model's evaluation on ``split`` (:func:`evaluate_on_split`).
 
     The record holds the result's metrics and strata, the per-user rows of its metric columns,
     its counts, the split's identity (:meth:`SplitData.describe`, under ``meta``) and manifest,
-    and the wall time since ``started_at`` (a ``time.time()`` value).  ``overall`` and
-    ``counts`` replace the result's own where the run adds to them.
+    and the wall time since ``started_at`` (a ``time.time()`` value), plus ``earlier``, what
+    the earlier pieces of a resumed run spent (:func:`recrepro.checkpoints.earlier_usage`).
+    ``overall`` and ``counts`` replace the result's own where the run adds to them.
     """
     overall = result.overall if overall is None else overall
     return write_run_record(
@@ -105,6 +107,7 @@ def write_split_record(out_dir: str | Path, split: SplitData, result: Any, *, me
         started_at=started_at,
         wall_seconds=time.time() - started_at,
         benchmark_file=benchmark_file,
+        earlier=earlier,
     )
 
 

@@ -109,7 +109,7 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     embeddings as an uninterrupted one, except wall-clock fields (``seconds``,
     ``seconds_per_round``, provenance times).
     """
-    from recrepro.checkpoints import remove_checkpoint
+    from recrepro.checkpoints import earlier_usage, remove_checkpoint
     from recrepro.papers.fedrap.variants import make_variant
     from recrepro.records import write_run_record
     from recrepro.runs import SplitData
@@ -155,7 +155,8 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
         config_slice={"variant": variant, "settings": settings, "evaluation": evaluation,
                       "memory_budget_mb": memory_budget_mb},
         split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
-        wall_seconds=time.time() - started, benchmark_file=benchmark_file)
+        wall_seconds=time.time() - started, benchmark_file=benchmark_file,
+        earlier=earlier_usage(checkpoint))
     remove_checkpoint(checkpoint)  # the record is complete: a rerun must not resume a finished run
     return {"overall": overall, **selection}
 

@@ -180,7 +180,7 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
     λOpt resume (:attr:`recrepro.models.mf_bpr.MFBPR.resumable`); the other methods
     ignore the option with a warning.
     """
-    from recrepro.checkpoints import remove_checkpoint
+    from recrepro.checkpoints import earlier_usage, remove_checkpoint
     from recrepro.runs import SplitData, evaluate_on_split, write_split_record
 
     started = time.time()
@@ -218,7 +218,8 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
     write_split_record(
         out, split, result, overall=overall, meta={**meta, "method": variant, **selection},
         config_slice={"variant": variant, "settings": dict(settings), "evaluation": dict(evaluation)},
-        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)
+        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file,
+        earlier=earlier_usage(*files))
     write_history(out, hist, "history.parquet")
     write_parquet(out / "trajectory.parquet", trajectory_frame(model, train))
     # per-user training counts for the frequency-group figure, so that it redraws without the split

@@ -119,9 +119,9 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
     ``checkpoint``: a file the trainer saves its state to after every epoch and resumes
     from when restarted (:mod:`recrepro.checkpoints`); deleted once the record is written.
     A resumed run writes the same record as an uninterrupted one, except wall-clock fields
-    (``seconds_per_epoch``, ``epoch_seconds``, provenance times).
+    (``seconds_per_epoch``, ``epoch_seconds``, provenance times, which sum its pieces).
     """
-    from recrepro.checkpoints import remove_checkpoint
+    from recrepro.checkpoints import earlier_usage, remove_checkpoint
     from recrepro.papers.prism.recommender import EmbeddingRecommender
     from recrepro.runs import SplitData, write_split_record
 
@@ -150,7 +150,8 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
               "epochs_to_best": int(history["best_epoch"])},
         config_slice={"method": method, "settings": settings, "switches": dict(switches),
                       "evaluation": dict(evaluation)},
-        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)
+        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file,
+        earlier=earlier_usage(checkpoint))
     remove_checkpoint(checkpoint)  # the record is complete: a rerun must not resume a finished run
     return paths
 
