@@ -25,6 +25,7 @@ import scipy.sparse as sp
 import torch
 
 from recrepro import checkpoints as C
+from recrepro.io import write_json
 from recrepro.papers.prism import trainer as T
 
 WALL_CLOCK = {"epoch_seconds", "seconds_per_epoch", "seconds_to_best"}
@@ -225,7 +226,13 @@ def test_usage_ledger_sums_the_earlier_pieces_of_a_run(tmp_path, caplog):
     assert C.earlier_usage(path) == second.earlier  # the current piece is never in it
     third = piece([])  # resumes the final checkpoint and saves nothing more
     assert third.earlier == {"pieces": 2, "wall_seconds": 35.0, "cpu_seconds": 28.0}
-    assert C.earlier_usage(path, None, tmp_path / "other.ckpt") == third.earlier  # summed over files with a ledger
+    assert C.earlier_usage(path, None, tmp_path / "other.ckpt") == third.earlier  # files without a ledger add nothing
+    # two models trained one after another (λ-Fix's grid), the run killed twice: seconds add, pieces do not
+    grid = tmp_path / "run.ckpt.lam1"
+    write_json(C.usage_path(grid), {"key": "k", "earlier": {"pieces": 2, "wall_seconds": 1.0, "cpu_seconds": 0.5},
+                                    "current": None})
+    assert C.earlier_usage(path, grid) == {"pieces": 2, "wall_seconds": 36.0, "cpu_seconds": 28.5}
+    C.remove_checkpoint(grid)
     assert C.earlier_usage(tmp_path / "other.ckpt") is None
     # a checkpoint written before the ledger: its earlier piece is counted, its times unknown
     C.usage_path(path).unlink()
@@ -382,6 +389,13 @@ def fedrap_split(tmp_path_factory):
     return build_synthetic_split(tmp_path_factory.mktemp("fedrap_resume"), spec, "fedrap", 10, "leave_one_out", 0)
 
 
+def _assert_two_pieces(out: Path) -> None:
+    """The record of a run killed once prices both pieces (the killed one up to its last save)."""
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["pieces"] == 2 and prov["earlier_pieces"]["pieces"] == 1
+    assert 0 < prov["earlier_pieces"]["wall_seconds"] < prov["wall_seconds"]
+
+
 def _run_files(out: Path) -> dict[str, bytes]:
     """Every file of a run record but the wall-clock ones (provenance.json, timings.json), as bytes."""
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())
@@ -409,6 +423,7 @@ def test_fedrap_driver_resumes_to_the_same_record(fedrap_split, variant, setting
     assert ckpt.exists()
     driver.run_variant(out_dir=tmp_path / "resumed", checkpoint=ckpt, **kw)
     assert not ckpt.exists() and not list(tmp_path.glob("run.ckpt*"))  # removed with the record
+    _assert_two_pieces(tmp_path / "resumed")
     files = _run_files(tmp_path / "ref")
     assert "metrics.json" in files and "per_user.parquet" in files
     assert files == _run_files(tmp_path / "resumed")  # byte for byte
@@ -554,5 +569,6 @@ def test_lambdaopt_driver_resumes_to_the_same_record(prism_split, settings, tmp_
     monkeypatch.undo()
     driver.run_variant(out_dir=tmp_path / "resumed", checkpoint=tmp_path / "run.ckpt", **kw)
     assert not list(tmp_path.glob("run.ckpt*"))
+    _assert_two_pieces(tmp_path / "resumed")
     files = _run_files(tmp_path / "ref")
     assert "metrics.json" in files and files == _run_files(tmp_path / "resumed")

@@ -442,11 +442,13 @@ _UNMEASURED_PIECE: dict[str, Any] = {"pieces": 1, "wall_seconds": None, "cpu_sec
 
 
 def earlier_usage(*paths: str | Path | None) -> dict[str, Any] | None:
-    """What the earlier pieces of resumed runs spent, summed over the checkpoints ``paths``.
+    """What the earlier pieces of a resumed run spent, over its checkpoints ``paths``.
 
-    Returns ``{"pieces", "wall_seconds", "cpu_seconds"}`` (the seconds ``None`` where a piece
-    was not measured), or ``None`` when no path has a ledger (no checkpointing).  Read it
-    before :func:`remove_checkpoint`; the current piece is not in it.
+    A run may train several models one after another, each with its own checkpoint (λ-Fix's
+    grid); their seconds add up, while the run's earlier pieces are those of the checkpoint
+    resumed most often.  Returns ``{"pieces", "wall_seconds", "cpu_seconds"}`` (the seconds
+    ``None`` where a piece was not measured), or ``None`` when no path has a ledger (no
+    checkpointing).  Read it before :func:`remove_checkpoint`; the current piece is not in it.
     """
     ledgers = [_read_ledger(usage_path(path)) for path in paths if path is not None]
     found = [ledger.get("earlier") or NO_EARLIER_PIECES for ledger in ledgers if ledger is not None]
@@ -455,6 +457,7 @@ def earlier_usage(*paths: str | Path | None) -> dict[str, Any] | None:
     total: dict[str, Any] = dict(NO_EARLIER_PIECES)
     for earlier in found:
         total = _sum_usage(total, earlier)
+    total["pieces"] = max(int(earlier.get("pieces", 0)) for earlier in found)
     return total
 
 
