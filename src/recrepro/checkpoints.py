@@ -428,13 +428,18 @@ def _read_ledger(path: Path) -> dict[str, Any] | None:
     return ledger if isinstance(ledger, dict) else None
 
 
-def _sum_usage(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """Two usages added: their pieces, and their seconds (``None`` if either was not measured)."""
-    out: dict[str, Any] = {"pieces": int(a.get("pieces", 0)) + int(b.get("pieces", 0))}
+def _sum_seconds(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two usages' wall and CPU seconds added (``None`` if either was not measured)."""
+    out: dict[str, Any] = {}
     for field in ("wall_seconds", "cpu_seconds"):
         x, y = a.get(field), b.get(field)
         out[field] = None if x is None or y is None else round(float(x) + float(y), 3)
     return out
+
+
+def _sum_usage(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two successive usages of one checkpoint added: their pieces and their seconds."""
+    return {"pieces": int(a.get("pieces", 0)) + int(b.get("pieces", 0)), **_sum_seconds(a, b)}
 
 
 #: One earlier piece whose times were not measured (its checkpoint predates the ledger).
@@ -454,11 +459,10 @@ def earlier_usage(*paths: str | Path | None) -> dict[str, Any] | None:
     found = [ledger.get("earlier") or NO_EARLIER_PIECES for ledger in ledgers if ledger is not None]
     if not found:
         return None
-    total: dict[str, Any] = dict(NO_EARLIER_PIECES)
+    seconds: dict[str, Any] = dict(NO_EARLIER_PIECES)
     for earlier in found:
-        total = _sum_usage(total, earlier)
-    total["pieces"] = max(int(earlier.get("pieces", 0)) for earlier in found)
-    return total
+        seconds = _sum_seconds(seconds, earlier)
+    return {"pieces": max(int(earlier.get("pieces", 0)) for earlier in found), **seconds}
 
 
 class Checkpointer:
