@@ -542,6 +542,9 @@ WRITERS = {
                                               "write_json(target, {'a': list(range(100000))})"),
     "text (tables, scorecards)": ("table.md", "from recrepro.io import write_text",
                                   "write_text(target, 'x' * 1000000)"),
+    "report page (HTML)": ("table.html", "from recrepro.report import table_html\n"
+                           "src = target.with_name('table.md'); src.write_text('| a |\\n|---|\\n' + '| x |\\n' * 20000)",
+                           "table_html(src, target)"),
     "parquet (per-user, histories, splits)": ("part.parquet",
                                               "import pandas as pd; from recrepro.io import write_parquet",
                                               "write_parquet(target, pd.DataFrame({'a': range(100000)}))"),

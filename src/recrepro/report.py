@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from recrepro.io import write_text
+
 __all__ = ["markdown_to_html", "scorecard_html", "table_html", "verdict_counts"]
 
 # Wide tables (scorecards with long notes) wrap inside the page instead of running off its right
@@ -132,8 +134,7 @@ def scorecard_html(md_path: str | Path, csv_path: str | Path, out_path: str | Pa
     page = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(Path(md_path).stem)}"
             f"</title><style>{_STYLE}</style></head><body>\n<div class=\"counts\">Verdicts: "
             f"{summary or 'none'}</div>\n{body}\n</body></html>\n")
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(page)
+    write_text(out_path, page)
 
 
 def table_html(md_path: str | Path, out_path: str | Path) -> None:
@@ -141,5 +142,4 @@ def table_html(md_path: str | Path, out_path: str | Path) -> None:
     body = markdown_to_html(Path(md_path).read_text())
     page = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(Path(md_path).stem)}"
             f"</title><style>{_STYLE}</style></head><body>\n{body}\n</body></html>\n")
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(page)
+    write_text(out_path, page)
