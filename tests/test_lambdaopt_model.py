@@ -297,8 +297,14 @@ def test_optimised_steps_bit_identical_to_reference(granularity, switches, batch
     assert (model.lam_user > 0).any() and (model.lam_item > 0).any()      # Λ moved: the penalty took part
 
 
-def test_unique_rows_and_gather_match_torch():
-    from recrepro.papers.lambdaopt.mf_lambdaopt import bpr_loss_selected, unique_rows
+def _bpr_loss_by_advanced_indexing(P, Q, u, i, j):
+    """``bpr_loss`` as written with ``table[idx]`` (the reference its gathers must match on one thread)."""
+    pu = P[u]
+    return torch.nn.functional.softplus(-((pu * Q[i]).sum(1) - (pu * Q[j]).sum(1))).mean()
+
+
+def test_unique_rows_and_gather_match_torch(one_torch_thread):
+    from recrepro.papers.lambdaopt.mf_lambdaopt import unique_rows
 
     idx = torch.tensor([5, 2, 5, 0, 7, 2, 2])
     rows, inverse = unique_rows(idx, 9)
@@ -307,22 +313,22 @@ def test_unique_rows_and_gather_match_torch():
     P = torch.randn(9, 3, requires_grad=True)
     Q = torch.randn(8, 3, requires_grad=True)
     i, j = torch.tensor([1, 1, 3, 1, 0, 7, 1]), torch.tensor([2, 1, 1, 4, 4, 4, 1])
-    ours = torch.autograd.grad(bpr_loss_selected(P, Q, idx, i, j), [P, Q])
-    plain = torch.autograd.grad(bpr_loss(P, Q, idx, i, j), [P, Q])
+    ours = torch.autograd.grad(bpr_loss(P, Q, idx, i, j), [P, Q])
+    plain = torch.autograd.grad(_bpr_loss_by_advanced_indexing(P, Q, idx, i, j), [P, Q])
     assert all(torch.equal(a, b) for a, b in zip(ours, plain))
 
 
-def test_bpr_loss_and_gradient_equal_autograd_bit_for_bit():
+def test_bpr_loss_and_gradient_equal_autograd_bit_for_bit(one_torch_thread):
     """The hand-written BPR backward of the assumed gradient is autograd's, bit for bit (rows repeat)."""
-    from recrepro.papers.lambdaopt.mf_lambdaopt import bpr_loss_and_gradient, bpr_loss_selected
+    from recrepro.papers.lambdaopt.mf_lambdaopt import bpr_loss_and_gradient
 
     gen = torch.Generator().manual_seed(3)
     P, Q = torch.randn(30, 16, generator=gen), torch.randn(20, 16, generator=gen)
     u, i, j = (torch.randint(0, n, (200,), generator=gen) for n in (30, 20, 20))
     loss, gP, gQ = bpr_loss_and_gradient(P, Q, u, i, j)
     P0, Q0 = P.clone().requires_grad_(), Q.clone().requires_grad_()
-    ref = bpr_loss_selected(P0, Q0, u, i, j)
+    ref = bpr_loss(P0, Q0, u, i, j)
     rP, rQ = torch.autograd.grad(ref, [P0, Q0])
     assert torch.equal(loss, ref.detach()) and torch.equal(gP, rP) and torch.equal(gQ, rQ)
-    plain = torch.autograd.grad(bpr_loss(P0, Q0, u, i, j), [P0, Q0])        # advanced indexing
+    plain = torch.autograd.grad(_bpr_loss_by_advanced_indexing(P0, Q0, u, i, j), [P0, Q0])
     assert torch.equal(gP, plain[0]) and torch.equal(gQ, plain[1])

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from recrepro.models.gather import gather_rows
 from recrepro.models.mf import Encoder, _IDTables
 
 __all__ = ["LightGCNNet", "normalized_adjacency", "propagate"]
@@ -66,4 +67,4 @@ class LightGCNNet(_IDTables):
 
     def encoders(self) -> tuple[Encoder, Encoder]:
         users, items = self.final_tables()
-        return (lambda idx: users[idx]), (lambda idx: items[idx])
+        return (lambda idx: gather_rows(users, idx)), (lambda idx: gather_rows(items, idx))

@@ -14,7 +14,9 @@ the paper: shared models never import from ``recrepro.papers``).
 
 Every network exposes ``user_emb`` / ``item_emb`` (the raw ID tables, whose row norms
 are the "magnitudes" of the paper's Fig. 2) and ``encoders()``, returning two functions
-mapping index tensors to final embeddings (LightGCN propagates once per call).
+mapping index tensors to final embeddings (LightGCN propagates once per call), gathered by
+:func:`~recrepro.models.gather.gather_rows` so that a training's gradients do not depend on the
+number of CPU threads.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from torch import nn
+
+from recrepro.models.gather import gather_rows
 
 __all__ = ["MFNet", "NLMFNet", "prism_init", "prism_magnitude", "xavier_table"]
 
@@ -83,7 +87,7 @@ class MFNet(_IDTables):
     """Linear MF: final embeddings are the ID embeddings; score = ``u · i``."""
 
     def encoders(self) -> tuple[Encoder, Encoder]:
-        return (lambda idx: self.user_emb[idx]), (lambda idx: self.item_emb[idx])
+        return (lambda idx: gather_rows(self.user_emb, idx)), (lambda idx: gather_rows(self.item_emb, idx))
 
     def final_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.user_emb, self.item_emb
@@ -113,8 +117,8 @@ class NLMFNet(_IDTables):
         return layers[1](x)
 
     def encoders(self) -> tuple[Encoder, Encoder]:
-        return (lambda idx: self._tower(self.user_tower, self.user_emb[idx])), \
-            (lambda idx: self._tower(self.item_tower, self.item_emb[idx]))
+        return (lambda idx: self._tower(self.user_tower, gather_rows(self.user_emb, idx))), \
+            (lambda idx: self._tower(self.item_tower, gather_rows(self.item_emb, idx)))
 
     def final_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._tower(self.user_tower, self.user_emb), self._tower(self.item_tower, self.item_emb)

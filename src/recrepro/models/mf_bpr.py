@@ -33,6 +33,7 @@ import scipy.sparse as sp
 import torch
 
 from recrepro.models.base import ModelConfig, TrainedFactorModel
+from recrepro.models.gather import gather_rows
 from recrepro.records import check_finite
 
 __all__ = ["BPRConfig", "MFBPR", "bpr_loss", "sample_negatives", "TripleSampler"]
@@ -58,9 +59,13 @@ class BPRConfig(ModelConfig):
 
 
 def bpr_loss(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
-    """Mean BPR loss ``Σ softplus(−(x_ui − x_uj)) / B`` (slide 12; ``BCEWithLogits`` sum / B)."""
-    pu = P[u]
-    logit = (pu * Q[i]).sum(1) - (pu * Q[j]).sum(1)
+    """Mean BPR loss ``Σ softplus(−(x_ui − x_uj)) / B`` (slide 12; ``BCEWithLogits`` sum / B).
+
+    Rows are gathered by :func:`~recrepro.models.gather.gather_rows`: the gradient is the same
+    on any number of CPU threads.
+    """
+    pu = gather_rows(P, u)
+    logit = (pu * gather_rows(Q, i)).sum(1) - (pu * gather_rows(Q, j)).sum(1)
     return torch.nn.functional.softplus(-logit).mean()
 
 
@@ -169,7 +174,8 @@ class MFBPR(TrainedFactorModel):
         if self.config.lam == 0:
             return P.new_zeros(())
         B = u.numel()
-        return self.config.lam * ((P[u] ** 2).sum() + (Q[i] ** 2).sum() + (Q[j] ** 2).sum()) / B
+        return self.config.lam * ((gather_rows(P, u) ** 2).sum() + (gather_rows(Q, i) ** 2).sum()
+                                  + (gather_rows(Q, j) ** 2).sum()) / B
 
     def real_step(self, batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> float:
         """One Adam step of the MF on ``l̃ + Ω`` (after gradient-norm clipping)."""

@@ -64,11 +64,12 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from recrepro.models.mf_bpr import BPRConfig, MFBPR, TripleSampler
+from recrepro.models.gather import add_rows_into_zeros, gather_rows
+from recrepro.models.mf_bpr import BPRConfig, MFBPR, TripleSampler, bpr_loss
 from recrepro.records import check_finite
 
-__all__ = ["LambdaOptConfig", "MFLambdaOpt", "GRANULARITIES", "simulate_adam_rows", "bpr_loss_selected",
-           "batch_counts", "bpr_loss_and_gradient", "clip_grad_norm_", "gather_rows", "unique_rows"]
+__all__ = ["LambdaOptConfig", "MFLambdaOpt", "GRANULARITIES", "simulate_adam_rows", "batch_counts",
+           "bpr_loss_and_gradient", "clip_grad_norm_", "unique_rows"]
 
 GRANULARITIES = ("d", "du", "di", "dui")
 
@@ -96,45 +97,14 @@ class LambdaOptConfig(BPRConfig):
                 raise ValueError(f"lambdaopt: {key}={getattr(self, key)!r}; allowed: {allowed}")
 
 
-def gather_rows(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``table[idx]`` (rows), by ``index_select`` on CPU.
-
-    The same values, forward and backward: ``index_select`` copies the rows ``table[idx]``
-    copies, and its backward ``zeros.index_add_(0, idx, grad)`` adds the rows' gradients into
-    the table in the order of ``idx``, one after another, as the
-    ``index_put_(accumulate=True)`` of ``table[idx]``'s backward does on one thread
-    (tests/test_lambdaopt_model.py checks it bit for bit).  On CPU the pair is 2.5–5× faster
-    than advanced indexing (0.009 vs 0.043 ms for 1,024 rows of 128; 0.027 vs 0.067 ms back).
-    Elsewhere advanced indexing stays: CUDA's ``index_add_`` adds with atomics (run-to-run
-    nondeterministic), its sorted ``index_put_`` does not.
-    """
-    return table.index_select(0, idx) if table.device.type == "cpu" else table[idx]
-
-
-def add_rows_into_zeros(like: torch.Tensor, idx: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """The backward of :func:`gather_rows`: ``rows`` added into a zero table shaped ``like``."""
-    if like.device.type == "cpu":
-        return torch.zeros_like(like).index_add_(0, idx, rows)
-    return torch.zeros_like(like).index_put_((idx,), rows, accumulate=True)
-
-
-def bpr_loss_selected(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torch.Tensor,
-                      j: torch.Tensor) -> torch.Tensor:
-    """:func:`~recrepro.models.mf_bpr.bpr_loss` with the rows gathered by :func:`gather_rows`
-    (the same values, forward and backward)."""
-    pu = gather_rows(P, u)
-    logit = (pu * gather_rows(Q, i)).sum(1) - (pu * gather_rows(Q, j)).sum(1)
-    return torch.nn.functional.softplus(-logit).mean()
-
-
 def bpr_loss_and_gradient(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: torch.Tensor,
                           j: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`bpr_loss_selected` and its gradients ``(loss, ∂/∂P, ∂/∂Q)`` without autograd.
+    """:func:`~recrepro.models.mf_bpr.bpr_loss` and its gradients ``(loss, ∂/∂P, ∂/∂Q)`` without autograd.
 
-    The operations autograd runs for ``torch.autograd.grad(bpr_loss_selected(P, Q, u, i, j), [P, Q])``,
+    The operations autograd runs for ``torch.autograd.grad(bpr_loss(P, Q, u, i, j), [P, Q])``,
     one for one: ``MeanBackward`` (``1 / B`` per entry), ``softplus_backward``, the two ``neg`` of
     ``NegBackward`` and ``SubBackward``, ``SumBackward``'s broadcast, ``MulBackward``'s products with
-    the other factor, the two gradients of the shared ``P_u`` rows summed, and :func:`gather_rows`'s
+    the other factor, the two gradients of the shared ``P_u`` rows summed, and :func:`~recrepro.models.gather.gather_rows`'s
     backward (rows added into a zero table in batch order; the ``i`` and ``j`` tables summed).  The
     additions that autograd orders by its graph (``P_u``'s two terms, the two ``Q`` tables) are of
     two terms, which IEEE addition gives the same result in either order.  Against autograd it saves
@@ -320,7 +290,7 @@ class MFLambdaOpt(MFBPR):
         if self.config.assumed_grad == "current_lambda":
             P0 = self.P.detach().requires_grad_()     # shares storage with Θ_t; only read here
             Q0 = self.Q.detach().requires_grad_()
-            loss = bpr_loss_selected(P0, Q0, u, i, j) + self.penalty(P0, Q0, u, i, j)
+            loss = bpr_loss(P0, Q0, u, i, j) + self.penalty(P0, Q0, u, i, j)
             gP, gQ = torch.autograd.grad(loss, [P0, Q0])
         else:
             loss, gP, gQ = bpr_loss_and_gradient(self.P.detach(), self.Q.detach(), u, i, j)
@@ -395,7 +365,7 @@ class MFLambdaOpt(MFBPR):
         grads = self.assumed_gradient(batch)
         P_bar, Q_bar = self.simulate(batch, grads, urows, irows)
         n = vi.numel()
-        return bpr_loss_selected(P_bar, Q_bar, uinv, iinv[:n], iinv[n:])
+        return bpr_loss(P_bar, Q_bar, uinv, iinv[:n], iinv[n:])
 
     def lambda_step(self, batch, val_batch) -> float:
         """Step 1: hypergradient of L_val w.r.t. Λ, clip, Adam(amsgrad), project Λ ≥ 0."""

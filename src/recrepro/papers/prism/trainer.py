@@ -53,6 +53,7 @@ from recrepro.evaluation import evaluate_full_ranking
 from recrepro.papers.prism import debias as D
 from recrepro.models import losses as L
 from recrepro.models.backbones import build_net
+from recrepro.models.gather import gather_rows
 from recrepro.records import check_finite
 
 __all__ = ["TrainSettings", "checkpoint_key", "train"]
@@ -193,7 +194,7 @@ def batch_loss(net: torch.nn.Module, users: torch.Tensor, items: torch.Tensor, n
         loss = L.directau_loss(u, p, gamma=settings.gamma, user_unique=uu, item_unique=ii_pos)
     else:
         mu, mi = margins
-        loss = L.mawu_loss(u, p, mu[users], mi[items], settings.gamma_user, settings.gamma_item,
+        loss = L.mawu_loss(u, p, gather_rows(mu, users), gather_rows(mi, items), settings.gamma_user, settings.gamma_item,
                            user_unique=uu, item_unique=ii_pos)
     if settings.wd_mode == "batched" and settings.weight_decay > 0:
         ii_all = enc_i(torch.unique(all_items))
