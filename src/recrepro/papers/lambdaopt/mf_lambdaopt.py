@@ -104,12 +104,13 @@ def bpr_loss_and_gradient(P: torch.Tensor, Q: torch.Tensor, u: torch.Tensor, i: 
     The operations autograd runs for ``torch.autograd.grad(bpr_loss(P, Q, u, i, j), [P, Q])``,
     one for one: ``MeanBackward`` (``1 / B`` per entry), ``softplus_backward``, the two ``neg`` of
     ``NegBackward`` and ``SubBackward``, ``SumBackward``'s broadcast, ``MulBackward``'s products with
-    the other factor, the two gradients of the shared ``P_u`` rows summed, and :func:`~recrepro.models.gather.gather_rows`'s
-    backward (rows added into a zero table in batch order; the ``i`` and ``j`` tables summed).  The
-    additions that autograd orders by its graph (``P_u``'s two terms, the two ``Q`` tables) are of
-    two terms, which IEEE addition gives the same result in either order.  Against autograd it saves
-    the graph and, per table, the copy of the zero table that the out-of-place ``index_add`` of
-    ``index_select``'s backward makes (tests/test_lambdaopt_model.py checks the result bit for bit).
+    the other factor, the two gradients of the shared ``P_u`` rows summed, and
+    :func:`~recrepro.models.gather.gather_rows`'s backward (rows added into a zero table in batch
+    order; the ``i`` and ``j`` tables summed).  The additions that autograd orders by its graph
+    (``P_u``'s two terms, the two ``Q`` tables) are of two terms, which IEEE addition gives the same
+    result in either order.  Against autograd it saves the graph and, per table, the copy of the
+    zero table that the out-of-place ``index_add`` of ``index_select``'s backward makes
+    (tests/test_lambdaopt_model.py checks the result bit for bit).
     """
     pu, qi, qj = gather_rows(P, u), gather_rows(Q, i), gather_rows(Q, j)
     neg_logit = -((pu * qi).sum(1) - (pu * qj).sum(1))

@@ -194,8 +194,8 @@ def batch_loss(net: torch.nn.Module, users: torch.Tensor, items: torch.Tensor, n
         loss = L.directau_loss(u, p, gamma=settings.gamma, user_unique=uu, item_unique=ii_pos)
     else:
         mu, mi = margins
-        loss = L.mawu_loss(u, p, gather_rows(mu, users), gather_rows(mi, items), settings.gamma_user, settings.gamma_item,
-                           user_unique=uu, item_unique=ii_pos)
+        loss = L.mawu_loss(u, p, gather_rows(mu, users), gather_rows(mi, items), settings.gamma_user,
+                           settings.gamma_item, user_unique=uu, item_unique=ii_pos)
     if settings.wd_mode == "batched" and settings.weight_decay > 0:
         ii_all = enc_i(torch.unique(all_items))
         loss = loss + (settings.weight_decay / 2.0) * (uu.pow(2).sum() + ii_all.pow(2).sum())
