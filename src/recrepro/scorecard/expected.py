@@ -17,12 +17,16 @@ from typing import Any
 
 import yaml
 
+from recrepro.scorecard.claimspec import Claim, DatasetStat, claim_from_mapping, claim_label, dataset_stat_from_mapping
+
 TOLERANCE_KINDS = ("abs", "rel")
-ENTRY_REQUIRED_KEYS = ("source", "dataset", "method", "metric", "published")
+ENTRY_REQUIRED_KEYS = ("source", "dataset", "method", "metric", "published", "kind")
+#: What an entry's number is: a value the paper prints, or another target (counted apart).
+ENTRY_KINDS = ("printed", "official_code", "maintainer_log", "our_threshold", "anchor")
 ENTRY_OPTIONAL_KEYS = ("split", "tolerance", "tolerance_kind", "baseline", "alternative", "deviation", "note")
 #: Keys of an entry's ``alternative`` (both required).
 ALTERNATIVE_KEYS = ("method", "label")
-FILE_KEYS = ("paper", "reference", "entries", "smoke_checks", "figure_points")
+FILE_KEYS = ("paper", "reference", "entries", "smoke_checks", "figure_points", "claims", "dataset_stats")
 
 #: Kinds of smoke check (``smoke_checks`` in an expected file; only the smoke tier runs them).
 SMOKE_CHECK_KINDS = ("ran", "greater", "less")
@@ -66,6 +70,7 @@ class ExpectedEntry:
     published: float | None
     tolerance: float | None = None
     tolerance_kind: str = "abs"
+    kind: str = "printed"
     split: str | None = None
     baseline: str | None = None
     alternative: Alternative | None = None
@@ -126,6 +131,8 @@ class ExpectedFile:
     entries: tuple[ExpectedEntry, ...]
     smoke_checks: tuple[SmokeCheck, ...] = ()
     figure_points: tuple[FigurePoint, ...] = ()
+    claims: tuple[Claim, ...] = ()
+    dataset_stats: tuple[DatasetStat, ...] = ()
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -227,7 +234,9 @@ def _entry_from_mapping(raw: Any) -> ExpectedEntry:
     missing = [key for key in ENTRY_REQUIRED_KEYS if key not in raw]
     if missing:
         raise ValueError(f"missing keys {missing} (published may be null, but must be present)")
-    _check_strings(raw, ("source", "dataset", "method", "metric", "split", "baseline", "deviation", "note"))
+    _check_strings(raw, ("source", "dataset", "method", "metric", "split", "baseline", "deviation", "note", "kind"))
+    if raw["kind"] not in ENTRY_KINDS:
+        raise ValueError(f"kind must be one of {list(ENTRY_KINDS)} (what the number is), got {raw['kind']!r}")
     for key in ("source", "dataset", "method", "metric"):
         if not raw[key].strip():
             raise ValueError(f"{key} must not be empty")
@@ -254,7 +263,7 @@ def _entry_from_mapping(raw: Any) -> ExpectedEntry:
             raise ValueError(f"deviation {raw['deviation']!r} is not a markdown anchor (lower-case, digits, - _)")
     return ExpectedEntry(
         source=raw["source"], dataset=raw["dataset"], method=raw["method"], metric=raw["metric"],
-        published=published, tolerance=tolerance, tolerance_kind=tolerance_kind, split=raw.get("split"),
+        published=published, tolerance=tolerance, tolerance_kind=tolerance_kind, kind=raw["kind"], split=raw.get("split"),
         baseline=raw.get("baseline"), alternative=alternative, deviation=deviation, note=raw.get("note"),
     )
 
@@ -398,8 +407,27 @@ def load_expected(path: str | Path) -> ExpectedFile:
     entries = _validated_entries(path, raw_entries)
     smoke_checks = _validated_list(path, document, "smoke_checks", _smoke_check_from_mapping)
     figure_points = _validated_list(path, document, "figure_points", _figure_point_from_mapping)
+    claims = _validated_claims(path, document.get("claims", []))
+    dataset_stats = _validated_list(path, document, "dataset_stats", dataset_stat_from_mapping)
     return ExpectedFile(path=path, paper=paper, reference=reference, entries=entries,
-                        smoke_checks=smoke_checks, figure_points=figure_points)
+                        smoke_checks=smoke_checks, figure_points=figure_points, claims=claims,
+                        dataset_stats=dataset_stats)
+
+
+def _validated_claims(path: Path, raw_claims: Any) -> tuple[Claim, ...]:
+    """The ``claims`` of ``path``, each validated, ids unique (else ExpectedFileError)."""
+    if not isinstance(raw_claims, list):
+        raise ExpectedFileError(f"{path}: 'claims' must be a list (leave it out for none)")
+    claims: list[Claim] = []
+    for index, raw in enumerate(raw_claims):
+        try:
+            claim = claim_from_mapping(raw)
+        except ValueError as error:
+            raise ExpectedFileError(f"{path}: {claim_label(index, raw)}: {error}") from error
+        if any(c.id == claim.id for c in claims):
+            raise ExpectedFileError(f"{path}: {claim_label(index, raw)}: duplicates the id of an earlier claim")
+        claims.append(claim)
+    return tuple(claims)
 
 
 def _entry_label(index: int, raw: Any) -> str:

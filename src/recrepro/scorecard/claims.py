@@ -1,0 +1,608 @@
+"""Verdicts on a paper's headline claims, computed from the run records.
+
+Each claim of ``expected/<paper>.yaml`` (:mod:`~recrepro.scorecard.claimspec`) has checks; each check
+gives one result per dataset (or per point, row or group): ``supported``, ``contradicted`` or ``not
+testable`` (naming the run or file it waits for), with the numbers behind it. The claim's verdict
+gathers its results: **supported** / **contradicted** when every testable result agrees, **mixed**
+(naming where each holds) otherwise, **not testable here** when none is testable. A result on fewer
+seeds than the protocol runs says ``k of n seeds`` and makes the verdict provisional; so does a
+``pending`` run the claim's protocol needs. :func:`write_claims` writes ``claims.md`` and
+``claims.csv``; nothing in them depends on the day or the machine, so a redraw is byte-identical.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recrepro.io import read_json, write_text
+from recrepro.records import METRICS_FILE
+from recrepro.scorecard.claimspec import Check, Claim
+from recrepro.scorecard.expected import ExpectedFile, load_expected
+from recrepro.scorecard.stats import paired_seed_ttest
+
+SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE = "supported", "contradicted", "mixed", "not testable here"
+#: The verdict classes the summary counts, in order.
+VERDICT_CLASSES = (SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE)
+CLAIMS_COLUMNS = ("paper", "id", "claim", "source", "verdict", "verdict_class", "provisional", "numbers",
+                  "why", "evidence", "deviation")
+STRONG_BASELINES = "tables/strong_baselines.csv"
+
+
+class ClaimsError(ValueError):
+    """The records cannot be read for the claims (two runs claim one identity, or a table is malformed)."""
+
+
+# ------------------------------------------------------------------------------------------ records
+
+
+class ClaimRecords:
+    """Every run record of one paper and tier: ``{seed: value}`` per (dataset, split, method, metric).
+
+    A value is a test metric (``overall``), a stratified one (``ndcg@20[popular]``) or a number the
+    record keeps at its top level or in ``counts`` (``epochs_to_best``, ``best_val_ndcg``).
+    """
+
+    def __init__(self, run_dirs: Sequence[str | Path]) -> None:
+        self.values: dict[tuple[str, str, str], dict[int, dict[str, float]]] = {}
+        self.dirs: dict[tuple[str, str, str], dict[int, Path]] = {}
+        for run_dir in sorted(map(Path, run_dirs)):
+            metrics = read_json(run_dir / METRICS_FILE)
+            try:
+                key = (str(metrics["dataset"]), str(metrics["split"]), str(metrics["method"]))
+                seed = int(metrics["seed"])
+            except KeyError as error:
+                raise ClaimsError(f"{run_dir / METRICS_FILE}: lacks {error}") from error
+            if seed in self.values.get(key, {}):
+                raise ClaimsError(f"{run_dir} and {self.dirs[key][seed]} are both {key} seed {seed}")
+            flat: dict[str, float] = {}
+            for source in (metrics.get("counts") or {}, metrics, metrics.get("overall") or {}):
+                flat.update({k: float(v) for k, v in source.items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "seed"})
+            for stratum, values in (metrics.get("strata") or {}).items():
+                flat.update({f"{k}[{stratum}]": float(v) for k, v in values.items()})
+            self.values.setdefault(key, {})[seed] = flat
+            self.dirs.setdefault(key, {})[seed] = run_dir
+
+    @classmethod
+    def under(cls, root: str | Path) -> ClaimRecords:
+        """The records under ``root`` (``results/<tier>/<paper>``): every folder with a metrics.json."""
+        root = Path(root)
+        return cls(sorted(p.parent for p in root.rglob(METRICS_FILE)) if root.is_dir() else [])
+
+    def methods(self, dataset: str) -> set[str]:
+        return {m for d, _, m in self.values if d == dataset}
+
+    def split_of(self, dataset: str, split: str | None, method: str) -> str | None:
+        """``split`` if ``method`` ran there, else the first split it ran on ``dataset``; None if it never ran."""
+        splits = sorted(s for d, s, m in self.values if d == dataset and m == method)
+        if split is not None:
+            return split if split in splits else None
+        return splits[0] if splits else None
+
+    def seeds(self, dataset: str, split: str | None, method: str, metric: str) -> dict[int, float]:
+        """``{seed: value}`` of ``metric`` (empty when the method did not run or lacks it)."""
+        split = self.split_of(dataset, split, method)
+        if split is None:
+            return {}
+        runs = self.values[(dataset, split, method)]
+        return {seed: values[metric] for seed, values in sorted(runs.items()) if metric in values}
+
+    def first_ran(self, dataset: str, split: str | None, candidates: Sequence[str], metric: str) -> str | None:
+        """The first of ``candidates`` with ``metric`` on ``dataset`` (a tuned variant before a fixed one)."""
+        return next((m for m in candidates if self.seeds(dataset, split, m, metric)), None)
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class Result:
+    """One testable unit of a check: a dataset, a point or a scorecard row."""
+
+    label: str
+    status: str  # SUPPORTED | CONTRADICTED | NOT_TESTABLE
+    numbers: str = ""
+    seeds: tuple[int, int] | None = None  # (seeds the result rests on, seeds the protocol runs)
+    stand_in: bool = False
+    place: str = ""  # a short name for a mixed verdict ("gowalla MF + SSM"); the label when empty
+
+    @property
+    def provisional(self) -> bool:
+        return self.seeds is not None and self.seeds[0] < self.seeds[1]
+
+
+@dataclass
+class Context:
+    """What the checks of one paper read: its records, files, datasets and the protocol's seed count."""
+
+    paper: str
+    results: Path  # results/<tier>/<paper>
+    records: ClaimRecords
+    seeds_required: int | None = None
+    paper_datasets: frozenset[str] = frozenset()
+    _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict)
+
+    def table(self, relative: str) -> pd.DataFrame | None:
+        if relative not in self._tables:
+            path = self.results / relative
+            if not path.is_file():
+                self._tables[relative] = None
+            elif path.suffix == ".parquet":
+                self._tables[relative] = pd.read_parquet(path)
+            else:
+                self._tables[relative] = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        return self._tables[relative]
+
+    def stand_in(self, dataset: str) -> bool:
+        return bool(self.paper_datasets) and dataset not in self.paper_datasets
+
+    def seed_pair(self, n: int) -> tuple[int, int] | None:
+        return None if not self.seeds_required else (n, self.seeds_required)
+
+
+def _fmt(value: float) -> str:
+    if not math.isfinite(value):
+        return str(value)
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude >= 1000 or magnitude < 1e-3):
+        return f"{value:.3g}"
+    return f"{value:.4g}" if magnitude >= 1 else f"{value:.4f}"
+
+
+def _mean(values: Mapping[int, float]) -> float:
+    return float(np.mean([values[s] for s in sorted(values)]))
+
+
+def _seeds_text(n: int, ctx: Context) -> str:
+    if ctx.seeds_required and n < ctx.seeds_required:
+        return f"{n} of {ctx.seeds_required} seeds"
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def _status(holds: bool) -> str:
+    return SUPPORTED if holds else CONTRADICTED
+
+
+def _missing(label: str, what: str) -> Result:
+    return Result(label=label, status=NOT_TESTABLE, numbers=f"waits for {what}")
+
+
+def _pair(check: Check, ctx: Context, dataset: str) -> tuple[str | None, str | None]:
+    method = ctx.records.first_ran(dataset, check.split, check.method, check.metric or "")
+    than = ctx.records.first_ran(dataset, check.split, check.than, check.metric or "")
+    return method, than
+
+
+def _pair_missing(check: Check, dataset: str, method: str | None, than: str | None) -> Result:
+    lacking = [" or ".join(f"`{m}`" for m in group) for ran, group in ((method, check.method), (than, check.than))
+               if ran is None]
+    return _missing(check.label or dataset, " and ".join(lacking) + f" on {dataset} ({check.metric})")
+
+
+def _place(dataset: str, check: Check, method: str, than: str) -> str:
+    """Where a result holds, in a few words: the dataset and the check's label, else the two methods."""
+    return f"{dataset} {check.label}" if check.label else f"{dataset} `{method}` vs `{than}`"
+
+
+def _check_better(check: Check, ctx: Context) -> list[Result]:
+    if check.table:
+        return _table_better(check, ctx)
+    out = []
+    for dataset in check.datasets:
+        method, than = _pair(check, ctx, dataset)
+        if method is None or than is None:
+            out.append(_pair_missing(check, dataset, method, than))
+            continue
+        a = ctx.records.seeds(dataset, check.split, method, check.metric or "")
+        b = ctx.records.seeds(dataset, check.split, than, check.metric or "")
+        ma, mb = _mean(a), _mean(b)
+        holds = ma < mb if check.lower_is_better else ma > mb
+        n = min(len(a), len(b))
+        test = paired_seed_ttest(a, b)
+        p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
+        label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
+        out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
+                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)} ({_seeds_text(n, ctx)}{p_text})",
+                          place=_place(dataset, check, method, than)))
+    return out
+
+
+def _table_rows(check: Check, ctx: Context, dataset: str) -> pd.DataFrame | None:
+    """The rows of the check's table for ``dataset`` (``{dataset}`` in the path), filtered by ``where``."""
+    table = ctx.table((check.table or "").replace("{dataset}", dataset))
+    if table is None:
+        return None
+    for column, value in check.where:
+        if column not in table.columns:
+            raise ClaimsError(f"{ctx.results / (check.table or '')}: no column {column!r} for where")
+        table = table[table[column] == value]
+    if "dataset" in table.columns and "{dataset}" not in (check.table or ""):
+        table = table[table["dataset"] == dataset]
+    return table
+
+
+def _table_seeds(rows: pd.DataFrame, metric: str, method: str) -> dict[int, float]:
+    """``{seed: value}`` of ``method``'s ``metric`` column (a table without seeds: its mean as seed 0)."""
+    rows = rows[rows["method"] == method]
+    if metric not in rows.columns or rows.empty:
+        return {}
+    if "seed" in rows.columns:
+        return {int(s): float(v) for s, v in rows.groupby("seed")[metric].mean().items()}
+    return {0: float(rows[metric].mean())}
+
+
+def _table_better(check: Check, ctx: Context) -> list[Result]:
+    out = []
+    for dataset in check.datasets:
+        rows = _table_rows(check, ctx, dataset)
+        if rows is None:
+            out.append(_missing(check.label or dataset, f"`{check.table}` for {dataset}"))
+            continue
+        groups = [(None, rows)] if not check.per else [(g, r) for g, r in rows.groupby(check.per, sort=True)]
+        for group, part in groups:
+            method = next((m for m in check.method if _table_seeds(part, check.metric or "", m)), None)
+            than = next((m for m in check.than if _table_seeds(part, check.metric or "", m)), None)
+            where = dataset if group is None else f"{dataset}, {check.per} {group}"
+            if method is None or than is None:
+                out.append(_pair_missing(check, where, method, than))
+                continue
+            a, b = _table_seeds(part, check.metric or "", method), _table_seeds(part, check.metric or "", than)
+            ma, mb = _mean(a), _mean(b)
+            holds = ma < mb if check.lower_is_better else ma > mb
+            n = min(len(a), len(b))
+            out.append(Result(label=f"{where}: `{method}` vs `{than}`", status=_status(holds),
+                              numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}",
+                              seeds=ctx.seed_pair(n) if "seed" in part.columns else None,
+                              stand_in=ctx.stand_in(dataset)))
+    return out
+
+
+def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
+    out = []
+    for dataset in check.datasets:
+        method, than = _pair(check, ctx, dataset)
+        if method is None or than is None:
+            out.append(_pair_missing(check, dataset, method, than))
+            continue
+        a = ctx.records.seeds(dataset, check.split, method, check.metric or "")
+        b = ctx.records.seeds(dataset, check.split, than, check.metric or "")
+        ma, mb = _mean(a), _mean(b)
+        change = (ma - mb) / (mb if check.denominator == "than" else ma)
+        published, tolerance = check.published or 0.0, check.tolerance or 0.0
+        direction = math.copysign(1.0, published) if published else (-1.0 if check.lower_is_better else 1.0)
+        holds = abs(change - published) <= tolerance or (check.or_better and (change - published) * direction > 0)
+        n = min(len(a), len(b))
+        label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
+        bound = f"± {tolerance:.0%}" + (" or beyond" if check.or_better else "")
+        out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
+                          place=_place(dataset, check, method, than),
+                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}: {change:+.1%} against the paper's "
+                                  f"{published:+.2%} {bound} ({_seeds_text(n, ctx)})"))
+    return out
+
+
+def _series(check: Check, ctx: Context, dataset: str) -> tuple[list[str], list[float], list[str], int] | None:
+    """Names, seed means, missing points and fewest seeds along a monotone check's sweep; None without a table."""
+    names, means, missing, fewest = [], [], [], 10**9
+    if check.along:
+        rows = _table_rows(check, ctx, dataset)
+        if rows is None:
+            return None
+        rows = rows[rows["method"].isin(check.method)]
+        if rows.empty or check.metric not in rows.columns:
+            return [], [], [f"`{check.method[0]}` in `{check.table}`"], 0
+        for value, part in rows.groupby(check.along, sort=True):
+            seeds = _table_seeds(part, check.metric or "", str(part["method"].iloc[0]))
+            names.append(f"{check.along} {value:g}" if isinstance(value, (int, float)) else str(value))
+            means.append(_mean(seeds))
+            fewest = min(fewest, len(seeds))
+        return names, means, missing, fewest
+    for method in check.methods:
+        seeds = ctx.records.seeds(dataset, check.split, method, check.metric or "")
+        if not seeds:
+            missing.append(f"`{method}`")
+            continue
+        names.append(f"`{method}`")
+        means.append(_mean(seeds))
+        fewest = min(fewest, len(seeds))
+    return names, means, missing, fewest
+
+
+def _check_monotone(check: Check, ctx: Context) -> list[Result]:
+    out = []
+    for dataset in check.datasets:
+        series = _series(check, ctx, dataset)
+        label = f"{dataset}" + (f" ({check.label})" if check.label else "")
+        if series is None:
+            out.append(_missing(label, f"`{check.table}` for {dataset}"))
+            continue
+        names, means, missing, fewest = series
+        if missing or len(means) < 2:
+            out.append(_missing(label, ", ".join(missing or ["a second point"]) + f" on {dataset} ({check.metric})"))
+            continue
+        sign = -1.0 if check.direction == "decreasing" else 1.0
+        breaks = [f"{names[i]} → {names[i + 1]}" for i in range(len(means) - 1) if (means[i + 1] - means[i]) * sign <= 0]
+        arrow = " > " if check.direction == "decreasing" else " < "
+        numbers = f"{check.metric}: " + arrow.join(f"{_fmt(m)}" for m in means) + f" along {', '.join(names)}"
+        if breaks:
+            numbers += f"; not {check.direction} at {', '.join(breaks)}"
+        table = ctx.table((check.table or "").replace("{dataset}", dataset)) if check.along else None
+        n = fewest if table is None or "seed" in table.columns else None
+        out.append(Result(label=label, status=_status(not breaks), numbers=numbers,
+                          seeds=ctx.seed_pair(n) if n is not None else None, stand_in=ctx.stand_in(dataset)))
+    return out
+
+
+def _spearman(ctx: Context, dataset: str, check: Check, method: str) -> dict[int, float]:
+    from scipy import stats
+
+    split = ctx.records.split_of(dataset, check.split, method)
+    out = {}
+    for seed, run_dir in sorted(ctx.records.dirs.get((dataset, split or "", method), {}).items()):
+        path = run_dir / (check.file or "")
+        if path.is_file():
+            frame = pd.read_parquet(path, columns=[check.x or "", check.y or ""])
+            out[seed] = float(stats.spearmanr(frame[check.x], frame[check.y]).statistic)
+    return out
+
+
+def _check_correlation(check: Check, ctx: Context) -> list[Result]:
+    out = []
+    for dataset in check.datasets:
+        method = next((m for m in check.method if _spearman(ctx, dataset, check, m)), None)
+        than = next((m for m in check.than if _spearman(ctx, dataset, check, m)), None) if check.than else None
+        if method is None or (check.than and than is None):
+            lacking = [g for ran, g in ((method, check.method), (than, check.than)) if ran is None and g]
+            what = " and ".join(" or ".join(f"`{m}`" for m in g) for g in lacking)
+            out.append(_missing(check.label or dataset, f"{check.file} of {what} on {dataset}"))
+            continue
+        rho = _spearman(ctx, dataset, check, method)
+        value = _mean(rho)
+        holds = value >= (check.min or 0.0)
+        numbers = f"Spearman ρ({check.x}, {check.y}) of `{method}` {value:+.3f} (at least {check.min:+.2f})"
+        n = len(rho)
+        if than is not None:
+            other = _mean(_spearman(ctx, dataset, check, than))
+            holds = holds and value > other
+            numbers += f", `{than}` {other:+.3f}"
+        out.append(Result(label=f"{dataset}" + (f" ({check.label})" if check.label else ""), status=_status(holds),
+                          numbers=numbers + f" ({_seeds_text(n, ctx)} with the file)", seeds=ctx.seed_pair(n),
+                          stand_in=ctx.stand_in(dataset)))
+    return out
+
+
+def _check_frontier(check: Check, ctx: Context) -> list[Result]:
+    """Each baseline family's points against the method's curve (x lower is better, y higher is better):
+    a point whose x lies within the method's range must lie on or below the curve interpolated at its x."""
+    out = []
+    for dataset in check.datasets:
+        ran = sorted(ctx.records.methods(dataset))
+
+        def points(patterns: Sequence[str]) -> list[tuple[str, float, float]]:
+            found = []
+            for method in [m for m in ran if any(fnmatch.fnmatchcase(m, p) for p in patterns)]:
+                xs = ctx.records.seeds(dataset, check.split, method, check.x or "")
+                ys = ctx.records.seeds(dataset, check.split, method, check.y or "")
+                if xs and ys:
+                    found.append((method, _mean(xs), _mean(ys)))
+            return found
+
+        curve = sorted(points(check.methods), key=lambda p: p[1])
+        for family in check.baselines:
+            label = f"{dataset}: `{family}` vs `{' '.join(check.methods)}`"
+            others = points([family])
+            if len(curve) < 2 or not others:
+                out.append(_missing(label, f"two points of {check.methods} and one of `{family}` on {dataset}"))
+                continue
+            xs, ys = np.array([p[1] for p in curve]), np.array([p[2] for p in curve])
+            beaten, above, apart = [], [], []
+            for point in others:
+                if any(c[1] <= point[1] and c[2] >= point[2] for c in curve):
+                    beaten.append(point)  # a curve point has no more inequality and no less accuracy
+                elif xs[0] <= point[1] <= xs[-1]:
+                    (beaten if point[2] <= float(np.interp(point[1], xs, ys)) else above).append(point)
+                else:
+                    apart.append(point)
+            if not beaten and not above:
+                out.append(_missing(label, f"a `{family}` point comparable with the curve ({check.x} "
+                                           f"{_fmt(xs[0])}–{_fmt(xs[-1])}) on {dataset}"))
+                continue
+            detail = ", ".join(f"`{p[0]}` ({_fmt(p[1])}, {_fmt(p[2])})" for p in above)
+            out.append(Result(label=label, status=_status(not above), stand_in=ctx.stand_in(dataset),
+                              place=f"{dataset} {family}",
+                              numbers=f"{len(beaten)} of {len(beaten) + len(above)} `{family}` points at or below "
+                                      f"the curve ({check.x}, {check.y})" + (f"; above it: {detail}" if detail else "")
+                                      + (f"; {len(apart)} not comparable" if apart else "")))
+    return out
+
+
+def _check_converges(check: Check, ctx: Context) -> list[Result]:
+    out = []
+    for dataset in check.datasets:
+        method = check.method[0]
+        split = ctx.records.split_of(dataset, check.split, method)
+        ratios = {}
+        for seed, run_dir in sorted(ctx.records.dirs.get((dataset, split or "", method), {}).items()):
+            path = run_dir / "history.json"
+            if not path.is_file():
+                continue
+            history = read_json(path)
+            steps = history.get(check.history or "train") if isinstance(history, dict) else history
+            values = [float(s[check.series]) for s in steps or [] if check.series in s]
+            if len(values) >= 2 and max(values) > 0:
+                ratios[seed] = values[-1] / max(values)
+        if not ratios:
+            out.append(_missing(dataset, f"`{method}` with a `{check.series}` history on {dataset}"))
+            continue
+        worst = max(ratios.values())
+        out.append(Result(label=f"{dataset}: `{method}`", status=_status(worst <= (check.max_ratio or 0.0)),
+                          seeds=ctx.seed_pair(len(ratios)), stand_in=ctx.stand_in(dataset),
+                          numbers=f"{check.series} of the last epoch / its peak at most {_fmt(worst)} over "
+                                  f"{_seeds_text(len(ratios), ctx)} (bound {_fmt(check.max_ratio or 0.0)})"))
+    return out
+
+
+def _check_cells(check: Check, ctx: Context) -> list[Result]:
+    card = ctx.table("scorecard.csv")
+    if card is None:
+        return [_missing(check.label or "scorecard", f"`{ctx.paper}/scorecard.csv`")]
+    rows = card[card["published"].notna()] if "published" in card.columns else card.iloc[0:0]
+    if check.methods:
+        rows = rows[rows["method"].map(lambda m: any(fnmatch.fnmatchcase(str(m), p) for p in check.methods))]
+    if check.sources:
+        rows = rows[rows["source"].map(lambda s: any(x in str(s) for x in check.sources))]
+    out = []
+    for row in rows.to_dict("records"):
+        label = f"{row['dataset']} `{row['method']}` {row['metric']}"
+        if row.get("verdict") not in ("within", "deviates"):
+            out.append(_missing(label, f"a run of `{row['method']}` on {row['dataset']}"))
+            continue
+        n = int(row["n_seeds"])
+        required = row.get("seeds_required")
+        seeds = (n, int(required)) if isinstance(required, (int, float)) and not pd.isna(required) else None
+        out.append(Result(label=label, status=_status(row["verdict"] == "within"), seeds=seeds,
+                          stand_in=ctx.stand_in(str(row["dataset"])),
+                          numbers=f"{_fmt(float(row['ours_mean']))} vs {_fmt(float(row['published']))} "
+                                  f"({row['verdict']})"))
+    return out or [_missing(check.label or "scorecard", "a scorecard row matching the check")]
+
+
+def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
+    table = ctx.table(STRONG_BASELINES)
+    if table is None:
+        return [_missing(check.label or "every dataset",
+                         f"the tuned simple baselines (`{ctx.paper}/{STRONG_BASELINES}`)")]
+    need = {"dataset", "method", "metric", "mean", "n_seeds", "paper_method", "paper_mean"}
+    if not need <= set(table.columns):
+        raise ClaimsError(f"{ctx.results / STRONG_BASELINES}: lacks columns {sorted(need - set(table.columns))}")
+    if check.datasets:
+        table = table[table["dataset"].isin(check.datasets)]
+    if check.metric:
+        table = table[table["metric"] == check.metric]
+    out = []
+    for (dataset, metric), rows in table.groupby(["dataset", "metric"], sort=True):
+        best = rows.sort_values(["mean", "method"], ascending=[False, True]).iloc[0]
+        ours = float(best["paper_mean"])
+        p_value = best.get("p_value")
+        p_text = f", p={float(p_value):.3g}" if isinstance(p_value, (int, float)) and not pd.isna(p_value) else ""
+        n = int(best["n_seeds"])
+        out.append(Result(label=f"{dataset} {metric}", status=_status(ours > float(best["mean"])),
+                          seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
+                          numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
+                                  f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}{p_text})"))
+    return out or [_missing(check.label or "every dataset", f"rows of `{STRONG_BASELINES}` for this check")]
+
+
+def _check_waits(check: Check, ctx: Context) -> list[Result]:
+    return [_missing(check.label or "protocol", check.waits_for or "")]
+
+
+_CHECKS = {
+    "better": _check_better, "relative_change": _check_relative_change, "monotone": _check_monotone,
+    "correlation": _check_correlation, "frontier": _check_frontier, "converges": _check_converges,
+    "cells": _check_cells, "beats_strongest_baseline": _check_strong_baseline, "waits": _check_waits,
+}
+
+
+def evaluate_check(check: Check, ctx: Context) -> list[Result]:
+    """The results of one check (one per dataset, point, row or group)."""
+    return _CHECKS[check.kind](check, ctx)
+
+
+# ------------------------------------------------------------------------------------------ verdicts
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """A claim with its results and the verdict they give."""
+
+    claim: Claim
+    results: tuple[Result, ...]
+    verdict: str  # the words shown: "supported (provisional) on ml-100k (a stand-in)", "mixed: ...", ...
+    verdict_class: str  # one of VERDICT_CLASSES
+    provisional: bool
+    waits: tuple[str, ...] = ()
+
+    @property
+    def numbers(self) -> str:
+        """The numbers of the testable results (else what the claim waits for)."""
+        testable = [r for r in self.results if r.status != NOT_TESTABLE]
+        shown = testable or list(self.results)
+        return "; ".join(f"{r.label}: {r.numbers}" for r in shown)
+
+
+def _places(results: Sequence[Result]) -> str:
+    return ", ".join(dict.fromkeys(r.place or r.label for r in results))
+
+
+def _pending(claim: Claim, records: ClaimRecords) -> list[str]:
+    """What the claim's ``pending`` runs wait for, for each pattern no record's method matches."""
+    methods = {m for _, _, m in records.values}
+    return [p.what for p in claim.pending
+            if not any(fnmatch.fnmatchcase(m, pattern) for m in methods for pattern in p.methods)]
+
+
+def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
+    """Evaluate every check of ``claim`` and gather the verdict."""
+    results = tuple(r for check in claim.checks for r in evaluate_check(check, ctx))
+    testable = [r for r in results if r.status != NOT_TESTABLE]
+    untestable = [r for r in results if r.status == NOT_TESTABLE]
+    waits = tuple(_pending(claim, ctx.records))
+    if not testable:
+        text = "; ".join(dict.fromkeys(r.numbers for r in untestable)) or "waits for a check"
+        return ClaimVerdict(claim, results, f"{NOT_TESTABLE}: {text}", NOT_TESTABLE, False, waits)
+    provisional = any(r.provisional for r in testable) or bool(waits)
+    supported = [r for r in testable if r.status == SUPPORTED]
+    contradicted = [r for r in testable if r.status == CONTRADICTED]
+    if supported and contradicted:
+        cls = MIXED
+        text = f"{MIXED}: holds for {_places(supported)}; not for {_places(contradicted)}"
+        if provisional:
+            text = f"{MIXED} (provisional): holds for {_places(supported)}; not for {_places(contradicted)}"
+    else:
+        cls = SUPPORTED if supported else CONTRADICTED
+        text = cls + (" (provisional)" if provisional else "")
+        stand_ins = sorted({r.label.split(":")[0].split(" ")[0] for r in testable if r.stand_in})
+        if stand_ins and all(r.stand_in for r in testable):
+            text += f" on {', '.join(stand_ins)} ({'a stand-in' if len(stand_ins) == 1 else 'stand-ins'})"
+    seeds = sorted({r.seeds for r in testable if r.provisional and r.seeds})
+    if seeds:
+        text += "; " + ", ".join(f"{k} of {n} seeds" for k, n in seeds)
+    if waits:
+        text += "; waits for " + "; ".join(waits)
+    if untestable:
+        text += "; not testable yet: " + "; ".join(f"{r.label} ({r.numbers})" for r in untestable)
+    return ClaimVerdict(claim, results, text, cls, provisional, waits)
+
+
+def paper_datasets(expected: ExpectedFile) -> frozenset[str]:
+    """The datasets the paper itself reports on (its entries other than our anchors): any other is a stand-in."""
+    return frozenset(e.dataset for e in expected.entries if e.kind != "anchor")
+
+
+def judge_claims(expected: ExpectedFile, results: str | Path, seeds_required: int | None = None,
+                 records: ClaimRecords | None = None) -> list[ClaimVerdict]:
+    """Every claim of ``expected`` judged on the records under ``results`` (``results/<tier>/<paper>``)."""
+    results = Path(results)
+    ctx = Context(paper=expected.paper, results=results, records=records or ClaimRecords.under(results),
+                  seeds_required=seeds_required, paper_datasets=paper_datasets(expected))
+    return [judge_claim(claim, ctx) for claim in expected.claims]
+
+
+def load_claims_verdicts(expected_file: str | Path, results: str | Path,
+                         seeds_required: int | None = None) -> list[ClaimVerdict]:
+    """:func:`judge_claims` of the expected file at ``expected_file``."""
+    return judge_claims(load_expected(expected_file), results, seeds_required)
+
+
+__all__ = ["CLAIMS_COLUMNS", "CONTRADICTED", "MIXED", "NOT_TESTABLE", "SUPPORTED", "VERDICT_CLASSES",
+           "ClaimRecords", "ClaimVerdict", "ClaimsError", "Context", "Result", "evaluate_check", "judge_claim",
+           "judge_claims", "load_claims_verdicts", "paper_datasets"]

@@ -1,0 +1,294 @@
+"""The ``claims:`` of an expected file: each paper's headline claims and the checks that judge them.
+
+The schema is in ``src/recrepro/expected/README.md`` ("Claims"). :func:`claim_from_mapping` validates
+one item of the list (``ValueError`` naming what is wrong; the loader,
+:func:`recrepro.scorecard.expected.load_expected`, adds the file and the claim's index and id).
+:mod:`recrepro.scorecard.claims` evaluates the checks on the run records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Check kinds and what each needs; see the README for their meaning.
+CHECK_KINDS = ("better", "relative_change", "monotone", "correlation", "frontier", "converges", "cells",
+               "beats_strongest_baseline", "waits")
+_COMMON = ("kind", "label", "datasets", "split")
+CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
+    "better": (*_COMMON, "metric", "method", "than", "lower_is_better", "table", "per", "where"),
+    "relative_change": (*_COMMON, "metric", "method", "than", "published", "tolerance", "denominator",
+                        "or_better"),
+    "monotone": (*_COMMON, "metric", "methods", "direction", "table", "along", "method", "where"),
+    "correlation": (*_COMMON, "method", "file", "x", "y", "min", "than"),
+    "frontier": (*_COMMON, "x", "y", "methods", "baselines"),
+    "converges": (*_COMMON, "method", "series", "history", "max_ratio"),
+    "cells": ("kind", "label", "methods", "sources"),
+    "beats_strongest_baseline": ("kind", "label", "datasets", "metric"),
+    "waits": ("kind", "label", "waits_for"),
+}
+CHECK_REQUIRED: Mapping[str, tuple[str, ...]] = {
+    "better": ("datasets", "metric", "method", "than"),
+    "relative_change": ("datasets", "metric", "method", "than", "published", "tolerance"),
+    "monotone": ("datasets", "metric", "direction"),
+    "correlation": ("datasets", "method", "file", "x", "y", "min"),
+    "frontier": ("datasets", "x", "y", "methods", "baselines"),
+    "converges": ("datasets", "method", "series", "max_ratio"),
+    "cells": (),
+    "beats_strongest_baseline": (),
+    "waits": ("waits_for",),
+}
+CLAIM_REQUIRED_KEYS = ("id", "claim", "source", "checks")
+CLAIM_OPTIONAL_KEYS = ("why", "evidence", "deviation", "caveat", "pending")
+PENDING_KEYS = ("what", "methods")
+_ID = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_NAME = re.compile(r"^[A-Za-z0-9*?][A-Za-z0-9_.+*?-]*$")
+_ANCHOR = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of a claim. ``method`` / ``than`` are candidate lists: the first that ran is used
+    (so a tuned variant is preferred to a fixed-flag one while both exist)."""
+
+    kind: str
+    label: str | None = None
+    datasets: tuple[str, ...] = ()
+    split: str | None = None
+    metric: str | None = None
+    method: tuple[str, ...] = ()
+    than: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+    baselines: tuple[str, ...] = ()
+    lower_is_better: bool = False
+    published: float | None = None
+    tolerance: float | None = None
+    denominator: str = "than"
+    or_better: bool = False
+    direction: str | None = None
+    table: str | None = None
+    per: str | None = None
+    along: str | None = None
+    where: tuple[tuple[str, Any], ...] = ()
+    file: str | None = None
+    x: str | None = None
+    y: str | None = None
+    min: float | None = None
+    series: str | None = None
+    history: str | None = None
+    max_ratio: float | None = None
+    sources: tuple[str, ...] = ()
+    waits_for: str | None = None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Runs a claim's protocol needs that the records may lack (e.g. a learning-rate search): while no
+    run's method matches ``methods`` (shell patterns), the verdict is provisional and names ``what``."""
+
+    what: str
+    methods: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A headline claim of a paper, where it is made, and the checks that judge it."""
+
+    id: str
+    claim: str
+    source: str
+    checks: tuple[Check, ...]
+    why: str | None = None
+    evidence: str | None = None
+    deviation: str | None = None
+    caveat: str | None = None
+    pending: tuple[Pending, ...] = field(default_factory=tuple)
+
+
+def _text(raw: Mapping[str, Any], key: str, required: bool = False) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        if required:
+            raise ValueError(f"{key} must be a non-empty string")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _names(raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A name or a list of names (methods, datasets) as a tuple; () when absent."""
+    value = raw.get(key)
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and _NAME.match(v) for v in items):
+        raise ValueError(f"{key} must be a name or a non-empty list of names, got {value!r}")
+    return tuple(items)
+
+
+def _float(raw: Mapping[str, Any], key: str) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"{key} must be a number, got the string {value!r} (write e.g. 1.0e-4)")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _check_from_mapping(raw: Any) -> Check:
+    if not isinstance(raw, dict):
+        raise ValueError(f"a check must be a mapping, got {type(raw).__name__}")
+    kind = raw.get("kind")
+    if kind not in CHECK_KINDS:
+        raise ValueError(f"kind must be one of {list(CHECK_KINDS)}, got {kind!r}")
+    unknown = sorted(set(raw) - set(CHECK_KEYS[kind]))
+    if unknown:
+        raise ValueError(f"a {kind!r} check takes no {unknown} (allowed: {sorted(CHECK_KEYS[kind])})")
+    missing = [key for key in CHECK_REQUIRED[kind] if raw.get(key) is None]
+    if missing:
+        raise ValueError(f"a {kind!r} check needs {missing}")
+    where = raw.get("where") or {}
+    if not isinstance(where, dict):
+        raise ValueError(f"where must be a mapping of column: value, got {where!r}")
+    direction = raw.get("direction")
+    if kind == "monotone":
+        if direction not in ("increasing", "decreasing"):
+            raise ValueError(f"direction must be increasing or decreasing, got {direction!r}")
+        if bool(raw.get("methods")) == bool(raw.get("along")):
+            raise ValueError("a 'monotone' check runs along either methods (a list) or along (a table column)")
+        if raw.get("along") and not (raw.get("table") and raw.get("method")):
+            raise ValueError("a 'monotone' check along a column needs table and method")
+    denominator = raw.get("denominator", "than")
+    if denominator not in ("than", "method"):
+        raise ValueError(f"denominator must be than or method, got {denominator!r}")
+    for flag in ("lower_is_better", "or_better"):
+        if flag in raw and not isinstance(raw[flag], bool):
+            raise ValueError(f"{flag} must be true or false, got {raw[flag]!r}")
+    check = Check(
+        kind=kind, label=_text(raw, "label"), datasets=_names(raw, "datasets"), split=_text(raw, "split"),
+        metric=_text(raw, "metric"), method=_names(raw, "method"), than=_names(raw, "than"),
+        methods=_names(raw, "methods"), baselines=_names(raw, "baselines"),
+        lower_is_better=bool(raw.get("lower_is_better", False)), published=_float(raw, "published"),
+        tolerance=_float(raw, "tolerance"), denominator=denominator, or_better=bool(raw.get("or_better", False)),
+        direction=direction, table=_text(raw, "table"), per=_text(raw, "per"), along=_text(raw, "along"),
+        where=tuple(sorted(where.items())), file=_text(raw, "file"), x=_text(raw, "x"), y=_text(raw, "y"),
+        min=_float(raw, "min"), series=_text(raw, "series"), history=_text(raw, "history"),
+        max_ratio=_float(raw, "max_ratio"), sources=_names_or_text(raw, "sources"),
+        waits_for=_text(raw, "waits_for"),
+    )
+    if check.tolerance is not None and check.tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {check.tolerance}")
+    if kind == "monotone" and check.methods and len(check.methods) < 2:
+        raise ValueError("a 'monotone' check needs at least two methods")
+    if set(check.method) & set(check.than):
+        raise ValueError("than must differ from method")
+    return check
+
+
+def _names_or_text(raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = raw.get(key)
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) and v.strip() for v in items):
+        raise ValueError(f"{key} must be a string or a list of strings, got {value!r}")
+    return tuple(items)
+
+
+def _pending_from_mapping(raw: Any) -> Pending:
+    if not isinstance(raw, dict):
+        raise ValueError(f"pending items must be mappings, got {raw!r}")
+    unknown = sorted(set(raw) - set(PENDING_KEYS))
+    if unknown:
+        raise ValueError(f"pending takes no {unknown} (allowed: {list(PENDING_KEYS)})")
+    methods = _names(raw, "methods")
+    if not methods:
+        raise ValueError("pending needs methods (the run names, shell patterns allowed, that would settle it)")
+    return Pending(what=_text(raw, "what", required=True) or "", methods=methods)
+
+
+def claim_from_mapping(raw: Any) -> Claim:
+    """Validate one item of ``claims:`` (ValueError naming what is wrong)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(CLAIM_REQUIRED_KEYS + CLAIM_OPTIONAL_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} (allowed: {sorted(CLAIM_REQUIRED_KEYS + CLAIM_OPTIONAL_KEYS)})")
+    missing = [key for key in CLAIM_REQUIRED_KEYS if key not in raw]
+    if missing:
+        raise ValueError(f"missing keys {missing}")
+    claim_id = raw["id"]
+    if not isinstance(claim_id, str) or not _ID.match(claim_id):
+        raise ValueError(f"id must be a short name such as P1, got {claim_id!r}")
+    checks = raw["checks"]
+    if not isinstance(checks, list) or not checks:
+        raise ValueError("checks must be a non-empty list")
+    parsed = []
+    for index, check in enumerate(checks):
+        try:
+            parsed.append(_check_from_mapping(check))
+        except ValueError as error:
+            raise ValueError(f"checks[{index}]: {error}") from error
+    deviation = _text(raw, "deviation")
+    if deviation is not None:
+        deviation = deviation.removeprefix("#")
+        if not _ANCHOR.match(deviation):
+            raise ValueError(f"deviation {raw['deviation']!r} is not a markdown anchor (lower-case, digits, - _)")
+    pending = raw.get("pending") or []
+    if not isinstance(pending, list):
+        raise ValueError("pending must be a list")
+    return Claim(id=claim_id, claim=_text(raw, "claim", required=True) or "",
+                 source=_text(raw, "source", required=True) or "", checks=tuple(parsed), why=_text(raw, "why"),
+                 evidence=_text(raw, "evidence"), deviation=deviation, caveat=_text(raw, "caveat"),
+                 pending=tuple(_pending_from_mapping(p) for p in pending))
+
+
+def claim_label(index: int, raw: Any) -> str:
+    """``claims[2] (id='P3')`` for an error message."""
+    if isinstance(raw, dict) and "id" in raw:
+        return f"claims[{index}] (id={raw['id']!r})"
+    return f"claims[{index}]"
+
+
+#: ``dataset_stats``: a dataset's size as the paper prints it, checked against our processed data.
+DATASET_STAT_KEYS = ("source", "dataset", "users", "items", "interactions", "note")
+
+
+@dataclass(frozen=True)
+class DatasetStat:
+    """Users, items and interactions of ``dataset`` as ``source`` prints them."""
+
+    source: str
+    dataset: str
+    users: int
+    items: int
+    interactions: int
+    note: str | None = None
+
+
+def dataset_stat_from_mapping(raw: Any) -> DatasetStat:
+    """Validate one item of ``dataset_stats:`` (ValueError naming what is wrong)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(DATASET_STAT_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown} (allowed: {list(DATASET_STAT_KEYS)})")
+    missing = [key for key in DATASET_STAT_KEYS[:5] if key not in raw]
+    if missing:
+        raise ValueError(f"missing keys {missing}")
+    counts = {}
+    for key in ("users", "items", "interactions"):
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        counts[key] = value
+    dataset = raw["dataset"]
+    if not isinstance(dataset, str) or not _NAME.match(dataset):
+        raise ValueError(f"dataset must be a name, got {dataset!r}")
+    return DatasetStat(source=_text(raw, "source", required=True) or "", dataset=dataset,
+                       note=_text(raw, "note"), **counts)
