@@ -124,7 +124,7 @@ wildcard_constraints:
     protocol=r"[a-z][a-z0-9_]*",
     split=r"[a-z_]+",
     seed=r"\d+",
-    method=r"[a-z][a-z0-9_]*",
+    method=r"[a-z][a-z0-9_]*(-g[0-9][0-9]+)?",  # -gNN: a validation-grid point (fedrap tuning)
     tier=r"smoke|paper",
 
 
@@ -192,6 +192,7 @@ def tier_run_records(tier):
     runs += prism_wf.every_run(config, tier)
     runs += lambdaopt_runs(config, tier)
     runs += fedrap_runs(config, tier)
+    runs += fedrap_grid_runs(config, tier)
     runs += [
         f"results/{tier}/lrs/runs/synthetic/{split}/{method}/seed{seed}/metrics.json"
         for seed in LRS_TIERS.get(tier, {}).get("seeds", [0])

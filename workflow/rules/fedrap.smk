@@ -6,6 +6,7 @@
 
 from recrepro.papers.fedrap.experiments import (
     rule_embedding_run as fedrap_embedding_run,
+    rule_grid_runs as fedrap_grid_runs,
     rule_runs as fedrap_runs,
     rule_settings as fedrap_settings,
     rule_split_dir as fedrap_split_dir,
@@ -17,6 +18,7 @@ FEDRAP = config.get("fedrap", {})
 
 localrules:
     fedrap_table,
+    fedrap_tuning_table,
     fedrap_figure,
     fedrap_ablation_figure,
     fedrap_embeddings_figure,
@@ -41,10 +43,40 @@ rule fedrap_table:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
+    params:
+        tuning=lambda wc: as_json(
+            FEDRAP.get("tiers", {}).get(wc.tier, {}).get("tuning") or {}
+        ),
     shell:
-        "recrepro fedrap table --tier {wildcards.tier:q} "
+        "recrepro fedrap table --tier {wildcards.tier:q} --tuning {params.tuning:q} "
         "--stats {input.stats:q} --out-md {output.md:q} --out-csv {output.csv:q} "
         "{input.runs:q} > {log:q} 2>&1"
+
+
+rule fedrap_tuning_table:
+    input:
+        redraw=REDRAW,
+        runs=lambda wc: recorded(fedrap_grid_runs(config, wc.tier)),
+    output:
+        md="results/{tier}/fedrap/tables/tuning.md",
+        csv="results/{tier}/fedrap/tables/tuning.csv",
+    log:
+        "logs/fedrap/{tier}/tuning_table.log",
+    benchmark:
+        "logs/benchmarks/fedrap/{tier}/tuning_table.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        tuning=lambda wc: as_json(
+            FEDRAP.get("tiers", {}).get(wc.tier, {}).get("tuning") or {}
+        ),
+    shell:
+        "recrepro fedrap tuning --tier {wildcards.tier:q} --tuning {params.tuning:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 
 rule fedrap_figure:
@@ -168,6 +200,11 @@ PAPER_TARGETS["fedrap"] = (
         f"results/{TIER}/fedrap/figures/ablation.pdf",
         f"results/{TIER}/fedrap/scorecard.md",
     ]
+    + (
+        [f"results/{TIER}/fedrap/tables/tuning.md"]
+        if fedrap_grid_runs(config, TIER)
+        else []
+    )
     + (
         [f"results/{TIER}/fedrap/figures/embeddings.pdf"]
         if fedrap_embedding_run(config, TIER)

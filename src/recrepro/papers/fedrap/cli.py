@@ -1,6 +1,7 @@
 """``recrepro fedrap <verb>``: the verbs of the FedRAP rules over :mod:`recrepro.papers.fedrap.experiments`.
 
 ``run`` (one variant, one seed), ``stats`` (dataset statistics of split folders), ``table``,
+``tuning`` (the validation grids' table), ``picks`` (each grid's pick, for the config),
 ``figure`` (learning curves, or ``--kind ablation``) and ``embeddings`` (PCA of C vs D⁽ⁱ⁾). The
 options are built from :mod:`recrepro.cliargs`; the experiment module is imported only when a verb
 runs.
@@ -48,11 +49,38 @@ def cmd_table(args: argparse.Namespace) -> None:
     from recrepro.io import write_text
     from recrepro.papers.fedrap.experiments import results_table, table_markdown
 
-    agg = results_table(_run_dirs(args.runs))
+    from recrepro.papers.fedrap.comparison import comparison_frame, comparison_markdown
+
+    runs = _run_dirs(args.runs)
+    agg = results_table(runs)
     stats = pd.read_csv(args.stats) if args.stats else None
+    tuning = args.tuning or {}
+    comparison = comparison_markdown(comparison_frame(runs), args.tier, tuning.get("picks"), tuning.get("tuned"))
     Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
-    write_text(args.out_md, table_markdown(agg, stats, args.tier))
+    write_text(args.out_md, table_markdown(agg, stats, args.tier, comparison))
     write_text(args.out_csv, agg.to_csv(index=False))
+
+
+def cmd_tuning(args: argparse.Namespace) -> None:
+    from recrepro.io import write_text
+    from recrepro.papers.fedrap.tuning import tuning_markdown, tuning_table
+
+    table = tuning_table(args.tuning, _run_dirs(args.runs))
+    Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
+    write_text(args.out_md, tuning_markdown(table, args.tuning, args.tier))
+    write_text(args.out_csv, table.drop(columns=["dir"], errors="ignore").to_csv(index=False))
+
+
+def cmd_picks(args: argparse.Namespace) -> None:
+    from recrepro.papers.fedrap.tuning import grid_frame, pick_from_records
+
+    frame = grid_frame(_run_dirs(args.runs))
+    if frame.empty:
+        raise SystemExit("fedrap picks: none of the given records is a grid run (<grid>-gNN)")
+    picks = pick_from_records(frame, args.select)
+    print("picks:  # fedrap.tiers.<tier>.tuning.picks, read off the grid records by " + args.select)
+    for dataset, chosen in picks.items():
+        print(f"  {dataset}: {{{', '.join(f'{g}: {p}' for g, p in chosen.items())}}}")
 
 
 def cmd_figure(args: argparse.Namespace) -> None:
@@ -88,9 +116,22 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("table", help="HR@10 / NDCG@10 per dataset and method")
     add_tier(p)
     p.add_argument("--stats", default=None, help="the dataset statistics (stats)")
+    add_json(p, "--tuning", default=None, help="the tier's fedrap tuning block (names the tuned rows' picks)")
     add_table_outputs(p)
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
     p.set_defaults(func=cmd_table)
+
+    p = verbs.add_parser("tuning", help="the validation grids' runs, with the records' and the config's picks")
+    add_tier(p)
+    add_json(p, "--tuning", required=True, help="the tier's fedrap tuning block")
+    add_table_outputs(p)
+    p.add_argument("runs", nargs="*", help="grid run records (metrics.json or their folders)")
+    p.set_defaults(func=cmd_tuning)
+
+    p = verbs.add_parser("picks", help="each grid's best point on validation, as the config's tuning.picks")
+    p.add_argument("--select", choices=["val_hr@10", "val_ndcg@10"], default="val_hr@10")
+    p.add_argument("runs", nargs="+", help="grid run records (metrics.json or their folders)")
+    p.set_defaults(func=cmd_picks)
 
     p = verbs.add_parser("figure", help="learning curves, sparsity of C and upload size (--kind ablation: ablation)")
     p.add_argument("--kind", choices=["curves", "ablation"], default="curves")

@@ -39,7 +39,7 @@ from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_s
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.
 
-__all__ = ["run_variant", "dataset_stats", "rule_embedding_run", "rule_runs", "rule_settings",
+__all__ = ["run_variant", "dataset_stats", "rule_embedding_run", "rule_grid_runs", "rule_runs", "rule_settings",
            "rule_split_dir", "rule_splits"]
 
 KS = [10]
@@ -174,6 +174,7 @@ def _select_round(hist: pd.DataFrame, settings: dict[str, Any], pool: str
         "selected_round": best_val,
         "selected_by": "validation hr@10",
         "val_hr@10_at_selected": float(row.loc[best_val, "val_hr@10"]),
+        "val_ndcg@10_at_selected": float(row.loc[best_val, "val_ndcg@10"]),
         "code_best_test_round": best_test,
         "code_best_test_hr@10": float(row.loc[best_test, "test_hr@10"]),
         "code_best_test_ndcg@10": float(row.loc[best_test, "test_ndcg@10"]),
@@ -236,9 +237,23 @@ def rule_split_dir(config: Mapping[str, Any], tier: str, dataset: str, split: st
 
 
 def rule_settings(config: dict[str, Any], tier: str, dataset: str, variant: str) -> dict[str, Any]:
-    """Tier settings < per-dataset settings < the variant's own (method, mode, ...)."""
+    """Tier settings < per-dataset settings < the variant's own (method, mode, ...) < a tuning point.
+
+    ``<grid>-gNN`` is point NN of a validation grid, a ``tuning.tuned`` name its grid's pick
+    (:mod:`recrepro.papers.fedrap.tuning`).
+    """
+    from recrepro.papers.fedrap.tuning import grid_point, parse_grid_run, tuned_point, tuning_block
+
     base = {"negative_pool": config.get("fedrap", {}).get("negative_pool", "train")}
+    point: dict[str, Any] = {}
+    grid_run = parse_grid_run(variant)
+    if grid_run is not None:
+        point = grid_point(config, tier, *grid_run)
+        variant = grid_run[0]
+    elif variant in tuning_block(config, tier).get("tuned", {}):
+        variant, point, _ = tuned_point(config, tier, dataset, variant)
     settings, conf = variant_settings(config, "fedrap", tier, dataset, variant, base)
+    settings.update(point)
     cap = conf.get("round_cap")
     if cap:
         # a compute cap below the paper's 100 rounds: recorded with the run, shown in the table
@@ -251,10 +266,21 @@ def rule_settings(config: dict[str, Any], tier: str, dataset: str, variant: str)
 
 def rule_runs(config: dict[str, Any], tier: str) -> list[str]:
     """metrics.json of every (dataset, variant, seed) run of the tier."""
+    from recrepro.papers.fedrap.tuning import tuned_runs
+
     conf = config.get("fedrap", {}).get("tiers", {}).get(tier, {})
+    splits = rule_splits(config, tier)
     return [f"results/{tier}/fedrap/runs/{d}/{s}/{v}/seed{seed}/metrics.json"
-            for d, s, _ in rule_splits(config, tier)
-            for v in conf.get("variants", []) for seed in conf.get("seeds", [0])]
+            for d, s, _ in splits
+            for v in conf.get("variants", []) for seed in conf.get("seeds", [0])] + \
+        tuned_runs(config, tier, splits, conf.get("seeds", [0]))
+
+
+def rule_grid_runs(config: dict[str, Any], tier: str) -> list[str]:
+    """metrics.json of the tier's validation-grid runs (:mod:`recrepro.papers.fedrap.tuning`)."""
+    from recrepro.papers.fedrap.tuning import tuning_grid_runs
+
+    return tuning_grid_runs(config, tier, rule_splits(config, tier))
 
 
 def rule_embedding_run(config: dict[str, Any], tier: str) -> tuple[str, str] | None:
@@ -322,9 +348,13 @@ def _fmt(mean: float, sd: float) -> str:
     return f"{mean:.4f}" if not np.isfinite(sd) else f"{mean:.4f} ± {sd:.4f}"
 
 
-def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str) -> str:
-    lines = [f"# FedRAP reproduction — results ({tier} tier)", "",
-             "Test HR@10 / NDCG@10 (1 positive + 99 fixed negatives, ties pessimistic) at the round with the",
+def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str, comparison: str = "") -> str:
+    """``tables/results.md``: the comparison block (:mod:`recrepro.papers.fedrap.comparison`) first, then
+    every run of the tier, then the dataset statistics."""
+    lines = [f"# FedRAP reproduction — results ({tier} tier)", ""]
+    if comparison:
+        lines += [comparison, "## Every run", ""]
+    lines += ["Test HR@10 / NDCG@10 (1 positive + 99 fixed negatives, ties pessimistic) at the round with the",
              "best **validation** HR@10, mean ± sd over seeds. The last columns give the released code's rule",
              "(round with the best **test** HR@10) for comparison: *test-selected, optimistic*.", ""]
     if "rounds" in agg and agg["rounds"].notna().any():

@@ -1,0 +1,168 @@
+"""FedRAP's comparison table (the paper's Table 2 layout): methods × datasets, one block per negative pool.
+
+Rows are methods, columns datasets × (HR@10, NDCG@10) as mean ± sd over seeds; the best federated
+method of each column is in bold.  One block per training-negative pool: ``train`` (leak-free, the
+default) and ``all_interactions`` (the released code's pool, which never draws a user's held-out items:
+docs/deviations.md#fedrap-negative-pool).  Under the table, paired t-tests over seeds of each FedRAP
+row against each baseline row of the same block and tuning (tuned against tuned, README flags
+against README flags).  The tuned rows are the validation-grid picks
+(:mod:`recrepro.papers.fedrap.tuning`); their pick is named in the row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["COMPARISON_ROWS", "COMPARISON_DATASETS", "comparison_frame", "comparison_markdown", "paired_rows"]
+
+#: columns, in the poster's order; TaFeng stays out (docs/deviations.md#fedrap-tafeng-qb)
+COMPARISON_DATASETS = ("ml-100k", "amazon-video", "hetrec2011-lastfm-2k")
+#: (pool, tuning, method, label, federated, proposed)
+COMPARISON_ROWS: tuple[tuple[str, str, str, str, bool, bool], ...] = (
+    ("train", "tuned", "fedrap_tuned", "FedRAP (paper objective)", True, True),
+    ("train", "tuned", "fedrap_code_tuned", "FedRAP (released code)", True, True),
+    ("train", "tuned", "fedmf_tuned", "FedMF", True, False),
+    ("train", "tuned", "pfedrec_tuned", "PFedRec", True, False),
+    ("train", "tuned", "fedncf_tuned", "FedNCF", True, False),
+    ("train", "readme", "fedrap", "FedRAP (paper objective)", True, True),
+    ("train", "readme", "fedrap_code", "FedRAP (released code)", True, True),
+    ("train", "readme", "fedmf", "FedMF", True, False),
+    ("train", "readme", "pfedrec", "PFedRec", True, False),
+    ("train", "readme", "fedncf", "FedNCF", True, False),
+    ("train", "central", "mf", "MF (centralised)", False, False),
+    ("train", "central", "ncf", "NCF (centralised)", False, False),
+    ("all_interactions", "tuned", "fedrap_pool_tuned", "FedRAP (paper objective)", True, True),
+    ("all_interactions", "tuned", "fedrap_code_pool_tuned", "FedRAP (released code)", True, True),
+    ("all_interactions", "tuned", "fedmf_pool_tuned", "FedMF", True, False),
+    ("all_interactions", "tuned", "pfedrec_pool_tuned", "PFedRec", True, False),
+    ("all_interactions", "tuned", "fedncf_pool_tuned", "FedNCF", True, False),
+    ("all_interactions", "readme", "fedrap_pool", "FedRAP (paper objective)", True, True),
+    ("all_interactions", "readme", "fedrap_code_pool", "FedRAP (released code)", True, True),
+    ("all_interactions", "readme", "fedmf_pool", "FedMF", True, False),
+    ("all_interactions", "readme", "pfedrec_pool", "PFedRec", True, False),
+    ("all_interactions", "readme", "fedncf_pool", "FedNCF", True, False),
+)
+POOL_TITLES = {"train": "training negatives avoid the training positives only (leak-free, default)",
+               "all_interactions": "the released code's pool, which never draws a user's held-out items as training negatives (a leak)"}
+TUNING_TITLES = {"tuned": "tuned on validation", "readme": "README flags", "central": "centralised upper bound"}
+METRICS = ("hr@10", "ndcg@10")
+
+
+def comparison_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    """One row per run record: dataset, method, seed, HR@10, NDCG@10 (test, at the validation-selected round)."""
+    from recrepro.records import read_metrics
+
+    rows = []
+    for d in run_dirs:
+        m = read_metrics(Path(d))
+        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]),
+                     "hr@10": float(m["overall"]["hr@10"]), "ndcg@10": float(m["overall"]["ndcg@10"])})
+    return pd.DataFrame(rows, columns=["dataset", "method", "seed", "hr@10", "ndcg@10"])
+
+
+def _cell(values: np.ndarray) -> str:
+    if values.size == 0:
+        return "—"
+    if values.size == 1:
+        return f"{values[0]:.4f} (1 seed)"
+    return f"{values.mean():.4f} ± {values.std(ddof=1):.4f}"
+
+
+def _values(frame: pd.DataFrame, dataset: str, method: str, metric: str) -> dict[int, float]:
+    sub = frame[(frame["dataset"] == dataset) & (frame["method"] == method)]
+    return dict(zip(sub["seed"].astype(int), sub[metric].astype(float)))
+
+
+def paired_rows(frame: pd.DataFrame, datasets: Sequence[str]) -> pd.DataFrame:
+    """Paired t-tests over seeds, HR@10 and NDCG@10: each FedRAP row against each federated baseline
+    row of the same pool and tuning (seeds both ran; at least 2)."""
+    from scipy import stats
+
+    out = []
+    for pool in ("train", "all_interactions"):
+        for tuning in ("tuned", "readme"):
+            block = [r for r in COMPARISON_ROWS if r[0] == pool and r[1] == tuning]
+            for _, _, ours, ours_label, _, proposed in block:
+                if not proposed:
+                    continue
+                for _, _, base, base_label, federated, base_proposed in block:
+                    if base_proposed or not federated:
+                        continue
+                    for dataset in datasets:
+                        for metric in METRICS:
+                            a, b = _values(frame, dataset, ours, metric), _values(frame, dataset, base, metric)
+                            seeds = sorted(set(a) & set(b))
+                            if len(seeds) < 2:
+                                continue
+                            x = np.array([a[s] for s in seeds])
+                            y = np.array([b[s] for s in seeds])
+                            diff = x - y
+                            p = math.nan if np.allclose(diff, diff[0]) else float(stats.ttest_rel(x, y).pvalue)
+                            out.append({"pool": pool, "tuning": tuning, "dataset": dataset, "metric": metric,
+                                        "method": ours, "baseline": base, "n_seeds": len(seeds),
+                                        "mean_diff": float(diff.mean()), "p_value": p})
+    return pd.DataFrame(out, columns=["pool", "tuning", "dataset", "metric", "method", "baseline", "n_seeds",
+                                      "mean_diff", "p_value"])
+
+
+def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapping[str, str]] | None = None,
+                        tuned: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The comparison block of ``tables/results.md`` (empty string when no row has a run)."""
+    present = set(frame["method"])
+    datasets = [d for d in COMPARISON_DATASETS if d in set(frame["dataset"])]
+    rows = [r for r in COMPARISON_ROWS if r[2] in present]
+    if not rows or not datasets:
+        return ""
+    picks, tuned = picks or {}, tuned or {}
+    lines = [f"## The comparison (poster Table 2 layout; {tier} tier)", "",
+             "Test HR@10 / NDCG@10 at the round with the best validation HR@10, mean ± sd over seeds; **bold**: the "
+             "best federated method of the column within its block (centralised rows are not federated). Tuned rows "
+             "run at each method's validation-grid pick (`tables/tuning.md`, docs/deviations.md#fedrap-tuning); the "
+             "paper objective runs at the released code's pick. TaFeng is left out: the poster's row cannot be "
+             "reproduced from the public file (docs/deviations.md#fedrap-tafeng-qb).", ""]
+    head = "| method | tuning | " + " | ".join(f"{d} HR@10 | {d} NDCG@10" for d in datasets) + " |"
+    for pool in ("train", "all_interactions"):
+        block = [r for r in rows if r[0] == pool]
+        if not block:
+            continue
+        best = {}
+        for d in datasets:
+            for metric in METRICS:
+                means = {r[2]: np.mean(list(_values(frame, d, r[2], metric).values()))
+                         for r in block if r[4] and _values(frame, d, r[2], metric)}
+                if means:
+                    best[(d, metric)] = max(means, key=means.get)
+        lines += [f"### Negative pool `{pool}`: {POOL_TITLES[pool]}", "", head,
+                  "|---|---|" + "---|---|" * len(datasets)]
+        for _, tuning, method, label, _, _ in block:
+            how = TUNING_TITLES[tuning]
+            if tuning == "tuned" and method in tuned:
+                grid = tuned[method].get("grid")
+                chosen = sorted({f"{picks[d][grid]}" for d in datasets if grid in picks.get(d, {})})
+                how = f"tuned ({grid} {', '.join(chosen)})" if chosen else how
+            cells = []
+            for d in datasets:
+                for metric in METRICS:
+                    text = _cell(np.array(list(_values(frame, d, method, metric).values())))
+                    cells.append(f"**{text}**" if best.get((d, metric)) == method else text)
+            lines.append(f"| {label} `{method}` | {how} | " + " | ".join(cells) + " |")
+        lines.append("")
+    tests = paired_rows(frame, datasets)
+    if len(tests):
+        lines += ["### FedRAP against each federated baseline (paired t-test over seeds)", "",
+                  "Mean difference FedRAP − baseline over the seeds both ran, and the two-sided p-value "
+                  "(undefined where the differences are constant).", "",
+                  "| pool | tuning | FedRAP row | baseline | dataset | metric | seeds | mean diff | p |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for t in tests.itertuples():
+            p = "undefined" if math.isnan(t.p_value) else f"{t.p_value:.3g}"
+            lines.append(f"| {t.pool} | {t.tuning} | `{t.method}` | `{t.baseline}` | {t.dataset} | {t.metric} | "
+                         f"{t.n_seeds} | {t.mean_diff:+.4f} | {p} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"

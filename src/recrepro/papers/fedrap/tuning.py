@@ -1,0 +1,203 @@
+"""FedRAP's validation grids: every method's best shot, chosen on validation (issue 46).
+
+The config's ``fedrap.tiers.<tier>.tuning`` block names, per method, a grid of at most ~30 settings (a list
+of ``points`` and/or the ``product`` of a few values per key), the datasets it runs on and the
+metric it selects by.  A grid point runs as the variant ``<grid>-gNN`` (``NN``: its index in the
+expanded grid, listed points first, then the product in key order) on the first training seed,
+under the grid variant's own negative pool (the leak-free ``train`` pool: the released code's
+pool never draws the validation item as a negative either, so it cannot select fairly).
+
+The picks are written into the config (``tuning.picks: {dataset: {grid: gNN}}``), so that a
+comparison run names the settings it used; :func:`tuning_table` recomputes the pick from the
+grid records and flags a config pick that disagrees with them.  A *tuned* variant
+(``tuning.tuned: {name: {grid, variant}}``) takes ``variant``'s keys (method, mode, pool) and the
+picked point of ``grid``; e.g. ``fedrap_tuned`` is the paper objective at the code-mode pick.
+
+Settings layer ``base < tier settings < per-dataset settings < the variant's keys < the point``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["GRID_RUN", "grid_frame", "grid_points", "grid_run_name", "parse_grid_run", "pick_from_records", "tuned_point",
+           "tuning_block", "tuning_grid_runs", "tuning_table", "tuning_markdown", "tuned_runs"]
+
+#: a grid run's variant name: ``<grid variant>-g<index>``
+GRID_RUN = re.compile(r"^(?P<grid>[a-z][a-z0-9_]*)-g(?P<index>\d{2,})$")
+
+
+def tuning_block(config: Mapping[str, Any], tier: str) -> dict[str, Any]:
+    """The tier's ``fedrap.tiers.<tier>.tuning`` block (empty: no grid, no tuned variant)."""
+    return dict(config.get("fedrap", {}).get("tiers", {}).get(tier, {}).get("tuning") or {})
+
+
+def grid_points(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The points of one grid: ``points`` in their order, then ``product`` in key order.
+
+    >>> grid_points({"points": [{"lam": 0.1}], "product": {"lam": [1.0, 2.0], "mu": [3.0]}})
+    [{'lam': 0.1}, {'lam': 1.0, 'mu': 3.0}, {'lam': 2.0, 'mu': 3.0}]
+    """
+    points = [dict(p) for p in spec.get("points", [])]
+    product = spec.get("product") or {}
+    keys = list(product)
+    points += [dict(zip(keys, values)) for values in itertools.product(*(product[k] for k in keys))]
+    return points
+
+
+def grid_run_name(grid: str, index: int) -> str:
+    return f"{grid}-g{index:02d}"
+
+
+def parse_grid_run(variant: str) -> tuple[str, int] | None:
+    """``(grid, index)`` of a grid run's variant name, ``None`` for any other name."""
+    m = GRID_RUN.match(variant)
+    return (m["grid"], int(m["index"])) if m else None
+
+
+def _grid(config: Mapping[str, Any], tier: str, grid: str) -> list[dict[str, Any]]:
+    return _block_grid(tuning_block(config, tier), grid)
+
+
+def _block_grid(block: Mapping[str, Any], grid: str) -> list[dict[str, Any]]:
+    grids = block.get("grids", {})
+    if grid not in grids:
+        raise ValueError(f"fedrap: no tuning grid {grid!r}; grids: {sorted(grids)}")
+    return grid_points(grids[grid])
+
+
+def grid_point(config: Mapping[str, Any], tier: str, grid: str, index: int) -> dict[str, Any]:
+    points = _grid(config, tier, grid)
+    if not 0 <= index < len(points):
+        raise ValueError(f"fedrap: grid {grid!r} has points g00..g{len(points) - 1:02d}, not g{index:02d}")
+    return points[index]
+
+
+def tuned_point(config: Mapping[str, Any], tier: str, dataset: str, name: str) -> tuple[str, dict[str, Any], str]:
+    """``(variant, point, pick)`` of the tuned variant ``name`` on ``dataset``.
+
+    Raises ``ValueError`` naming the dataset and grid when the config holds no pick yet.
+    """
+    block = tuning_block(config, tier)
+    spec = block.get("tuned", {})[name]
+    grid = spec["grid"]
+    pick = (block.get("picks") or {}).get(dataset, {}).get(grid)
+    if pick is None:
+        raise ValueError(f"fedrap: {name} needs a pick of grid {grid!r} on {dataset}: run the grid "
+                         f"({grid}-gNN, seed of tuning.seed) and write fedrap.tuning.picks.{dataset}.{grid}")
+    parsed = parse_grid_run(f"{grid}-{pick}")
+    if parsed is None:
+        raise ValueError(f"fedrap: tuning.picks.{dataset}.{grid} must read gNN, not {pick!r}")
+    return spec["variant"], grid_point(config, tier, grid, parsed[1]), pick
+
+
+def _tier_datasets(splits: Sequence[tuple[str, str, int]]) -> list[tuple[str, str]]:
+    return [(d, s) for d, s, _ in splits]
+
+
+def tuning_grid_runs(config: Mapping[str, Any], tier: str, splits: Sequence[tuple[str, str, int]]) -> list[str]:
+    """metrics.json of every grid run of the tier (first training seed, the tuning datasets)."""
+    block = tuning_block(config, tier)
+    wanted = set(block.get("datasets", []))
+    seed = block.get("seed", 0)
+    return [f"results/{tier}/fedrap/runs/{d}/{s}/{grid_run_name(g, i)}/seed{seed}/metrics.json"
+            for d, s in _tier_datasets(splits) if d in wanted
+            for g in block.get("grids", {}) for i in range(len(_grid(config, tier, g)))]
+
+
+def tuned_runs(config: Mapping[str, Any], tier: str, splits: Sequence[tuple[str, str, int]],
+               seeds: Sequence[int]) -> list[str]:
+    """metrics.json of the tuned variants on every dataset whose config holds their grid's pick."""
+    block = tuning_block(config, tier)
+    picks = block.get("picks") or {}
+    return [f"results/{tier}/fedrap/runs/{d}/{s}/{name}/seed{seed}/metrics.json"
+            for d, s in _tier_datasets(splits)
+            for name, spec in block.get("tuned", {}).items() if spec["grid"] in picks.get(d, {})
+            for seed in seeds]
+
+
+# ----------------------------------------------------------------------------- picks and the table
+def grid_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    from recrepro.records import read_metrics
+
+    rows = []
+    for d in run_dirs:
+        m = read_metrics(Path(d))
+        parsed = parse_grid_run(str(m["method"]))
+        if parsed is None:
+            continue
+        rows.append({"dataset": m["dataset"], "grid": parsed[0], "point": f"g{parsed[1]:02d}",
+                     "val_hr@10": m.get("val_hr@10_at_selected"), "val_ndcg@10": m.get("val_ndcg@10_at_selected"),
+                     "selected_round": m.get("selected_round"), "test_hr@10": m["overall"]["hr@10"],
+                     "test_ndcg@10": m["overall"]["ndcg@10"], "dir": str(d)})
+    return pd.DataFrame(rows)
+
+
+def pick_from_records(frame: pd.DataFrame, select: str = "val_hr@10") -> dict[str, dict[str, str]]:
+    """``{dataset: {grid: gNN}}``: each grid's point with the best ``select`` (validation; the
+    lower index wins a tie, so a tie keeps the earlier, reference point)."""
+    picks: dict[str, dict[str, str]] = {}
+    for (dataset, grid), g in frame.groupby(["dataset", "grid"], sort=True):
+        values = g[select].to_numpy(dtype=float)
+        if not np.isfinite(values).any():
+            continue
+        order = np.lexsort((g["point"].to_numpy(), -np.nan_to_num(values, nan=-np.inf)))
+        picks.setdefault(str(dataset), {})[str(grid)] = str(g["point"].to_numpy()[order[0]])
+    return picks
+
+
+def tuning_table(block: Mapping[str, Any], run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    """One row per grid run: its settings, validation and test metrics, whether it is the
+    records' pick and the config's pick (``block``: the tier's tuning block)."""
+    frame = grid_frame(run_dirs)
+    if frame.empty:
+        return frame
+    select = block.get("select", "val_hr@10")
+    best = pick_from_records(frame, select)
+    written = block.get("picks") or {}
+    frame["settings"] = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                                   for k, v in _block_grid(block, g)[int(p[1:])].items())
+                         for g, p in zip(frame["grid"], frame["point"])]
+    frame["records_pick"] = [best.get(d, {}).get(g) == p for d, g, p in zip(frame["dataset"], frame["grid"], frame["point"])]
+    frame["config_pick"] = [written.get(d, {}).get(g) == p for d, g, p in zip(frame["dataset"], frame["grid"], frame["point"])]
+    return frame.sort_values(["dataset", "grid", "point"], kind="stable").reset_index(drop=True)
+
+
+def tuning_markdown(table: pd.DataFrame, block: Mapping[str, Any], tier: str) -> str:
+    select = block.get("select", "val_hr@10")
+    lines = [f"# FedRAP: validation grids ({tier} tier)", "",
+             f"Each method's grid (`fedrap.tuning.grids` in `config.yaml`), run in its grid variant's mode under the",
+             f"leak-free `train` negative pool on training seed {block.get('seed', 0)}; the pick is the point with the "
+             f"best `{select}` (at the round validation selects; the lower index wins a tie).",
+             "**pick** marks it; a config pick (`fedrap.tuning.picks`) that differs from the records' is flagged.",
+             "Test metrics are shown for reference only: nothing is selected on them.", ""]
+    if table.empty:
+        return "\n".join(lines + ["No grid run is recorded yet.", ""])
+    mismatches = []
+    for (dataset, grid), g in table.groupby(["dataset", "grid"], sort=False):
+        expected = len(grid_points(block.get("grids", {}).get(grid, {})))
+        lines += [f"## {dataset} · `{grid}` ({len(g)} of {expected} points run)", "",
+                  f"| point | settings | val HR@10 | val NDCG@10 | sel. round | test HR@10 | test NDCG@10 | pick |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in g.to_dict("records"):
+            mark = "**pick**" if r["records_pick"] else ""
+            if r["config_pick"] and not r["records_pick"]:
+                mark = "config pick (not the records' best)"
+                mismatches.append(f"{dataset}/{grid}")
+            elif r["config_pick"]:
+                mark += " (config)"
+            lines.append(f"| {r['point']} | {r['settings']} | {r['val_hr@10']:.4f} | {r['val_ndcg@10']:.4f} | "
+                         f"{r['selected_round']:.0f} | {r['test_hr@10']:.4f} | {r['test_ndcg@10']:.4f} | {mark} |")
+        if len(g) < expected:
+            lines.append(f"\nThe pick is provisional: {expected - len(g)} point(s) not run yet.")
+        lines.append("")
+    if mismatches:
+        lines += ["**Config picks that differ from the records' best:** " + ", ".join(mismatches), ""]
+    return "\n".join(lines)

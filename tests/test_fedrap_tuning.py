@@ -1,0 +1,163 @@
+"""FedRAP's validation grids: grid expansion, run names, settings layering, picks, the tuning table."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recrepro.papers.fedrap import experiments as driver
+from recrepro.papers.fedrap import tuning
+
+
+def _config(repo_root: Path) -> dict:
+    return yaml.safe_load((repo_root / "config.yaml").read_text())
+
+
+def test_grid_points_lists_points_then_the_product_in_key_order():
+    spec = {"points": [{"lam": 0.1, "mu": 1.0e-3}],
+            "product": {"lam": [0.1, 0.01], "mu": [1.0, 0.1], "l2": [1.0e-4]}}
+    assert tuning.grid_points(spec) == [
+        {"lam": 0.1, "mu": 1.0e-3},
+        {"lam": 0.1, "mu": 1.0, "l2": 1.0e-4}, {"lam": 0.1, "mu": 0.1, "l2": 1.0e-4},
+        {"lam": 0.01, "mu": 1.0, "l2": 1.0e-4}, {"lam": 0.01, "mu": 0.1, "l2": 1.0e-4}]
+
+
+def test_grid_run_names_round_trip_and_other_names_are_not_grid_runs():
+    assert tuning.grid_run_name("fedrap_code", 7) == "fedrap_code-g07"
+    assert tuning.parse_grid_run("fedrap_code-g07") == ("fedrap_code", 7)
+    assert tuning.parse_grid_run("fedrap_code-g123") == ("fedrap_code", 123)
+    for name in ("fedrap_code", "fedrap_code_tuned", "fedrap_code-g7", "fedrap_code-x07"):
+        assert tuning.parse_grid_run(name) is None
+
+
+def test_paper_grids_stay_within_the_stated_budget_and_hold_the_public_reference_points(repo_root):
+    block = _config(repo_root)["fedrap"]["tiers"]["paper"]["tuning"]
+    sizes = {g: len(tuning.grid_points(spec)) for g, spec in block["grids"].items()}
+    assert all(1 <= n <= 30 for n in sizes.values()), sizes
+    points = tuning.grid_points(block["grids"]["fedrap_code"])
+    readme = {"lam": 0.1, "mu": 1.0e-3, "lr_network": 1.0e-4, "lr_args": 1000.0, "l2": 1.0e-6}
+    ml1m_log = {"lam": 0.01, "mu": 0.01, "lr_network": 0.5, "lr_args": 1000.0, "l2": 1.0e-4}
+    lastfm_log = {"lam": 0.1, "mu": 1.0, "lr_network": 0.01, "lr_args": 100.0, "l2": 1.0e-4}
+    assert points[0] == readme
+    assert ml1m_log in points and lastfm_log in points
+    assert len({json.dumps(p, sort_keys=True) for p in points}) == len(points)  # no point twice
+
+
+def test_grid_run_settings_put_the_point_over_the_dataset_flags(repo_root):
+    config = _config(repo_root)
+    s = driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g00")
+    # g00 is the README's ML-100K flags; the dataset block holds the same, the point wins either way
+    assert (s["lam"], s["mu"], s["lr_network"], s["lr_args"], s["l2"]) == (0.1, 1.0e-3, 1.0e-4, 1000.0, 1.0e-6)
+    s = driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g01")
+    assert (s["lam"], s["mu"], s["lr_network"], s["lr_args"], s["l2"]) == (0.1, 1.0, 0.5, 1000.0, 1.0e-4)
+    assert (s["method"], s["mode"], s["negative_pool"]) == ("fedrap", "code", "train")
+    with pytest.raises(ValueError, match="g00..g24, not g99"):
+        driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g99")
+
+
+def test_tuned_variant_takes_its_grid_pick_and_keeps_its_own_pool_and_mode(repo_root):
+    config = _config(repo_root)
+    block = config["fedrap"]["tiers"]["paper"]["tuning"]
+    with pytest.raises(ValueError, match="needs a pick of grid 'fedrap_code' on amazon-video"):
+        driver.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
+    config = copy.deepcopy(config)
+    block = config["fedrap"]["tiers"]["paper"]["tuning"]
+    block["picks"] = {"amazon-video": {"fedrap_code": "g03", "fedmf": "g00"}}
+    point = tuning.grid_points(block["grids"]["fedrap_code"])[3]
+    s = driver.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
+    assert (s["mode"], s["negative_pool"]) == ("paper", "all_interactions")
+    assert {k: s[k] for k in point} == point
+    s = driver.rule_settings(config, "paper", "amazon-video", "fedmf_pool_tuned")
+    assert (s["method"], s["negative_pool"], s["lr_network"], s["lr_args"], s["l2"]) == \
+        ("fedmf", "all_interactions", 0.5, 1000.0, 1.0e-4)
+    # the tuned runs appear only where their grid has a pick, on every seed
+    runs = driver.rule_runs(config, "paper")
+    tuned = [r for r in runs if "_tuned/" in r]
+    assert tuned and all("/amazon-video/" in r for r in tuned)
+    assert {r.split("/")[6] for r in tuned} == {n for n, t in block["tuned"].items() if t["grid"] in ("fedrap_code", "fedmf")}
+    assert {r.split("/")[7] for r in tuned} == {"seed0", "seed1", "seed2"}
+
+
+def test_grid_runs_cover_every_point_on_the_tuning_datasets_at_the_first_seed(repo_root):
+    config = _config(repo_root)
+    block = config["fedrap"]["tiers"]["paper"]["tuning"]
+    runs = driver.rule_grid_runs(config, "paper")
+    n = sum(len(tuning.grid_points(g)) for g in block["grids"].values())
+    assert len(runs) == n * len(block["datasets"])
+    assert all(r.endswith(f"/seed{block['seed']}/metrics.json") for r in runs)
+    assert "results/paper/fedrap/runs/amazon-video/leave_one_out/fedmf-g17/seed0/metrics.json" in runs
+
+
+def _grid_record(root: Path, dataset: str, name: str, val_hr: float, test_hr: float) -> Path:
+    d = root / dataset / name / "seed0"
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({
+        "dataset": dataset, "method": name, "seed": 0, "selected_round": 5,
+        "val_hr@10_at_selected": val_hr, "val_ndcg@10_at_selected": val_hr / 2,
+        "overall": {"hr@10": test_hr, "ndcg@10": test_hr / 2}}))
+    return d
+
+
+def test_pick_is_the_best_validation_point_never_the_best_test_and_a_tie_keeps_the_earlier(tmp_path):
+    block = {"select": "val_hr@10", "seed": 0,
+             "grids": {"fedmf": {"product": {"lr_network": [0.5, 0.01, 1.0e-4]}}},
+             "picks": {"ml-100k": {"fedmf": "g02"}}}
+    dirs = [_grid_record(tmp_path, "ml-100k", "fedmf-g00", 0.40, 0.30),
+            _grid_record(tmp_path, "ml-100k", "fedmf-g01", 0.45, 0.20),   # best validation
+            _grid_record(tmp_path, "ml-100k", "fedmf-g02", 0.35, 0.50)]   # best test: never picked
+    frame = tuning.grid_frame(dirs)
+    assert tuning.pick_from_records(frame) == {"ml-100k": {"fedmf": "g01"}}
+    tie = [_grid_record(tmp_path, "lastfm", "fedmf-g00", 0.45, 0.1), _grid_record(tmp_path, "lastfm", "fedmf-g01", 0.45, 0.2)]
+    assert tuning.pick_from_records(tuning.grid_frame(tie)) == {"lastfm": {"fedmf": "g00"}}
+    table = tuning.tuning_table(block, dirs)
+    assert table["settings"].tolist() == ["lr_network=0.5", "lr_network=0.01", "lr_network=0.0001"]
+    md = tuning.tuning_markdown(table, block, "paper")
+    assert "| g01 | lr_network=0.01 | 0.4500 |" in md and "**pick**" in md
+    # the config names g02, the records say g01: the page says so
+    assert "config pick (not the records' best)" in md and "ml-100k/fedmf" in md
+
+
+def test_tuning_table_says_when_a_grid_is_incomplete_or_empty(tmp_path):
+    block = {"grids": {"fedmf": {"product": {"lr_network": [0.5, 0.01, 1.0e-4]}}}}
+    dirs = [_grid_record(tmp_path, "ml-100k", "fedmf-g00", 0.40, 0.30)]
+    md = tuning.tuning_markdown(tuning.tuning_table(block, dirs), block, "paper")
+    assert "(1 of 3 points run)" in md and "provisional: 2 point(s) not run yet" in md
+    assert "No grid run is recorded yet." in tuning.tuning_markdown(tuning.tuning_table(block, []), block, "paper")
+
+
+def _run(root: Path, dataset: str, method: str, seed: int, hr: float) -> Path:
+    d = root / dataset / method / f"seed{seed}"
+    d.mkdir(parents=True)
+    (d / "metrics.json").write_text(json.dumps({"dataset": dataset, "method": method, "seed": seed,
+                                                "overall": {"hr@10": hr, "ndcg@10": hr / 2}}))
+    return d
+
+
+def test_comparison_marks_the_best_federated_row_per_block_and_pairs_fedrap_with_each_baseline(tmp_path):
+    from recrepro.papers.fedrap.comparison import comparison_frame, comparison_markdown, paired_rows
+
+    dirs = []
+    for seed, (ours, fedmf, mf) in enumerate([(0.30, 0.40, 0.70), (0.32, 0.41, 0.71), (0.34, 0.45, 0.69)]):
+        dirs += [_run(tmp_path, "ml-100k", "fedrap_code_tuned", seed, ours),
+                 _run(tmp_path, "ml-100k", "fedmf_tuned", seed, fedmf), _run(tmp_path, "ml-100k", "mf", seed, mf)]
+    dirs.append(_run(tmp_path, "ml-100k", "fedrap_code_pool", 0, 0.99))
+    frame = comparison_frame(dirs)
+    md = comparison_markdown(frame, "paper", picks={"ml-100k": {"fedrap_code": "g07", "fedmf": "g03"}},
+                             tuned={"fedrap_code_tuned": {"grid": "fedrap_code"}, "fedmf_tuned": {"grid": "fedmf"}})
+    # FedMF (0.42 mean) is the best federated row of the train block; MF (centralised) is higher but not marked
+    assert "| FedMF `fedmf_tuned` | tuned (fedmf g03) | **0.4200 ± 0.0265** |" in md
+    assert "| MF (centralised) `mf` | centralised upper bound | 0.7000 ± 0.0100 |" in md
+    assert "| FedRAP (released code) `fedrap_code_tuned` | tuned (fedrap_code g07) | 0.3200 ± 0.0200 |" in md
+    # the code's-pool block has its own best, with one seed said
+    assert "**0.9900 (1 seed)**" in md
+    tests = paired_rows(frame, ["ml-100k"])
+    row = tests[(tests["metric"] == "hr@10") & (tests["baseline"] == "fedmf_tuned")].iloc[0]
+    # differences -0.10, -0.09, -0.11: mean -0.10, t = -0.10 / (0.01 / sqrt 3) = -17.32, two-sided p = 0.00332
+    assert row["n_seeds"] == 3 and row["mean_diff"] == pytest.approx(-0.10)
+    assert row["p_value"] == pytest.approx(0.003317, rel=1e-3)
+    assert "| train | tuned | `fedrap_code_tuned` | `fedmf_tuned` | ml-100k | hr@10 | 3 | -0.1000 | 0.00332 |" in md
+    assert comparison_markdown(comparison_frame([]), "paper") == ""
