@@ -151,6 +151,21 @@ def cmd_baseline(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_strong_tune(args: argparse.Namespace) -> None:
+    from recrepro.strong import tune_and_test
+
+    tune_and_test(split_dir=Path(args.split_dir), model=args.model, grid=args.grid, fixed=args.fixed,
+                  evaluation=args.evaluation, select=args.select, seeds=args.seeds, out_dir=Path(args.out_dir),
+                  meta=args.meta, device=args.device, batch_size=args.batch_size)
+
+
+def cmd_strong_table(args: argparse.Namespace) -> None:
+    from recrepro.strong import strong_table
+
+    strong_table(args.grids, args.protocols, results_root=Path(args.results_root), out_md=Path(args.out_md),
+                 out_csv=Path(args.out_csv), title=args.title)
+
+
 def cmd_scorecard(args: argparse.Namespace) -> None:
     from recrepro.config import repo_root
     from recrepro.scorecard import build_scorecard
@@ -281,6 +296,7 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
     p.add_argument("--method", required=True, choices=["mostpop", "random"])
     p.set_defaults(func=cmd_baseline)
 
+    _add_strong(sub)
     _add_scorecard(sub)
     _add_records(sub)
     _add_figure_baselines(sub)
@@ -341,6 +357,52 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--params", type=json_arg, default={})
     p.add_argument("--out-dir", required=True)
     p.set_defaults(func=cmd_data_split)
+
+
+def _add_strong(sub: argparse._SubParsersAction) -> None:
+    """``recrepro strong tune|table``: tuned simple baselines on a paper's split (recrepro.strong)."""
+    from recrepro.cliargs import add_json, add_table_outputs, int_list
+
+    strong = sub.add_parser("strong", help="tuned strong simple baselines (ItemKNN, RP3beta, EASE, iALS, MostPop)")
+    verbs = strong.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
+    p = verbs.add_parser("tune", help="search a grid on the validation part, test the pick on every seed")
+    add_run_arguments(p, seed_required=False)
+    p.add_argument("--model", required=True, choices=["mostpop", "itemknn", "rp3beta", "ease", "ials"])
+    add_json(p, "--grid", default={}, help="setting -> list of values, as JSON")
+    add_json(p, "--fixed", default={}, help="settings not searched, as JSON")
+    p.add_argument("--select", required=True, help="validation metric that picks the point (e.g. ndcg@20)")
+    p.add_argument("--seeds", type=int_list, required=True, help="model seeds, comma-separated")
+    p.set_defaults(func=cmd_strong_tune)
+    p = verbs.add_parser("table", help="the strong-baselines table of one paper, from grid.json records")
+    add_table_outputs(p)
+    add_json(p, "--protocols", required=True, help='"<dataset>/<split>" -> metrics, paper_method, as JSON')
+    p.add_argument("--results-root", required=True, help="results/<tier> (the paper method's runs are below it)")
+    p.add_argument("--title", required=True)
+    p.add_argument("grids", nargs="+", help="grid.json records")
+    p.set_defaults(func=cmd_strong_table)
+
+
+def _add_claims(sub: argparse._SubParsersAction) -> None:
+    """``recrepro claims``: verdicts on a paper's headline claims, computed from its records."""
+    from recrepro.cliargs import add_table_outputs, add_tier
+
+    p = sub.add_parser("claims", help="judge a paper's headline claims from its run records (claims.md, claims.csv)")
+    p.add_argument("--paper", required=True)
+    add_tier(p)
+    p.add_argument("--results", required=True, help="results/<tier>/<paper>: its runs/, figures/, tables/, scorecard")
+    p.add_argument("--expected", help="the claims (default: the package's expected/<paper>.yaml)")
+    p.add_argument("--seeds-required", type=int, default=None,
+                   help="seeds the tier runs per cell: a check on fewer is provisional")
+    add_table_outputs(p)
+    p.set_defaults(func=cmd_claims)
+
+
+def cmd_claims(args: argparse.Namespace) -> None:
+    from recrepro.scorecard import expected_path
+    from recrepro.scorecard.claimpage import write_claims
+
+    write_claims(args.paper, args.tier, args.expected or expected_path(args.paper), args.results,
+                 args.out_md, args.out_csv, seeds_required=args.seeds_required)
 
 
 def _add_scorecard(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,77 @@
+"""EASE: embarrassingly shallow autoencoder, closed form.
+
+Steck, "Embarrassingly shallow autoencoders for sparse data" (WWW 2019), eq. (8):
+
+    P = (XᵀX + λI)⁻¹,      B = I − P · diagMat(1 ⊘ diag(P)),
+
+i.e. ``B_ij = −P_ij / P_jj`` off the diagonal and ``B_jj = 0``; a user's scores are
+``x_u B``.  The inverse is a Cholesky factorisation and inversion in place (LAPACK
+``potrf``/``potri``), so only one ``n_items × n_items`` matrix is held: 8·n² bytes in float64,
+4·n² in float32 (gowalla's 40,981 items: 6.7 GB).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg.lapack as lapack
+import scipy.sparse as sp
+
+from recrepro.models.itemitem import ItemItemRecommender
+
+__all__ = ["EASE", "ease_weights"]
+
+
+def ease_weights(matrix: sp.csr_matrix, lam: float, dtype: str = "float64", block: int = 2048) -> np.ndarray:
+    """``B`` of Steck 2019 eq. (8) for the binary ``matrix`` ``[n_users, n_items]``, in ``dtype``.
+
+    Raises ``ValueError`` when ``XᵀX + λI`` is not positive definite (``λ <= 0`` with a
+    rank-deficient ``X``).
+    """
+    if float(lam) < 0:
+        raise ValueError(f"EASE needs lambda >= 0, got {lam}")
+    x = matrix.astype(dtype)
+    g = (x.T @ x).toarray()
+    n = g.shape[0]
+    g[np.diag_indices(n)] += lam
+    potrf, potri = (lapack.dpotrf, lapack.dpotri) if g.dtype == np.float64 else (lapack.spotrf, lapack.spotri)
+    g = g.T  # symmetric: the transpose is the same matrix, and Fortran-ordered, so LAPACK works in place
+    c, info = potrf(g, lower=1, overwrite_a=1, clean=0)
+    if info != 0:
+        raise ValueError(f"EASE: X^T X + {lam} I is not positive definite (potrf info {info}); raise lambda")
+    p, info = potri(c, lower=1, overwrite_c=1)
+    if info != 0:
+        raise ValueError(f"EASE: inversion failed (potri info {info})")
+    # potri fills the lower triangle: mirror it to the upper one, block by block (no n² temporary)
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        d = p[lo:hi, lo:hi]
+        d[:] = np.tril(d) + np.tril(d, -1).T
+        p[lo:hi, hi:] = p[hi:, lo:hi].T
+    diag = np.diag(p).copy()
+    p /= -diag[None, :]
+    p[np.diag_indices(n)] = 0.0
+    return p
+
+
+class EASE(ItemItemRecommender):
+    """EASE^R with L2 weight ``lam`` (Steck 2019 eq. 8; see the module docstring).
+
+    Parameters
+    ----------
+    lam:
+        L2 weight ``λ`` on ``B``.
+    dtype:
+        ``"float64"`` or ``"float32"`` (halves the memory; for large item sets).
+    """
+
+    def __init__(self, lam: float = 100.0, dtype: str = "float64") -> None:
+        if dtype not in ("float64", "float32"):
+            raise ValueError(f"EASE dtype must be float64 or float32, got {dtype!r}")
+        self.lam, self.dtype = float(lam), dtype
+
+    def fit(self, train: sp.csr_matrix, **kwargs: Any) -> EASE:
+        matrix = self._set_history(train)
+        self.W = ease_weights(matrix, self.lam, self.dtype)
+        return self

@@ -1,0 +1,291 @@
+"""Tuned strong simple baselines on a paper's own split, with that split's evaluator (issue 48).
+
+Ferrari Dacrema, Cremonesi & Jannach (RecSys 2019) and Rendle et al. (RecSys 2022) ask whether
+a new method beats *well-tuned* simple baselines on the paper's own split and metric.  This
+module runs them: MostPop, ItemKNN (:mod:`recrepro.models.itemknn`), RP3beta
+(:mod:`recrepro.models.rp3beta`), EASE (:mod:`recrepro.models.ease`) and iALS
+(:mod:`recrepro.models.ials`, tuned as Rendle et al. recommend: dimension, L2 with frequency
+scaling, unobserved weight α0).
+
+``tune`` (:func:`tune_and_test`)
+    Every point of a stated grid (``config.yaml: strong_baselines``) is fitted on the split's
+    ``fit`` parts and scored on its **validation** part with the protocol's evaluator; the pick
+    is the best point on the paper's own metric (``select``; the first in grid order wins a
+    tie).  The pick is then tested on every model seed (deterministic models: once), one run
+    record per seed; ``grid.json`` holds every point's validation score, the pick and the runs.
+``table`` (:func:`strong_table`)
+    From those records: per model the test mean ± sd at its pick, beside the paper's method's
+    records on the same split, with a paired t-test over users where both sides' per-user rows
+    exist.
+
+Strong generalisation (exADMM): held-out users are folded in from their ``*_tr`` rows; the
+item–item models score them from those rows with the item–item matrix fitted on ``train``,
+iALS solves their rows with V fixed, as exADMM's own iALS does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recrepro.io import read_json, write_json, write_text
+from recrepro.models.base import Recommender
+from recrepro.runs import SplitData, evaluate_on_split, write_split_record
+
+__all__ = ["MODELS", "expand_grid", "make_model", "pick_point", "strong_table", "tune_and_test",
+           "validation_section"]
+
+#: Models and whether a seed changes their fit.
+MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "ials": True}
+TABLE_COLUMNS = ["dataset", "split", "method", "settings", "budget", "metric", "mean", "sd", "n_seeds",
+                 "paper_method", "paper_mean", "paper_n_seeds", "p_value", "p_note"]
+
+
+def make_model(name: str, settings: Mapping[str, Any], seed: int = 0, device: str = "cpu") -> Recommender:
+    """The model ``name`` with ``settings`` (a grid point merged over the fixed settings)."""
+    if name == "mostpop":
+        from recrepro.models.baselines import MostPopular
+        return MostPopular()
+    if name == "itemknn":
+        from recrepro.models.itemknn import ItemKNN
+        return ItemKNN(**settings)
+    if name == "rp3beta":
+        from recrepro.models.rp3beta import RP3beta
+        return RP3beta(**settings)
+    if name == "ease":
+        from recrepro.models.ease import EASE
+        return EASE(**settings)
+    if name == "ials":
+        from recrepro.models.ials import IALS
+        return IALS(seed=seed, device=device, log_losses=False, **settings)
+    raise ValueError(f"unknown strong baseline {name!r}; known: {', '.join(MODELS)}")
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]] | None, fixed: Mapping[str, Any] | None = None
+                ) -> list[dict[str, Any]]:
+    """The grid's points in a fixed order: the Cartesian product of ``grid``'s lists (keys sorted),
+    each merged over ``fixed``.  An empty grid is one point, ``fixed``."""
+    grid = dict(grid or {})
+    fixed = dict(fixed or {})
+    clash = sorted(set(grid) & set(fixed))
+    if clash:
+        raise ValueError(f"settings both fixed and searched: {clash}")
+    keys = sorted(grid)
+    for key in keys:
+        if not isinstance(grid[key], (list, tuple)) or not grid[key]:
+            raise ValueError(f"grid entry {key!r} must be a non-empty list, got {grid[key]!r}")
+    return [{**fixed, **dict(zip(keys, values))} for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def pick_point(scores: Sequence[float]) -> int:
+    """Index of the best validation score; the first in grid order wins a tie.  NaN never wins."""
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.size == 0 or np.all(np.isnan(arr)):
+        raise ValueError("no grid point has a finite validation score")
+    return int(np.nanargmax(arr))
+
+
+def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """The protocol's evaluation section moved to the validation part.
+
+    Fold-in splits (``fold_in: test_tr``): ``validation_tr`` is folded in and excluded,
+    ``validation_te`` is the target.  Otherwise the target is ``validation`` and the
+    ``validation`` part leaves the excluded parts (it is the target now).
+    """
+    val = dict(evaluation)
+    if "fold_in" in evaluation:
+        swap = lambda name: name.replace("test", "validation", 1)  # noqa: E731
+        val["fold_in"] = swap(evaluation["fold_in"])
+        val["exclude"] = [swap(p) for p in evaluation.get("exclude", [])]
+        val["target"] = swap(evaluation["target"])
+    else:
+        val["target"] = "validation"
+        if "exclude" in evaluation:
+            val["exclude"] = [p for p in evaluation["exclude"] if p != "validation"]
+    return val
+
+
+def _evaluate(model: Recommender, split: SplitData, evaluation: Mapping[str, Any], device: str, batch_size: int):
+    if "fold_in" in evaluation and hasattr(model, "fold_in_users"):
+        model.fold_in_users(split.csr([evaluation["fold_in"]]))
+    section = {k: v for k, v in evaluation.items() if k != "fold_in"}
+    return evaluate_on_split(model, split, section, device=device, batch_size=batch_size)
+
+
+def _settings_text(settings: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(settings.items()))
+
+
+def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[Any]] | None,
+                  fixed: Mapping[str, Any] | None, evaluation: Mapping[str, Any], select: str,
+                  seeds: Sequence[int], out_dir: Path, meta: Mapping[str, Any], device: str = "cpu",
+                  batch_size: int = 2048) -> dict[str, Any]:
+    """Tune ``model`` on the validation part, test the pick on every seed, write the records.
+
+    Writes ``out_dir/seed<k>/`` (run records of the test part at the pick; a deterministic
+    model has one, under the first seed) and then ``out_dir/grid.json``.  Returns its content.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown strong baseline {model!r}; known: {', '.join(MODELS)}")
+    if not seeds:
+        raise ValueError("tune_and_test needs at least one seed")
+    out_dir = Path(out_dir)
+    split = SplitData(split_dir)
+    train = split.csr(evaluation["fit"])
+    val_eval = validation_section(evaluation)
+    points = expand_grid(grid, fixed)
+    rows, best, best_model = [], -np.inf, None
+    for i, settings in enumerate(points):
+        started = time.perf_counter()
+        fitted = make_model(model, settings, seeds[0], device).fit(train)
+        fit_seconds = time.perf_counter() - started
+        result = _evaluate(fitted, split, val_eval, device, batch_size)
+        if select not in result.overall:
+            raise ValueError(f"select metric {select!r} not among the validation metrics {sorted(result.overall)}")
+        value = float(result.overall[select])
+        rows.append({"point": i, "settings": settings, f"val:{select}": value, "fit_seconds": fit_seconds,
+                     "seconds": time.perf_counter() - started})
+        print(f"{model} point {i} {_settings_text(settings)}: validation {select} {value:.5f}", flush=True)
+        if value > best:  # strict: the first of equal scores stays (pick_point's rule)
+            best, best_model = value, fitted
+        del fitted
+    pick = pick_point([r[f"val:{select}"] for r in rows])
+    chosen = points[pick]
+    run_seeds = list(seeds) if MODELS[model] else [seeds[0]]
+    runs = []
+    for seed in run_seeds:
+        started = time.time()
+        fitted = best_model if seed == seeds[0] else make_model(model, chosen, seed, device).fit(train)
+        result = _evaluate(fitted, split, evaluation, device, batch_size)
+        run_dir = out_dir / f"seed{seed}"
+        write_split_record(
+            run_dir, split, result,
+            meta={"method": model, **meta, "settings": chosen, "settings_text": _settings_text(chosen),
+                  "selected_by": f"validation {select}", "grid_points": len(points),
+                  f"val:{select}_at_pick": rows[pick][f"val:{select}"]},
+            config_slice={"model": model, "grid": dict(grid or {}), "fixed": dict(fixed or {}),
+                          "evaluation": dict(evaluation), "select": select, "batch_size": batch_size},
+            seed=seed, device=device, started_at=started)
+        runs.append(f"seed{seed}")
+    summary = {"model": model, **{k: meta[k] for k in ("dataset", "protocol", "split") if k in meta},
+               "select": select, "grid_points": len(points), "grid": dict(grid or {}), "fixed": dict(fixed or {}),
+               "points": rows, "pick": pick, "settings": chosen, "seeds": run_seeds, "runs": runs,
+               "deterministic": not MODELS[model]}
+    write_json(out_dir / "grid.json", summary)
+    return summary
+
+
+# ----------------------------------------------------------------------------- table
+def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str) -> tuple[float | None, str]:
+    """Two-sided paired t-test over users of ``metric`` (each side averaged over its seeds)."""
+    from scipy import stats
+
+    def per_user(dirs: Sequence[Path]) -> pd.Series | None:
+        frames = []
+        for d in dirs:
+            f = Path(d) / "per_user.parquet"
+            if not f.exists():
+                return None
+            frame = pd.read_parquet(f)
+            if metric not in frame.columns:
+                return None
+            frames.append(frame.set_index("user")[metric])
+        return pd.concat(frames, axis=1).mean(axis=1) if frames else None
+
+    a, b = per_user(ours), per_user(theirs)
+    if a is None:
+        return None, "no per-user rows of the baseline"
+    if b is None:
+        return None, "per-user rows of the paper's method not kept (git-ignored)"
+    joined = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
+    if len(joined) < 2 or np.allclose(joined["a"], joined["b"]):
+        return None, "fewer than two users, or identical per-user values"
+    return float(stats.ttest_rel(joined["a"], joined["b"]).pvalue), f"paired t-test over {len(joined)} users"
+
+
+def _run_metrics(run_dir: Path, part: str | None = None) -> dict[str, float]:
+    if part:
+        return read_json(run_dir / f"{part}.json")["overall"]
+    return read_json(run_dir / "metrics.json")["overall"]
+
+
+def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, results_root: str | Path,
+                 out_md: Path, out_csv: Path, title: str) -> pd.DataFrame:
+    """The strong-baselines table of one paper from ``grid.json`` records.
+
+    ``entry`` maps ``"<dataset>/<split>"`` to that protocol's ``metrics`` (reported),
+    ``paper_method`` (its run directory relative to ``results_root``, the name and the part
+    whose metrics it compares) — the config's protocol entries.
+    """
+    groups: dict[tuple[str, str, str], list[tuple[Path, dict]]] = {}
+    for grid_file in sorted(map(Path, grid_files)):
+        grid = read_json(grid_file)
+        groups.setdefault((grid["dataset"], grid["split"], grid["model"]), []).append((grid_file, grid))
+    rows = []
+    for (dataset, split, model), grids in groups.items():
+        proto = entry[f"{dataset}/{split}"]
+        # one grid per split seed (PRISM's three random splits): the runs of all of them
+        run_dirs = [f.parent / r for f, g in grids for r in g["runs"]]
+        picks = list(dict.fromkeys(_settings_text(g["settings"]) or "-" for _, g in grids))
+        sizes = sorted({g["grid_points"] for _, g in grids})
+        budget = (f"{'/'.join(map(str, sizes))}-point grid, picked on validation {grids[0][1]['select']}"
+                  + (f" of each of {len(grids)} splits" if len(grids) > 1 else ""))
+        paper = proto.get("paper_method") or {}
+        paper_dirs = sorted((Path(results_root) / paper["runs"]).glob("seed*")) if paper else []
+        paper_dirs = [d for d in paper_dirs if (d / "metrics.json").exists()]
+        for metric in proto["metrics"]:
+            values = [_run_metrics(d).get(metric, np.nan) for d in run_dirs]
+            theirs = [_run_metrics(d, paper.get("part")).get(metric, np.nan) for d in paper_dirs]
+            if paper_dirs:
+                p, note = _paired_p(run_dirs, paper_dirs, metric)
+            else:
+                p, note = None, "no records of the paper's method on this split"
+            rows.append({
+                "dataset": dataset, "split": split, "method": model, "settings": " / ".join(picks),
+                "budget": budget, "metric": metric, "mean": float(np.nanmean(values)),
+                "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0, "n_seeds": len(values),
+                "paper_method": paper.get("method", ""),
+                "paper_mean": float(np.nanmean(theirs)) if theirs else np.nan, "paper_n_seeds": len(theirs),
+                "p_value": p, "p_note": note})
+    frame = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    if frame.empty:
+        raise ValueError("strong_table: no grid records given")
+    frame = frame.sort_values(["dataset", "split", "metric", "method"], kind="stable").reset_index(drop=True)
+    out_csv = Path(out_csv)
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out_csv, frame.to_csv(index=False, float_format="%.6g"))
+    write_text(Path(out_md), render_markdown(frame, title))
+    return frame
+
+
+def render_markdown(frame: pd.DataFrame, title: str) -> str:
+    """The table as Markdown, one section per dataset/split; the best baseline per metric in bold."""
+    lines = [f"# {title}", "",
+             "Tuned simple baselines on the paper's own split, with its evaluator (issue 48): each model's "
+             "grid is searched on the validation part with the paper's metric, and the pick is tested "
+             "on every seed (deterministic models: one run). `paper` is our reproduction's run of the "
+             "paper's method on the same split; `p` a two-sided paired t-test over users where both "
+             "sides' per-user rows exist. Bold: the best baseline per metric (Gini: the lowest).", ""]
+    for (dataset, split), block in frame.groupby(["dataset", "split"], sort=True):
+        lines += [f"## {dataset} · {split}", "",
+                  "| metric | method | settings | budget | mean ± sd (n) | paper method | paper | p |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for metric, rows in block.groupby("metric", sort=True):
+            best = rows["mean"].min() if metric.startswith("gini") else rows["mean"].max()
+            for _, r in rows.iterrows():
+                value = f"{r['mean']:.4f} ± {r['sd']:.4f} ({r['n_seeds']})"
+                if r["mean"] == best:
+                    value = f"**{value}**"
+                paper = "" if pd.isna(r["paper_mean"]) else f"{r['paper_mean']:.4f} ({r['paper_n_seeds']})"
+                p = f"{r['p_value']:.2g}" if r["p_value"] is not None and not pd.isna(r["p_value"]) else \
+                    f"– ({r['p_note']})"
+                lines.append(f"| {metric} | {r['method']} | {r['settings']} | {r['budget']} | {value} | "
+                             f"{r['paper_method']} | {paper} | {p} |")
+        lines.append("")
+    return "\n".join(lines)

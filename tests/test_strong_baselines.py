@@ -1,0 +1,170 @@
+"""Strong simple baselines (issue 48): hand-checked models, the tuning pick, the table."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from recrepro.models.ease import EASE
+from recrepro.models.itemitem import topk_per_row
+from recrepro.models.itemknn import ItemKNN
+from recrepro.models.rp3beta import RP3beta
+from recrepro.strong import expand_grid, pick_point, strong_table, validation_section
+
+# users x items: u0 = {0, 1}, u1 = {0, 1, 2}, u2 = {1, 2}
+X = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]], dtype=np.float32))
+
+
+def test_ease_matches_a_direct_solve():
+    rng = np.random.default_rng(0)
+    x = sp.csr_matrix((rng.random((40, 15)) < 0.3).astype(np.float32))
+    dense = x.toarray().astype(np.float64)
+    p = np.linalg.inv(dense.T @ dense + 5.0 * np.eye(15))
+    b = np.eye(15) - p / np.diag(p)[None, :]  # Steck 2019 eq. (8)
+    assert np.allclose(np.diag(b), 0.0)
+    for dtype, tol in (("float64", 1e-12), ("float32", 1e-5)):
+        model = EASE(lam=5.0, dtype=dtype).fit(x)
+        assert model.W.dtype == np.dtype(dtype)
+        assert np.abs(model.W - b).max() < tol
+        assert np.allclose(model.score(np.array([3])), dense[3] @ b, atol=1e-4)
+
+
+def test_ease_rejects_a_singular_gram_matrix():
+    x = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 0]], dtype=np.float32))  # item 2 never seen: row of zeros
+    with pytest.raises(ValueError, match="positive definite"):
+        EASE(lam=0.0).fit(x)
+
+
+def test_itemknn_shrunk_cosine_by_hand():
+    # co-occurrences c01 = 2, c02 = 1, c12 = 2; norms sqrt(2), sqrt(3), sqrt(2); shrink h = 1
+    model = ItemKNN(k=3, shrink=1.0).fit(X)
+    s01 = 2 / (math.sqrt(6) + 1)
+    s02 = 1 / (2 + 1)
+    expected = np.array([[0, s01, s02], [s01, 0, s01], [s02, s01, 0]])
+    assert np.allclose(model.W.toarray(), expected, atol=1e-6)
+    # k = 1: item 0 keeps item 1 (s01 > s02); item 1's two equal neighbours -> the lower id, 0
+    top = ItemKNN(k=1, shrink=1.0).fit(X).W.toarray()
+    assert np.allclose(top, [[0, s01, 0], [s01, 0, s01], [0, 0, 0]], atol=1e-6)
+    # u0 = {0, 1}: scores are rows 0 + 1 of W
+    assert np.allclose(ItemKNN(k=1, shrink=1.0).fit(X).score(np.array([0])), [[s01, s01, s01]], atol=1e-6)
+
+
+def test_rp3beta_transition_probabilities_by_hand():
+    model = RP3beta(alpha=1.0, beta=0.0, k=3).fit(X)
+    p_iu, p_ui = model.transitions()
+    assert np.allclose(p_ui.toarray(), [[.5, .5, 0], [1 / 3, 1 / 3, 1 / 3], [0, .5, .5]])
+    assert np.allclose(p_iu.toarray(), [[.5, .5, 0], [1 / 3, 1 / 3, 1 / 3], [0, .5, .5]])
+    # W_01 = P_iu[0,0] P_ui[0,1] + P_iu[0,1] P_ui[1,1] = .25 + 1/6; beta = 1 divides by deg(1) = 3
+    beta1 = RP3beta(alpha=1.0, beta=1.0, k=3).fit(X).W.toarray()
+    assert beta1[0, 1] == pytest.approx((0.25 + 1 / 6) / 3, rel=1e-6)
+    assert np.allclose(np.diag(beta1), 0.0)
+    # alpha = 2 squares every probability: W_02 = P_iu[0,1]^2 P_ui[1,2]^2 = 1/4 * 1/9
+    alpha2 = RP3beta(alpha=2.0, beta=0.0, k=3).fit(X).W.toarray()
+    assert alpha2[0, 2] == pytest.approx(1 / 36, rel=1e-6)
+
+
+def test_topk_per_row_breaks_ties_by_lower_column_and_drops_zeros():
+    block = np.array([[0.5, 0.2, 0.5, 0.5, 0.0], [0.0, 0.0, 0.0, 0.1, 0.0]], dtype=np.float32)
+    rows, cols, vals = topk_per_row(block, 2)
+    assert rows.tolist() == [0, 0, 1] and cols.tolist() == [0, 2, 3]
+    assert np.allclose(vals, [0.5, 0.5, 0.1])
+
+
+def test_fold_in_scores_a_held_out_user_from_her_history():
+    train = sp.csr_matrix(np.vstack([X.toarray(), np.zeros((1, 3), np.float32)]))  # user 3 held out
+    model = ItemKNN(k=3, shrink=0.0).fit(train)
+    assert np.allclose(model.score(np.array([3])), 0.0)
+    history = sp.csr_matrix(([1.0], ([3], [2])), shape=(4, 3))
+    model.fold_in_users(history)
+    assert np.allclose(model.score(np.array([3])), model.W.toarray()[2][None, :])
+    assert np.allclose(model.score(np.array([0])), X[0].toarray() @ model.W.toarray())  # others unchanged
+
+
+def test_pick_point_and_grid():
+    assert pick_point([0.1, 0.3, 0.3, np.nan]) == 1  # first of equal scores, NaN never wins
+    with pytest.raises(ValueError):
+        pick_point([np.nan])
+    points = expand_grid({"shrink": [0, 10], "k": [5, 50]}, {"block_size": 8})
+    assert points[0] == {"block_size": 8, "k": 5, "shrink": 0} and len(points) == 4
+    assert points[1] == {"block_size": 8, "k": 5, "shrink": 10}  # keys sorted, last key fastest
+    assert expand_grid({}, {"lam": 1.0}) == [{"lam": 1.0}]
+    with pytest.raises(ValueError, match="both fixed and searched"):
+        expand_grid({"k": [1]}, {"k": 2})
+
+
+def test_validation_section_moves_to_the_validation_part():
+    fold = {"mode": "full", "fit": ["train"], "fold_in": "test_tr", "exclude": ["test_tr"], "target": "test_te",
+            "ks": [20]}
+    val = validation_section(fold)
+    assert (val["fold_in"], val["exclude"], val["target"]) == ("validation_tr", ["validation_tr"], "validation_te")
+    rr = validation_section({"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test",
+                             "ks": [20]})
+    assert rr["exclude"] == ["train"] and rr["target"] == "validation"
+    loo = validation_section({"mode": "sampled", "fit": ["train"], "target": "test", "ks": [10]})
+    assert loo["target"] == "validation"
+
+
+def _run(d: Path, value: float, per_user: list[float] | None, metric: str = "ndcg@20") -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "metrics.json").write_text(json.dumps({"overall": {metric: value}}))
+    if per_user is not None:
+        pd.DataFrame({"user": np.arange(len(per_user)), metric: per_user}).to_parquet(d / "per_user.parquet")
+
+
+def test_table_from_records_with_a_paired_test(tmp_path):
+    from scipy import stats
+
+    base = tmp_path / "baselines/strong/toy/p/random_ratio"
+    ours_a, ours_b = [0.2, 0.4, 0.1, 0.5], [0.3, 0.4, 0.2, 0.4]
+    for model, runs in (("ials", {"seed0": (0.30, ours_a), "seed1": (0.32, ours_b)}), ("mostpop", {"seed0": (0.1, None)})):
+        for name, (value, per_user) in runs.items():
+            _run(base / model / "split0" / name, value, per_user)
+        (base / model / "split0" / "grid.json").write_text(json.dumps({
+            "model": model, "dataset": "toy", "split": "random_ratio", "select": "ndcg@20",
+            "grid_points": 2 if model == "ials" else 1, "settings": {"l2": 0.01} if model == "ials" else {},
+            "runs": list(runs)}))
+    theirs = [0.1, 0.2, 0.1, 0.3]
+    _run(tmp_path / "paper/runs/m/seed0", 0.2, theirs)
+    grids = sorted(tmp_path.glob("baselines/strong/**/grid.json"))
+    protocols = {"toy/random_ratio": {"metrics": ["ndcg@20"],
+                                      "paper_method": {"method": "m", "runs": "paper/runs/m"}}}
+    frame = strong_table(grids, protocols, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy")
+    ials = frame.set_index("method").loc["ials"]
+    assert ials["mean"] == pytest.approx(0.31) and ials["sd"] == pytest.approx(np.std([0.30, 0.32], ddof=1))
+    assert ials["n_seeds"] == 2 and ials["paper_mean"] == pytest.approx(0.2)
+    expected_p = stats.ttest_rel((np.array(ours_a) + ours_b) / 2, theirs).pvalue
+    assert ials["p_value"] == pytest.approx(expected_p)
+    mostpop = frame.set_index("method").loc["mostpop"]
+    assert pd.isna(mostpop["p_value"]) and "baseline" in mostpop["p_note"]
+    md = (tmp_path / "t.md").read_text()
+    assert "**0.3100 ± 0.0141 (2)**" in md and "settings" in md
+    csv = pd.read_csv(tmp_path / "t.csv")
+    for column in ("dataset", "split", "method", "settings", "budget", "metric", "mean", "sd", "n_seeds",
+                   "paper_method", "paper_mean", "p_value"):
+        assert column in csv.columns
+
+
+def test_tune_and_test_on_a_synthetic_split(tmp_path):
+    from conftest import build_synthetic_split
+    from recrepro.datasets.synthetic import SyntheticSpec
+    from recrepro.io import read_json
+    from recrepro.strong import tune_and_test
+
+    split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
+                                  "prism", 5, "random_ratio", 123)
+    evaluation = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test", "ks": [20]}
+    out = tune_and_test(split_dir=split, model="itemknn", grid={"k": [5, 20]}, fixed={"shrink": 0.0},
+                        evaluation=evaluation, select="ndcg@20", seeds=[0, 1], out_dir=tmp_path / "out",
+                        meta={"dataset": "synthetic", "protocol": "prism", "split": "random_ratio", "tier": "smoke"})
+    scores = [p["val:ndcg@20"] for p in out["points"]]
+    assert out["pick"] == pick_point(scores) and out["runs"] == ["seed0"]  # deterministic: one run
+    record = read_json(tmp_path / "out/seed0/metrics.json")
+    assert record["settings"] == out["settings"] and record["method"] == "itemknn"
+    assert read_json(tmp_path / "out/grid.json")["grid_points"] == 2

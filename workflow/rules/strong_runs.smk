@@ -1,0 +1,52 @@
+# Strong simple baselines (issue 48): the jobs that tune on validation and test the pick (run
+# records). Left out when from_records=true: the committed records are then the inputs of strong.smk.
+
+
+rule strong_tune:
+    input:
+        manifest=f"{DATA}/splits/{{dataset}}/{{protocol}}/{{split}}/seed{{split_seed}}/manifest.json",
+    output:
+        grid="results/{tier}/baselines/strong/{dataset}/{protocol}/{split}/{model}/split{split_seed}/grid.json",
+    log:
+        "logs/strong/{tier}/{dataset}/{protocol}/{split}/{model}/split{split_seed}.log",
+    benchmark:
+        "logs/benchmarks/strong/{tier}/{dataset}/{protocol}/{split}/{model}/split{split_seed}.tsv"
+    conda:
+        ENV_CPU
+    threads: config["threads"]
+    resources:
+        mem_mb=res_mem_mb("evaluate"),
+        runtime=res_runtime("evaluate"),
+    params:
+        evaluation=lambda wc: as_json(
+            strong_evaluation(strong_entry(wc.tier, wc.dataset, wc.protocol, wc.split))
+        ),
+        grid=lambda wc: as_json(strong_model(wc).get("grid", {})),
+        fixed=lambda wc: as_json(strong_model(wc).get("fixed", {})),
+        select=lambda wc: strong_entry(wc.tier, wc.dataset, wc.protocol, wc.split)[
+            "select"
+        ],
+        seeds=lambda wc: ",".join(
+            str(s)
+            for s in strong_entry(wc.tier, wc.dataset, wc.protocol, wc.split)["seeds"]
+        ),
+        meta=lambda wc: as_json(
+            {
+                "tier": wc.tier,
+                "paper": "baselines",
+                "dataset": wc.dataset,
+                "protocol": wc.protocol,
+                "split": wc.split,
+                "split_seed": int(wc.split_seed),
+            }
+        ),
+        batch_size=config["evaluation"]["batch_size"],
+        device=config["device"],
+        split_dir=lambda wc, input: str(Path(input.manifest).parent),
+        out=lambda wc, output: str(Path(output.grid).parent),
+    shell:
+        "OMP_NUM_THREADS={threads:q} recrepro strong tune --split-dir {params.split_dir:q} "
+        "--model {wildcards.model:q} --grid {params.grid:q} --fixed {params.fixed:q} "
+        "--select {params.select:q} --seeds {params.seeds:q} --out-dir {params.out:q} "
+        "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
+        "--batch-size {params.batch_size:q} > {log:q} 2>&1"
