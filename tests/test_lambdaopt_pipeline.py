@@ -38,8 +38,10 @@ def test_epoch_cap_limits_epochs(repo_root):
     assert lo.rule_settings(cfg, "paper", "ml-100k", "neumf")["epochs"] == 7
     assert lo.rule_sensitivity_epochs(cfg, "paper") == 7
     cfg["lambdaopt"]["tiers"]["paper"]["epoch_cap"] = None
-    assert lo.rule_settings(cfg, "paper", "ml-100k", "lambdafix")["epochs"] == 100
-    assert lo.rule_sensitivity_epochs(cfg, "paper") == 100
+    # the converging budget's cap (the slides' heat map runs to epoch 3,200) and its patience
+    settings = lo.rule_settings(cfg, "paper", "ml-100k", "lambdafix")
+    assert (settings["epochs"], settings["patience"], settings["eval_every"]) == (3200, 100, 1)
+    assert lo.rule_sensitivity_epochs(cfg, "paper") == 3200
 
 
 def _fake_run(root, method, seed, values):

@@ -542,16 +542,25 @@ def test_lambdaopt_resume_after_kill_is_exact(case, tmp_path, monkeypatch, one_t
 
 
 def test_models_without_declared_checkpoint_state_refuse_checkpoints(tmp_path):
-    from recrepro.papers.lambdaopt.amf import AMF
+    from recrepro.models.mf_bpr import MFBPR
+
+    class Undeclared(MFBPR):
+        """A subclass that may carry state its parent's checkpoint does not know of."""
 
     train, _ = _planted(20, 15)
-    with pytest.raises(NotImplementedError, match="AMF"):
-        AMF({"dim": 2, "epochs": 1}).fit(train, checkpoint=tmp_path / "c")
+    with pytest.raises(NotImplementedError, match="Undeclared"):
+        Undeclared({"dim": 2, "epochs": 1}).fit(train, checkpoint=tmp_path / "c")
 
 
 @pytest.mark.parametrize("settings", [
     {"method": "lambdafix", "lambdafix_grid": [0.0, 0.01]},
     {"method": "lambdaopt", "granularity": "dui", "val_batch_size": 64},
+    # the converging budget (recrepro.papers.lambdaopt.stopping): the monitor's curve and best epoch resume too
+    {"method": "lambdafix", "lambdafix_grid": [0.0, 0.01], "epochs": 12, "patience": 2},
+    {"method": "lambdaopt", "granularity": "dui", "val_batch_size": 64, "epochs": 12, "patience": 2,
+     "trajectory_every": 3},
+    {"method": "sgda", "epochs": 12, "patience": 2, "val_batch_size": 64},
+    {"method": "amf", "epochs": 12, "patience": 2},
 ])
 def test_lambdaopt_driver_resumes_to_the_same_record(prism_split, settings, tmp_path, monkeypatch,
                                                      one_torch_thread):
@@ -572,3 +581,6 @@ def test_lambdaopt_driver_resumes_to_the_same_record(prism_split, settings, tmp_
     _assert_two_pieces(tmp_path / "resumed")
     files = _run_files(tmp_path / "ref")
     assert "metrics.json" in files and files == _run_files(tmp_path / "resumed")
+    if "patience" in settings:
+        stopping = json.loads(files["metrics.json"])["stopping"]
+        assert stopping["stopped"] in ("patience", "cap") and 1 <= stopping["best_epoch"] <= stopping["epochs_trained"]

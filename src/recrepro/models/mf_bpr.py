@@ -216,22 +216,41 @@ class MFBPR(TrainedFactorModel):
             self.Q.copy_(state["Q"])
         self.optimizer.load_state_dict(state["optimizer"])
 
-    def checkpoint_key(self, train: sp.csr_matrix, validation: sp.csr_matrix | None) -> str:
+    def checkpoint_key(self, train: sp.csr_matrix, validation: sp.csr_matrix | None,
+                       monitor: Any | None = None) -> str:
         from recrepro.checkpoints import data_fingerprint, settings_key
 
-        return settings_key({"model": type(self).__name__, "config": asdict(self.config), "seed": self.seed,
-                             "data": data_fingerprint(train, validation)})
+        key = {"model": type(self).__name__, "config": asdict(self.config), "seed": self.seed,
+               "data": data_fingerprint(train, validation)}
+        if monitor is not None:     # a stopping rule changes what the run is (the key of a plain run is unchanged)
+            key["monitor"] = monitor.settings()
+        return settings_key(key)
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """Copies of the tables the scores read (a stopping rule keeps the best epoch's)."""
+        return {"P": self.P.detach().clone(), "Q": self.Q.detach().clone()}
+
+    def restore(self, snapshot: Mapping[str, torch.Tensor]) -> None:
+        """Put the tables of :meth:`snapshot` back (scoring then gives that epoch's scores)."""
+        with torch.no_grad():
+            self.P.copy_(snapshot["P"])
+            self.Q.copy_(snapshot["Q"])
 
     # ------------------------------------------------------------------ training
     def fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None = None,
             on_epoch: Callable[[MFBPR, int], None] | None = None, *, checkpoint: str | Path | None = None,
-            checkpoint_min_seconds: float = 0.0, **kwargs: Any) -> MFBPR:
-        """Train ``config.epochs`` epochs.
+            checkpoint_min_seconds: float = 0.0, monitor: Any | None = None, **kwargs: Any) -> MFBPR:
+        """Train ``config.epochs`` epochs, or fewer when ``monitor`` stops the run.
 
         ``checkpoint`` (:mod:`recrepro.checkpoints`): after every epoch save
         :meth:`checkpoint_state`, the numpy generator of the samplers (negatives and order),
-        torch's global RNG, the epoch and the history; a rerun resumes from it bit for bit.
-        Only for :attr:`resumable` classes (``NotImplementedError`` otherwise).
+        torch's global RNG, the epoch, the history and the monitor's state; a rerun resumes
+        from it bit for bit.  Only for :attr:`resumable` classes (``NotImplementedError`` otherwise).
+
+        ``monitor``: a stopping rule (e.g. :class:`recrepro.papers.lambdaopt.stopping.ValidationMonitor`)
+        with ``update(model, epoch) -> bool`` (True: stop after this epoch), ``stopped``,
+        ``settings()``, ``state()`` and ``load_state(state)``; it is updated after each epoch,
+        before the checkpoint is written, so a resumed run continues its curve.
         """
         from recrepro.checkpoints import (Checkpointer, generator_state, global_rng_state, set_generator_state,
                                           set_global_rng_state)
@@ -247,7 +266,8 @@ class MFBPR(TrainedFactorModel):
         self.history = []
         first, ckpt = 0, None
         if checkpoint is not None:
-            ckpt = Checkpointer(checkpoint, self.checkpoint_key(train, validation), min_seconds=checkpoint_min_seconds)
+            ckpt = Checkpointer(checkpoint, self.checkpoint_key(train, validation, monitor),
+                                min_seconds=checkpoint_min_seconds)
             saved = ckpt.load()
             if saved is not None:
                 self.load_checkpoint_state(saved["model"])
@@ -255,19 +275,27 @@ class MFBPR(TrainedFactorModel):
                 set_global_rng_state(saved["global_rng"])
                 self.history = list(saved["history"])
                 first = int(saved["epoch"])
+                if monitor is not None:
+                    monitor.load_state(saved["monitor"])
         for epoch in range(first, self.config.epochs):
+            if monitor is not None and monitor.stopped:
+                break
             started = time.perf_counter()
             loss = self.train_epoch(sampler, epoch)
             check_finite("training loss", loss, f"epoch {epoch}")
             check_finite("user factors", self.P.detach(), f"epoch {epoch}")
             check_finite("item factors", self.Q.detach(), f"epoch {epoch}")
             self.history.append({"epoch": epoch, "loss": loss, "seconds": time.perf_counter() - started})
+            stop = monitor is not None and monitor.update(self, epoch)
             if ckpt is not None:
                 ckpt.save(lambda: {"epoch": epoch + 1, "model": self.checkpoint_state(), "rng": generator_state(rng),
-                                   "global_rng": global_rng_state(), "history": self.history},
-                          final=epoch + 1 >= self.config.epochs)
+                                   "global_rng": global_rng_state(), "history": self.history,
+                                   **({} if monitor is None else {"monitor": monitor.state()})},
+                          final=stop or epoch + 1 >= self.config.epochs)
             if on_epoch is not None:
                 on_epoch(self, epoch)
+            if stop:
+                break
         return self
 
     # ------------------------------------------------------------------ scoring

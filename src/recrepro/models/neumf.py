@@ -103,7 +103,10 @@ class NeuMF(Recommender):
         self.history: list[dict[str, float]] = []
 
     def fit(self, train: sp.csr_matrix, validation: sp.csr_matrix | None = None,
-            on_epoch: Callable[[NeuMF, int], None] | None = None, **kwargs: Any) -> NeuMF:
+            on_epoch: Callable[[NeuMF, int], None] | None = None, *, monitor: Any | None = None,
+            **kwargs: Any) -> NeuMF:
+        """Train ``config.epochs`` epochs, or fewer when ``monitor`` (a stopping rule with
+        ``update(model, epoch) -> bool``, as :meth:`recrepro.models.mf_bpr.MFBPR.fit` takes) stops the run."""
         c = self.config
         torch.manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
@@ -140,7 +143,17 @@ class NeuMF(Recommender):
             self.history.append({"epoch": epoch, "loss": mean, "seconds": time.perf_counter() - started})
             if on_epoch is not None:
                 on_epoch(self, epoch)
+            if monitor is not None and monitor.update(self, epoch):
+                break
         return self
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """Copies of the network's parameters (a stopping rule keeps the best epoch's)."""
+        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+
+    def restore(self, snapshot: Mapping[str, torch.Tensor]) -> None:
+        """Put the parameters of :meth:`snapshot` back."""
+        self.net.load_state_dict(dict(snapshot))
 
     def score(self, user_ids: np.ndarray) -> np.ndarray:
         if self.net is None:

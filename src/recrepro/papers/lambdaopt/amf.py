@@ -10,7 +10,8 @@ with the normalisation per embedding row (the official ``hexiangnan/adversarial_
 normalises the gradient of each looked-up row).  Δ_adv is a constant in the Θ step.  APR starts
 the adversarial term from a BPR-trained MF ("pre-training", sect. 4): here the first
 ``adv_start_fraction · epochs`` epochs are plain MF-BPR (with the global ``lam``), the rest
-APR.  The rest (N(0, 1) init, Adam, grad-norm clip, one uniform negative per positive) is the
+APR; under a stopping rule (:mod:`recrepro.papers.lambdaopt.stopping`) the pre-training ends
+earlier when its validation score plateaus, and the rule then selects within the APR phase.  The rest (N(0, 1) init, Adam, grad-norm clip, one uniform negative per positive) is the
 MF-BPR of :mod:`recrepro.models.mf_bpr`, so AMF differs from MF-λFix only by the adversarial term.
 """
 
@@ -86,6 +87,33 @@ class AMF(MFBPR):
         self.optimizer.step()
         return float(loss.detach())
 
+    def before_fit(self, train, validation, rng) -> None:
+        self._adv_from = int(self.config.adv_start_fraction * self.config.epochs)
+        self._adversarial = False
+
     def train_epoch(self, sampler: TripleSampler, epoch: int) -> float:
-        self._adversarial = epoch >= int(self.config.adv_start_fraction * self.config.epochs)
+        self._adversarial = epoch >= self._adv_from
         return super().train_epoch(sampler, epoch)
+
+    @property
+    def training_phase(self) -> int:
+        """0 while pre-training with BPR, 1 once APR's adversarial term is on (a stopping rule's phases)."""
+        return int(getattr(self, "_adversarial", False))
+
+    def on_plateau(self, epoch: int) -> bool:
+        """A stopping rule saw the validation score plateau after 0-based ``epoch``: during the BPR
+        pre-training the adversarial phase then starts with the next epoch (APR starts from a
+        converged BPR model; ``adv_start_fraction`` of the cap remains the latest start).  True when
+        that happened, False in the adversarial phase (the run then stops)."""
+        if self._adversarial:
+            return False
+        self._adv_from = min(self._adv_from, epoch + 1)
+        return True
+
+    def checkpoint_state(self) -> dict:
+        """MF-BPR's state plus the epoch at which the adversarial phase starts."""
+        return {**MFBPR.checkpoint_state(self), "adv_from": self._adv_from}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        MFBPR.load_checkpoint_state(self, state)
+        self._adv_from = int(state["adv_from"])

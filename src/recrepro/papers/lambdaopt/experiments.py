@@ -10,10 +10,16 @@ The verbs ``recrepro lambdaopt <verb>`` (:mod:`recrepro.papers.lambdaopt.cli`, c
     **validation** AUC (the paper: "best of {10, …, 1e-5, 0}" chosen on validation);
     ``lambdaopt`` variants learn Λ on the validation part, as does the baseline ``sgda``
     (:mod:`recrepro.papers.lambdaopt.sgda`); ``amf`` (:mod:`recrepro.papers.lambdaopt.amf`) and ``neumf``
-    (:mod:`recrepro.models.neumf`) train on train only.  No early stopping: the test
-    metrics are those of the last epoch (the official code has no model selection).
-    Beside the run record: ``history.parquet`` (per-epoch loss, seconds, mean λ; for
-    λFix the validation AUC of every grid value) and ``trajectory.parquet`` (λOpt: mean λ
+    (:mod:`recrepro.models.neumf`) train on train only.  With a ``patience`` in the settings
+    (the paper tier's converging budget, :mod:`recrepro.papers.lambdaopt.stopping`) every model
+    (each λ of λFix's grid too) trains until its validation AUC has not improved for
+    ``patience`` epochs, at most ``epochs``; the record's test metrics are those of the best
+    validation epoch, ``last_epoch`` holds the last epoch's and ``stopping`` says whether the
+    run stopped on patience or at the cap.  Without one (the smoke tier) the test metrics are
+    those of the last epoch (the official code has no model selection).
+    Beside the run record: ``history.parquet`` (per-epoch loss, seconds, mean λ, validation
+    AUC under the stopping rule; for λFix the validation AUC of every grid value: its whole
+    curve under the stopping rule) and ``trajectory.parquet`` (λOpt: mean λ
     over the users/items of equal training frequency, per epoch).
 ``sensitivity``
     Validation AUC after every epoch of MF-λFix for each fixed λ (the "tuning headache").
@@ -99,13 +105,19 @@ def rule_run_dir(config: Mapping[str, Any], tier: str, dataset: str, method: str
 
 # ----------------------------------------------------------------------------- training
 def _validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
+    """Validation AUC only: the cut-off is 1 (AUC does not depend on it; a top-1 list costs a
+    max per user instead of a top-100 selection, which took 40 % of an evaluation on amazon-video)."""
     return {"mode": "full", "fit": list(evaluation.get("fit", ["train"])), "exclude": ["train"],
-            "target": "validation", "ks": list(evaluation["ks"]), "metrics": ["auc"],
+            "target": "validation", "ks": [1], "metrics": ["auc"],
             "rank_ties": evaluation.get("rank_ties", "optimistic")}
 
 
+#: Settings of the stopping rule (the driver's, not the model's: they are left out of the model config).
+STOPPING_KEYS = ("patience", "eval_every")
+
+
 def _model_settings(settings: Mapping[str, Any], device: str) -> dict[str, Any]:
-    out = {k: v for k, v in settings.items() if k not in ("method", "lambdafix_grid")}
+    out = {k: v for k, v in settings.items() if k not in ("method", "lambdafix_grid", *STOPPING_KEYS)}
     out["device"] = device
     return out
 
@@ -168,6 +180,36 @@ def _resume_kwargs(model: Any, checkpoint: Path | None) -> dict[str, Any]:
     return {"checkpoint": checkpoint}
 
 
+def _validation_auc(model: Any, split: Any, section: Mapping[str, Any], device: str, batch_size: int) -> float:
+    """Validation AUC of ``model`` (full ranking, train items excluded): the stopping rule's score."""
+    from recrepro.runs import evaluate_on_split
+
+    return float(evaluate_on_split(model, split, section, device=device, batch_size=batch_size).overall["auc"])
+
+
+def make_monitor(settings: Mapping[str, Any], split: Any, section: Mapping[str, Any], device: str,
+                 batch_size: int):
+    """The converging budget's :class:`~recrepro.papers.lambdaopt.stopping.ValidationMonitor` when the
+    settings name a ``patience`` (``null``: to the cap, still selecting the best epoch); ``None``
+    otherwise (the last epoch is reported, as the smoke tier does)."""
+    if "patience" not in settings:
+        return None
+    from recrepro.papers.lambdaopt.stopping import ValidationMonitor
+
+    return ValidationMonitor(lambda m: _validation_auc(m, split, section, device, batch_size),
+                             patience=settings["patience"], cap=int(settings["epochs"]),
+                             eval_every=int(settings.get("eval_every", 1)))
+
+
+def _with_curve(history: list[dict[str, Any]], monitor: Any, **extra: Any) -> pd.DataFrame:
+    """The model's per-epoch history (epochs from 0) with the monitor's validation AUC beside it."""
+    hist = pd.DataFrame(history)
+    if monitor is not None and monitor.curve and not hist.empty:
+        curve = pd.DataFrame(monitor.curve)
+        hist = hist.merge(curve.assign(epoch=curve["epoch"] - 1), on="epoch", how="left")
+    return hist.assign(**extra) if extra else hist
+
+
 def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, Any], seed: int,
                 out_dir: str | Path, evaluation: Mapping[str, Any], meta: Mapping[str, Any],
                 device: str = "cpu", batch_size: int = 2048, benchmark_file: str | None = None,
@@ -191,27 +233,47 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
     selection: dict[str, Any] = {}
     grid_rows = []
     files: list[Path | None] = []  # checkpoints, removed once the record is written
+    monitors: list[Any] = []
+    curves: list[pd.DataFrame] = []
     if settings["method"] == "lambdafix":
         best = None
         for k, lam in enumerate(settings.get("lambdafix_grid", [settings.get("lam", 0.0)])):
             model = make_model(settings, seed, device, lam=lam)
+            monitor = make_monitor(settings, split, val_section, device, batch_size)
             files.append(None if checkpoint is None else Path(f"{checkpoint}.lam{k}"))
-            model.fit(train, **_resume_kwargs(model, files[-1]))
-            val_auc = float(evaluate_on_split(model, split, val_section, device=device,
-                                              batch_size=batch_size).overall["auc"])
-            grid_rows.append({"lam": float(lam), "val_auc": val_auc})
+            model.fit(train, **_resume_kwargs(model, files[-1]), **({} if monitor is None else {"monitor": monitor}))
+            if monitor is None:
+                val_auc = _validation_auc(model, split, val_section, device, batch_size)
+                grid_rows.append({"lam": float(lam), "val_auc": val_auc})
+            else:
+                val_auc = float(monitor.best_value)
+                grid_rows.append({"lam": float(lam), "val_auc": val_auc, "best_epoch": monitor.best_epoch,
+                                  "stopped": monitor.stopped})
+                curves.append(_with_curve(model.history, monitor, lam=float(lam)))
             print(f"lambdafix: lam={lam:g} validation auc={val_auc:.4f}", flush=True)
             if best is None or val_auc > best[0]:
-                best = (val_auc, float(lam), model)
+                best = (val_auc, float(lam), model, monitor)
         selection = {"selected_lam": best[1], "selected_val_auc": best[0]}
-        model = best[2]
+        model, monitor = best[2], best[3]
     else:
         model = make_model(settings, seed, device)
+        monitor = make_monitor(settings, split, val_section, device, batch_size)
         files.append(None if checkpoint is None else Path(checkpoint))
-        model.fit(train, validation=validation, **_resume_kwargs(model, files[-1]))
+        model.fit(train, validation=validation, **_resume_kwargs(model, files[-1]),
+                  **({} if monitor is None else {"monitor": monitor}))
+    last = None
+    if monitor is not None:     # the last epoch's test metrics, then the best validation epoch's
+        last = evaluate_on_split(model, split, evaluation, device=device, batch_size=batch_size)
+        if monitor.best_snapshot is not None:
+            model.restore(monitor.best_snapshot)
+        selection["stopping"] = monitor.summary()
+        selection["last_epoch"] = {k: float(v) for k, v in last.overall.items() if k in TABLE_METRICS}
     result = evaluate_on_split(model, split, evaluation, device=device, batch_size=batch_size)
     out = Path(out_dir)
-    hist = pd.DataFrame(model.history)
+    if curves:      # λFix under the stopping rule: every grid value's curve (the sensitivity to λ)
+        hist = pd.concat(curves, ignore_index=True)
+    else:
+        hist = _with_curve(model.history, monitor)
     if grid_rows:
         hist = pd.concat([hist, pd.DataFrame(grid_rows)], ignore_index=True)
     overall = {k: float(v) for k, v in result.overall.items()}
@@ -228,12 +290,17 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
         "train_count": np.diff(train.indptr).astype(np.int64)}))
     for path in files:  # the record is complete: a rerun must not resume a finished run
         remove_checkpoint(path)
-    return {"overall": {k: overall[k] for k in TABLE_METRICS if k in overall}, **selection}
+    return {"overall": {k: overall[k] for k in TABLE_METRICS if k in overall},
+            **{k: v for k, v in selection.items() if k not in ("stopping", "last_epoch")},
+            **({} if monitor is None else {"stopped": monitor.stopped, "best_epoch": monitor.best_epoch})}
 
 
 def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: Sequence[float], epochs: int,
                 seed: int, evaluation: Mapping[str, Any], device: str = "cpu") -> pd.DataFrame:
-    """Validation AUC after each epoch of MF-λFix for every fixed λ."""
+    """Validation AUC after each epoch of MF-λFix for every fixed λ.
+
+    Under the converging budget (``patience`` in ``settings``) each curve runs until the stopping
+    rule ends it (at most ``epochs``), evaluated every ``eval_every`` epochs."""
     from recrepro.runs import SplitData, evaluate_on_split
 
     split = SplitData(split_dir)
@@ -242,6 +309,12 @@ def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: 
     rows = []
     for lam in lambdas:
         s = {**settings, "method": "lambdafix", "epochs": int(epochs)}
+        monitor = make_monitor(s, split, val_section, device, 2048)
+        if monitor is not None:
+            make_model(s, seed, device, lam=lam).fit(train, monitor=monitor)
+            rows += [{"lam": float(lam), "epoch": int(r["epoch"]), "val_auc": float(r["val_auc"])}
+                     for r in monitor.curve]
+            continue
 
         def on_epoch(m, epoch, lam=lam):
             auc = float(evaluate_on_split(m, split, val_section, device=device).overall["auc"])
@@ -428,8 +501,10 @@ def figure_trajectory(run_dir: str | Path, out_pdf: str, out_png: str, tier: str
         grid = binned.groupby(["epoch", "bin"])[["w", "n"]].sum()
         grid = (grid["w"] / grid["n"]).unstack("bin").reindex(columns=range(len(labels)))
         epochs = grid.index.to_numpy() + 1
+        # rows are the recorded epochs (every one, or every k-th in long runs): each row spans k epochs
+        step = float(np.min(np.diff(epochs))) if epochs.size > 1 else 1.0
         im = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", cmap="viridis", interpolation="nearest",
-                       extent=[-0.5, len(labels) - 0.5, epochs.min() - 0.5, epochs.max() + 0.5])
+                       extent=[-0.5, len(labels) - 0.5, epochs.min() - step / 2, epochs.max() + step / 2])
         add_colorbar(fig, im, ax, "mean λ")
         ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
         ax.set_xlabel(f"{kind} training frequency ({len(labels)} bins, ≈ equal {kind}s)")

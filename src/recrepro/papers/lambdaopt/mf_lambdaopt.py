@@ -88,6 +88,7 @@ class LambdaOptConfig(BPRConfig):
     sim_penalty: str = "batch"
     assumed_batch: str = "shared"
     lambda_fused: bool = True     # fused Adam kernel for Λ (same algorithm; one pass over the tables)
+    trajectory_every: int = 1     # keep the per-row mean λ after epochs 0, k, 2k, … (long runs: the checkpoint stays small)
 
     def __post_init__(self) -> None:
         checks = {"granularity": GRANULARITIES, "assumed_grad": ("unregularised", "current_lambda"),
@@ -205,7 +206,7 @@ class MFLambdaOpt(MFBPR):
     """MF-BPR with Λ learned by λOpt (see the module docstring for the algorithm).
 
     ``fit(train, validation=...)`` needs the validation positives (CSR).  After fitting,
-    ``lambda_trajectory`` holds, per epoch, the mean over dimensions of each user's and
+    ``lambda_trajectory`` holds, per epoch (every ``trajectory_every``-th), the mean over dimensions of each user's and
     each item's λ (``{"epoch", "user", "item"}``), and ``history`` the mean λ per epoch.
     """
 
@@ -418,6 +419,14 @@ class MFLambdaOpt(MFBPR):
                 losses.append(self.real_step(real_batch))
         for p in self.lambda_params:
             check_finite("lambda", p.detach(), f"epoch {epoch}")
+        if epoch % max(1, int(self.config.trajectory_every)) == 0:
+            self.record_trajectory(epoch)
+        self._last_val_loss = float(np.nanmean(val_losses)) if val_losses and not np.all(np.isnan(val_losses)) \
+            else float("nan")
+        return float(np.mean(losses))
+
+    def record_trajectory(self, epoch: int) -> None:
+        """Append the mean over dimensions of each user's and each item's λ after ``epoch``."""
         self.lambda_trajectory.append({
             "epoch": epoch,
             "user": self._rows(self.lam_user.detach(), torch.arange(self.n_users, device=self.device))
@@ -425,9 +434,6 @@ class MFLambdaOpt(MFBPR):
             "item": self._rows(self.lam_item.detach(), torch.arange(self.n_items, device=self.device))
             .mean(1).cpu().numpy(),
         })
-        self._last_val_loss = float(np.nanmean(val_losses)) if val_losses and not np.all(np.isnan(val_losses)) \
-            else float("nan")
-        return float(np.mean(losses))
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_state(self) -> dict[str, Any]:
@@ -451,7 +457,9 @@ class MFLambdaOpt(MFBPR):
 
     def fit(self, train, validation=None, on_epoch=None, **kwargs):
         super().fit(train, validation=validation, on_epoch=on_epoch, **kwargs)
-        for row, traj in zip(self.history, self.lambda_trajectory):
-            row["lambda_user_mean"] = float(traj["user"].mean())
-            row["lambda_item_mean"] = float(traj["item"].mean())
+        recorded = {int(traj["epoch"]): traj for traj in self.lambda_trajectory}
+        for row in self.history:
+            traj = recorded.get(int(row["epoch"]))
+            row["lambda_user_mean"] = float("nan") if traj is None else float(traj["user"].mean())
+            row["lambda_item_mean"] = float("nan") if traj is None else float(traj["item"].mean())
         return self

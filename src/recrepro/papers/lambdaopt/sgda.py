@@ -76,6 +76,15 @@ class SGDA(MFLambdaOpt):
         self.lambda_optimizer = torch.optim.SGD(self.lambda_params, lr=c.lambda_lr)
         self._steps = 0
 
+    def checkpoint_state(self) -> dict:
+        """λOpt's state (Θ, SGD's and Λ's optimisers, the validation stream, the trajectory) plus
+        the step count that skips the first λ step."""
+        return {**MFLambdaOpt.checkpoint_state(self), "steps": self._steps}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        MFLambdaOpt.load_checkpoint_state(self, state)
+        self._steps = int(state["steps"])
+
     def lambda_step(self, batch, val_batch) -> float:
         """Rendle's λ update; skipped at the very first step (as λOpt's, for a like-for-like schedule)."""
         self._steps += 1

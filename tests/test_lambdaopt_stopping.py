@@ -1,0 +1,158 @@
+"""λOpt's converging budget (recrepro.papers.lambdaopt.stopping): patience and cap on a known
+validation curve, and the driver's record at the best validation epoch (hand-checked)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_resume import prism_split  # noqa: F401  (the tiny split fixture)
+
+from recrepro.papers.lambdaopt.stopping import ValidationMonitor
+
+
+class Scripted:
+    """A model whose snapshot is the number of epochs it has trained."""
+
+    def __init__(self):
+        self.epochs = 0
+
+    def snapshot(self):
+        return {"epochs": self.epochs}
+
+
+def drive(curve, patience, cap, eval_every=1, model=None):
+    """Feed ``curve`` (validation AUC after epoch 1, 2, …) to a monitor; the epochs trained."""
+    model = model or Scripted()
+    values = iter(curve)
+    mon = ValidationMonitor(lambda m: next(values), patience=patience, cap=cap, eval_every=eval_every)
+    for epoch in range(cap):
+        model.epochs = epoch + 1
+        if mon.update(model, epoch):
+            break
+    return mon
+
+
+def test_patience_stops_after_patience_epochs_without_a_strict_improvement():
+    #          epoch: 1    2    3    4     5     6     7
+    mon = drive([0.5, 0.6, 0.7, 0.65, 0.66, 0.69, 0.99], patience=3, cap=20)
+    # best 0.7 after epoch 3; epochs 4, 5, 6 do not beat it -> stop after epoch 6 (6 - 3 = 3)
+    assert (mon.stopped, mon.best_epoch, mon.best_value, mon.epochs_done) == ("patience", 3, 0.7, 6)
+    assert mon.best_snapshot == {"epochs": 3}
+    assert [r["epoch"] for r in mon.curve] == [1, 2, 3, 4, 5, 6]
+    assert mon.summary()["epochs_trained"] == 6 and mon.summary()["stopped"] == "patience"
+
+
+def test_a_tie_is_no_improvement_and_the_cap_ends_a_rising_curve():
+    mon = drive([0.5, 0.5, 0.5, 0.5], patience=2, cap=10)
+    assert (mon.stopped, mon.best_epoch, mon.epochs_done) == ("patience", 1, 3)
+    mon = drive([0.1, 0.2, 0.3, 0.4, 0.5], patience=2, cap=5)
+    assert (mon.stopped, mon.best_epoch, mon.best_value, mon.epochs_done) == ("cap", 5, 0.5, 5)
+    mon = drive([0.1, 0.3, 0.2, 0.2, 0.2], patience=None, cap=5)       # no patience: to the cap, best kept
+    assert (mon.stopped, mon.best_epoch, mon.epochs_done) == ("cap", 2, 5)
+
+
+def test_eval_every_evaluates_every_kth_epoch_and_the_last():
+    #  evaluated after epochs 2, 4, 6 (cap 7 -> also 7)
+    mon = drive([0.3, 0.5, 0.4, 0.45], patience=10, cap=7, eval_every=2)
+    assert [r["epoch"] for r in mon.curve] == [2, 4, 6, 7]
+    assert (mon.stopped, mon.best_epoch, mon.best_snapshot) == ("cap", 4, {"epochs": 4})
+
+
+def test_a_plateau_can_start_a_new_phase_and_the_best_is_then_of_that_phase():
+    class TwoPhase(Scripted):
+        training_phase = 0
+        switch_at = None
+
+        def on_plateau(self, epoch):
+            if self.training_phase:
+                return False
+            self.switch_at = epoch + 1
+            return True
+
+    model = TwoPhase()
+    values = iter([0.9, 0.8, 0.8, 0.5, 0.6, 0.55, 0.55, 0.55])
+    mon = ValidationMonitor(lambda m: next(values), patience=2, cap=20)
+    for epoch in range(20):
+        model.epochs = epoch + 1
+        if model.switch_at is not None and epoch >= model.switch_at:
+            model.training_phase = 1
+        if mon.update(model, epoch):
+            break
+    # phase 0: best 0.9 after epoch 1, plateau after epoch 3 -> phase 1 from epoch 4 (0.9 forgotten):
+    # best 0.6 after epoch 5, stop after epoch 7
+    assert model.switch_at == 3
+    assert (mon.stopped, mon.best_epoch, mon.best_value, mon.epochs_done, mon.phase) == ("patience", 5, 0.6, 7, 1)
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="patience"):
+        ValidationMonitor(lambda m: 0.0, patience=0, cap=3)
+    with pytest.raises(ValueError, match="eval_every"):
+        ValidationMonitor(lambda m: 0.0, patience=1, cap=3, eval_every=0)
+
+
+# --------------------------------------------------------------------------------- the driver
+@pytest.fixture(scope="module")
+def small_split(prism_split):
+    return prism_split
+
+
+EVALUATION = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test",
+              "ks": [50, 100], "metrics": ["auc", "pp_hr", "pp_ndcg"], "rank_ties": "optimistic"}
+BASE = {"dim": 4, "batch_size": 128, "lr": 0.01, "init_std": 0.1}
+
+
+@pytest.mark.parametrize("settings", [
+    {"method": "lambdafix", "lambdafix_grid": [0.0]},
+    {"method": "lambdaopt", "granularity": "dui", "val_batch_size": 64, "trajectory_every": 2},
+])
+def test_driver_reports_the_best_validation_epoch_and_keeps_the_last(small_split, settings, tmp_path, monkeypatch,
+                                                                    one_torch_thread):
+    """A scripted validation curve peaking after epoch 3 with patience 3: the run stops after
+    epoch 6; its test metrics are those of the same model trained 3 epochs without the rule,
+    ``last_epoch`` those of 6 epochs."""
+    from recrepro.papers.lambdaopt import experiments as driver
+
+    curve = iter([0.50, 0.60, 0.70, 0.65, 0.66, 0.69, 0.99, 0.99])
+    monkeypatch.setattr(driver, "_validation_auc", lambda *a, **k: next(curve))
+    kw = {"split_dir": small_split, "variant": settings["method"], "seed": 0, "evaluation": EVALUATION,
+          "meta": {"tier": "smoke", "paper": "lambdaopt"}}
+    res = driver.run_variant(out_dir=tmp_path / "rule", settings={**BASE, **settings, "epochs": 20, "patience": 3},
+                             **kw)
+    assert (res["stopped"], res["best_epoch"]) == ("patience", 3)
+    monkeypatch.undo()
+    rec = json.loads((tmp_path / "rule" / "metrics.json").read_text())
+    assert rec["stopping"]["epochs_trained"] == 6 and rec["stopping"]["best_val_auc"] == 0.70
+    for epochs, got in ((3, rec["overall"]), (6, rec["last_epoch"])):
+        driver.run_variant(out_dir=tmp_path / f"plain{epochs}", settings={**BASE, **settings, "epochs": epochs}, **kw)
+        plain = json.loads((tmp_path / f"plain{epochs}" / "metrics.json").read_text())["overall"]
+        assert set(got) >= {"auc", "pp_hr@50", "pp_hr@100", "pp_ndcg@50", "pp_ndcg@100"}
+        for metric in ("auc", "pp_hr@50", "pp_hr@100", "pp_ndcg@50", "pp_ndcg@100"):
+            assert got[metric] == plain[metric], (epochs, metric)
+    assert rec["overall"]["auc"] != rec["last_epoch"]["auc"]        # the two epochs differ: the check can fail
+    import pandas as pd
+
+    hist = pd.read_parquet(tmp_path / "rule" / "history.parquet")
+    epochs_rows = hist[hist["epoch"].notna()]
+    assert epochs_rows["epoch"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert np.allclose(epochs_rows["val_auc"], [0.50, 0.60, 0.70, 0.65, 0.66, 0.69])
+    if settings["method"] == "lambdaopt":
+        traj = pd.read_parquet(tmp_path / "rule" / "trajectory.parquet")
+        assert sorted(traj["epoch"].unique()) == [0, 2, 4]
+
+
+def test_checkpoint_key_includes_the_stopping_rule(small_split):
+    from recrepro.models.mf_bpr import MFBPR
+    from recrepro.runs import SplitData
+
+    train = SplitData(small_split).csr(["train"])
+    model = MFBPR({**BASE, "epochs": 4})
+    a = ValidationMonitor(lambda m: 0.0, patience=3, cap=4)
+    b = ValidationMonitor(lambda m: 0.0, patience=5, cap=4)
+    keys = {model.checkpoint_key(train, None), model.checkpoint_key(train, None, a), model.checkpoint_key(train, None, b)}
+    assert len(keys) == 3
+    assert torch.equal(MFBPR({**BASE, "epochs": 1}).fit(train).snapshot()["P"],
+                       MFBPR({**BASE, "epochs": 1}).fit(train).P)
