@@ -140,6 +140,10 @@ PUBLISHED_SHA256 = {
     ("gowalla", "train.txt"): "7244696fdeb23911319cf7b689f2e15a3c4c92549c873a5677b44e3f13cc3e62",
     ("gowalla", "test.txt"): "099a2a73924e4b754dc6efd730d764f492321b53c38eb93298850c83acf57be3",
     ("yelp2018", "test.txt"): "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe",
+    # train.txt of Yelp2018 / Amazon-Book: the sha256 of public Git-LFS pointers (6,904,880 / 14,125,691
+    # bytes), copied by hand from shared/datasets/README.md
+    ("yelp2018", "train.txt"): "1e9568725a9e833d0ac3bae01c94cd95367f73b3bb6104fd26b5f65ea5054093",
+    ("amazon-book", "train.txt"): "529066026085919381acd4ce19f69e9eafa4af3fef1a10119ea5551cc2ef8530",
     ("amazon-book", "test.txt"): "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5",
     ("epinions", "ratings_data.txt.bz2"): "7ab4ed8c38bddf4a197f9ab60c71ce4b60264e91e2c98644fc129ac1cdff0176",
     ("amazon-video", "ratings.dat"): "a1292e4a4dba6c37be6ae5dc83d4404af96bf3eace4c8954e2f4e8360a3cdd76",
@@ -160,7 +164,7 @@ def test_registry_digests_are_the_published_ones():
         assert get_dataset(name).members[member] == sha, (name, member)
     for name, md5 in PUBLISHED_ARCHIVE_MD5.items():
         assert get_dataset(name).archive_md5 == md5, name
-    # Files missing from every copy: only md5 is published.
+    # Files missing from every copy: the md5 is published too (and is checked beside the sha256).
     assert get_dataset("yelp2018").member_md5["train.txt"] == "1b8b5d22a227e01d6de002c53d32b4c4"
     assert get_dataset("amazon-book").member_md5["train.txt"] == "c916ecac04ca72300a016228258b41ed"
     assert get_dataset("ml-1m").member_md5["ratings.dat"] == "a89aa3591bc97d6d4e0c89459ff39362"

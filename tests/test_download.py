@@ -133,9 +133,10 @@ def test_changed_member_after_fetch_is_fetched_again(tmp_path):
 @pytest.mark.realdata
 @requires_mirror
 def test_member_missing_from_mirror_names_file_and_url(tmp_path):
-    # The mirror's ml-1m folder has movies.dat and users.dat but no ratings.dat.
+    # The mirror's ml-1m folder has movies.dat and users.dat but no ratings.dat (and, without its
+    # forms, the registry takes no ml-1m-pairs instead: tests/test_dataset_forms.py).
     with pytest.raises(DatasetUnavailableError) as info:
-        fetch_dataset("ml-1m", tmp_path, mirror=MIRROR, urls_allowed=False)
+        fetch_dataset(dataclasses.replace(get_dataset("ml-1m"), forms=()), tmp_path, mirror=MIRROR, urls_allowed=False)
     message = str(info.value)
     assert "ratings.dat" in message
     assert "https://files.grouplens.org/datasets/movielens/ml-1m.zip" in message
@@ -147,7 +148,8 @@ def test_member_missing_from_mirror_names_file_and_url(tmp_path):
 @requires_mirror
 def test_lightgcn_train_missing_from_mirror(tmp_path):
     with pytest.raises(DatasetUnavailableError) as info:
-        fetch_dataset("yelp2018", tmp_path, mirror=MIRROR, urls_allowed=False)
+        fetch_dataset(dataclasses.replace(get_dataset("yelp2018"), forms=()), tmp_path, mirror=MIRROR,
+                      urls_allowed=False)
     message = str(info.value)
     assert "cannot obtain train.txt" in message
     assert "kuandeng/LightGCN" in message and "yelp2018/train.txt" in message

@@ -70,9 +70,22 @@ def cmd_data_fetch(args: argparse.Namespace) -> None:
     from recrepro.datasets import fetch_dataset
 
     mirror = Path(args.mirror) if args.mirror else None
+    from recrepro.datasets.download import ExpansionCap
+
+    cap = ExpansionCap(size_factor=args.unverified_size_factor, max_ratio=args.unverified_max_ratio)
     path = fetch_dataset(args.dataset, Path(args.raw_dir), mirror=mirror, urls_allowed=not args.no_download,
-                         strict=args.strict_checksums)
+                         strict=args.strict_checksums, cap=cap)
     log.info("fetched %s -> %s", args.dataset, path)
+
+
+def _optional_float(text: str) -> float | None:
+    """A positive number, or ``none``/``null`` for no bound (the fetch's expansion caps)."""
+    if text.lower() in ("none", "null"):
+        return None
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 or 'none', got {text!r}")
+    return value
 
 
 def cmd_data_describe(args: argparse.Namespace) -> None:
@@ -327,6 +340,11 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-download", action="store_true", help="never use the network")
     p.add_argument("--strict-checksums", action="store_true",
                    help="refuse files with no published digest instead of trusting them on first use")
+    # an archive with no published digest expands at most this far (config data.unverified_archive)
+    p.add_argument("--unverified-size-factor", type=_optional_float, default=4.0,
+                   help="times the registry's expected size of the dataset ('none': no bound)")
+    p.add_argument("--unverified-max-ratio", type=_optional_float, default=100.0,
+                   help="times the archive's own size ('none': no bound)")
     p.set_defaults(func=cmd_data_fetch)
 
     p = dsub.add_parser("availability", help="which datasets a mirror holds (results/<tier>/datasets.json)")

@@ -17,7 +17,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from recrepro.datasets.container import Interactions, RawInteractions
+from recrepro.datasets.container import DataFormatError, Interactions, RawInteractions
+from recrepro.datasets.statistics import statistics_checks
 from recrepro.io import write_json, write_parquet
 
 FilterMode = Literal["none", "items_then_users", "users_then_items", "simultaneous"]
@@ -62,6 +63,48 @@ SWITCH_OVERRIDES: dict[tuple[str, str, str], dict[tuple[str], dict[str, Any]]] =
     # PRISM's Table 2 counts ML-1M ratings >= 3 as positives; its code keeps every rating.
     ("prism_ml1m_ratings", "prism", "ml-1m"): {("code",): {"positive": None}},
 }
+
+
+# Protocols whose splits order each user's rows by time (FedRAP's leave-one-out, λOpt's temporal
+# split): they need the release's timestamps, which a reconstructed form may lack.
+TIME_ORDERED_PROTOCOLS = frozenset({"fedrap", "lambdaopt"})
+
+
+class FormRefusedError(DataFormatError):
+    """A reconstructed form of a dataset lacks a column the protocol needs (one line, naming both)."""
+
+
+def needed_columns(recipe: ProtocolRecipe) -> tuple[str, ...]:
+    """The raw columns ``recipe`` reads beyond user and item: ``rating`` for a positive
+    threshold, ``timestamp`` for a time-ordered protocol."""
+    return tuple(c for c, needed in (("rating", recipe.positive_op is not None),
+                                     ("timestamp", recipe.protocol in TIME_ORDERED_PROTOCOLS)) if needed)
+
+
+def check_form(raw: RawInteractions, recipe: ProtocolRecipe) -> None:
+    """Refuse a reconstructed form that lacks what ``recipe`` needs (:class:`FormRefusedError`)."""
+    form = raw.extras.get("form")
+    if not form:
+        return
+    lacking = [c for c in needed_columns(recipe) if c in raw.extras.get("lacks", ())]
+    if lacking:
+        why = {"rating": (f"positives: rating {recipe.positive_op} {recipe.positive_threshold:g}"
+                          if recipe.positive_op is not None else ""),
+               "timestamp": "its split orders each user's rows by time"}
+        raise FormRefusedError(
+            f"{raw.dataset}: the reconstructed form {form!r} has no {' and no '.join(lacking)} column, which "
+            f"protocol {recipe.protocol!r} needs ({'; '.join(why[c] for c in lacking)}): put the canonical files "
+            f"in the mirror or allow the download (`recrepro data describe {raw.dataset}`){_switch_hint(recipe)}")
+
+
+def _switch_hint(recipe: ProtocolRecipe) -> str:
+    """``, or switches.<name>: <value>`` where a switch drops the positive threshold of ``recipe``."""
+    for (switch, protocol, dataset), by_value in SWITCH_OVERRIDES.items():
+        if (protocol, dataset) == (recipe.protocol, recipe.dataset):
+            for (value,), override in by_value.items():
+                if override.get("positive", "absent") is None and recipe.protocol not in TIME_ORDERED_PROTOCOLS:
+                    return f", or set switches.{switch}: {value} (docs/deviations.md)"
+    return ""
 
 
 def resolve_recipe(protocols: dict[str, Any], protocol: str, dataset: str,
@@ -137,6 +180,7 @@ class Preprocessed:
     user_ids: pd.Series  # processed id -> the dataset's own id
     item_ids: pd.Series
     recipe: ProtocolRecipe
+    form: dict[str, Any] | None = None  # the reconstructed form read (name, lacks), None: canonical files
 
     def stats(self) -> dict[str, Any]:
         f = self.interactions.frame
@@ -156,6 +200,9 @@ class Preprocessed:
         }
         if "part" in f.columns:
             out["parts"] = {str(k): int(v) for k, v in f["part"].value_counts().sort_index().items()}
+        out["raw_form"] = self.form
+        # the statistics the papers print for this (dataset, protocol), compared (expected/dataset_statistics.yaml)
+        out["published_checks"] = statistics_checks(out)
         return out
 
 
@@ -166,7 +213,13 @@ def preprocess(raw: RawInteractions, recipe: ProtocolRecipe) -> Preprocessed:
     official scripts does), so that seeded user permutations of the papers' split
     code (which permute the sorted unique users) are reproduced exactly. Row order is
     the file order.
+
+    Raises
+    ------
+    FormRefusedError
+        ``raw`` is a reconstructed form lacking a column ``recipe`` needs (:func:`check_form`).
     """
+    check_form(raw, recipe)
     frame = raw.frame
     if "part" in frame.columns and recipe.merge_given_parts:
         frame = frame.drop(columns="part")
@@ -191,6 +244,8 @@ def preprocess(raw: RawInteractions, recipe: ProtocolRecipe) -> Preprocessed:
         user_ids=pd.Series(np.asarray(user_uniques), name="raw_id"),
         item_ids=pd.Series(np.asarray(item_uniques), name="raw_id"),
         recipe=recipe,
+        form=({"name": raw.extras["form"], "lacks": list(raw.extras.get("lacks", ()))}
+              if raw.extras.get("form") else None),
     )
 
 
@@ -215,8 +270,11 @@ def read_interactions(processed_dir: str | Path) -> Interactions:
 
 
 __all__ = [
+    "FormRefusedError",
     "ProtocolRecipe",
     "Preprocessed",
+    "check_form",
+    "needed_columns",
     "resolve_recipe",
     "preprocess",
     "write_preprocessed",

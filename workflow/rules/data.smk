@@ -6,6 +6,25 @@ localrules:
     data_availability,
 
 
+def protocol_switches(wildcards):
+    """The switches of (dataset, protocol): the top-level ones, then the tier entries' own."""
+    own = {
+        json.dumps(e.get("switches", {}), sort_keys=True)
+        for e in TIER_CONF["data"]
+        if (e["dataset"], e["protocol"]) == (wildcards.dataset, wildcards.protocol)
+    }
+    if len(own) > 1:
+        raise ValueError(
+            f"tiers.{TIER}.data: the entries of {wildcards.dataset}/{wildcards.protocol} "
+            f"give different switches: {sorted(own)}"
+        )
+    return {**config.get("switches", {}), **(json.loads(own.pop()) if own else {})}
+
+
+def _cap_arg(value):
+    return "none" if value is None else str(value)
+
+
 rule synthesize_data:
     output:
         f"{DATA}/raw/synthetic/interactions.parquet",
@@ -46,10 +65,19 @@ rule fetch_dataset:
         ),
         offline=[] if config["data"]["allow_download"] else ["--no-download"],
         strict=["--strict-checksums"] if config["data"]["strict_checksums"] else [],
+        caps=[
+            "--unverified-size-factor",
+            _cap_arg(config["data"]["unverified_archive"]["size_factor"]),
+            "--unverified-max-ratio",
+            _cap_arg(config["data"]["unverified_archive"]["max_ratio"]),
+        ],
         raw=lambda wc, output: str(Path(output[0]).parent),
+    # The whole output goes to the log; its WARNING and error lines (trust on first use, a
+    # reconstructed form taken, a refused archive) also to Snakemake's console.
     shell:
         "recrepro data fetch {wildcards.dataset:q} --raw-dir {params.raw:q} "
-        "{params.mirror:q} {params.offline:q} {params.strict:q} > {log:q} 2>&1"
+        "{params.mirror:q} {params.offline:q} {params.strict:q} {params.caps:q} 2>&1 "
+        "| tee {log:q} | (grep --line-buffered -E ' WARNING |error: ' >&2 || true)"
 
 
 rule preprocess_dataset:
@@ -70,15 +98,18 @@ rule preprocess_dataset:
     resources:
         mem_mb=res_mem_mb("data"),
         runtime=res_runtime("data"),
+    # the log gets everything; a refusal (a form lacking what the protocol needs) and the
+    # statistics checks that fail also reach the console
     params:
         protocols=as_json(config["protocols"]),
-        switches=as_json(config.get("switches", {})),
+        switches=lambda wc: as_json(protocol_switches(wc)),
         raw=lambda wc, input: str(Path(input[0]).parent),
         out=lambda wc, output: str(Path(output.stats).parent),
     shell:
         "recrepro data preprocess {wildcards.dataset:q} --protocol {wildcards.protocol:q} "
         "--protocols {params.protocols:q} --switches {params.switches:q} "
-        "--raw-dir {params.raw:q} --out-dir {params.out:q} > {log:q} 2>&1"
+        "--raw-dir {params.raw:q} --out-dir {params.out:q} 2>&1 "
+        "| tee {log:q} | (grep --line-buffered -E ' WARNING |error: ' >&2 || true)"
 
 
 rule split_dataset:

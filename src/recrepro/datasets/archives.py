@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 import stat
 import tarfile
 import zipfile
@@ -18,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from recrepro.datasets.errors import UnsafeArchiveError
+from recrepro.datasets.errors import ArchiveTooLargeError, UnsafeArchiveError
 
 __all__ = ["archive_member_names", "find_member", "safe_extract"]
 
@@ -48,7 +47,8 @@ def find_member(names: Iterable[str], filename: str) -> str | None:
     return min(candidates, key=lambda n: (len(n), n)) if candidates else None
 
 
-def safe_extract(archive: str | Path, dest: str | Path, members: Iterable[str] | None = None) -> dict[str, Path]:
+def safe_extract(archive: str | Path, dest: str | Path, members: Iterable[str] | None = None,
+                 max_bytes: int | None = None) -> dict[str, Path]:
     """Extract ``members`` (all when None) of a zip or tar archive into ``dest``, safely.
 
     Parameters
@@ -59,6 +59,10 @@ def safe_extract(archive: str | Path, dest: str | Path, members: Iterable[str] |
         Target folder (created if needed).
     members:
         Archive member names to extract; None extracts every member.
+    max_bytes:
+        Cap on the bytes written in all (None: no cap). A tar's declared sizes are checked
+        before anything is written; a zip's bytes are counted as they are written (its
+        declared sizes may lie). Past the cap: :class:`ArchiveTooLargeError`.
 
     Returns
     -------
@@ -75,13 +79,15 @@ def safe_extract(archive: str | Path, dest: str | Path, members: Iterable[str] |
         A requested member is not in the archive.
     ValueError
         ``archive`` is neither a zip nor a tar archive.
+    ArchiveTooLargeError
+        More than ``max_bytes`` would be written (what was written of the member is removed).
     """
     archive, dest = Path(archive), Path(dest)
     wanted = None if members is None else list(members)
     if zipfile.is_zipfile(archive):
-        return _extract_zip(archive, dest, wanted)
+        return _extract_zip(archive, dest, wanted, max_bytes)
     if tarfile.is_tarfile(archive):
-        return _extract_tar(archive, dest, wanted)
+        return _extract_tar(archive, dest, wanted, max_bytes)
     raise ValueError(f"{archive}: neither a zip nor a tar archive")
 
 
@@ -134,7 +140,16 @@ def _select_members(archive: Path, members: list[Any], wanted: list[str] | None,
     return [by_name[n] for n in wanted]
 
 
-def _extract_zip(archive: Path, dest: Path, wanted: list[str] | None) -> dict[str, Path]:
+def _copy_capped(src, out, budget: list[int], archive: Path, name: str, max_bytes: int | None) -> None:
+    """Copy ``src`` to ``out`` in 1 MiB blocks, stopping once ``budget[0]`` bytes are spent."""
+    for block in iter(lambda: src.read(1 << 20), b""):
+        budget[0] -= len(block)
+        if max_bytes is not None and budget[0] < 0:
+            raise ArchiveTooLargeError(f"{archive}: member {name!r} takes the extraction past {max_bytes:,} bytes")
+        out.write(block)
+
+
+def _extract_zip(archive: Path, dest: Path, wanted: list[str] | None, max_bytes: int | None = None) -> dict[str, Path]:
     with zipfile.ZipFile(archive) as zf:
         infos = _select_members(archive, zf.infolist(), wanted, lambda info: info.filename)
         plan: list[tuple[zipfile.ZipInfo, str, str | None]] = []
@@ -148,6 +163,10 @@ def _extract_zip(archive: Path, dest: Path, wanted: list[str] | None) -> dict[st
                 _check_link_target(archive, info.filename, rel, link_target, relative_to_member=True)
             plan.append((info, rel, link_target))
 
+        declared = sum(info.file_size for info, _, _ in plan)
+        if max_bytes is not None and declared > max_bytes:
+            raise ArchiveTooLargeError(f"{archive}: its members declare {declared:,} bytes, over {max_bytes:,}")
+        budget = [max_bytes if max_bytes is not None else 0]
         dest.mkdir(parents=True, exist_ok=True)
         root = os.path.realpath(dest)
         extracted: dict[str, Path] = {}
@@ -166,13 +185,17 @@ def _extract_zip(archive: Path, dest: Path, wanted: list[str] | None) -> dict[st
                 os.symlink(link_target, target)
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
+                try:
+                    with zf.open(info) as src, open(target, "wb") as out:
+                        _copy_capped(src, out, budget, archive, info.filename, max_bytes)
+                except ArchiveTooLargeError:
+                    target.unlink(missing_ok=True)
+                    raise
             extracted[info.filename] = target
     return extracted
 
 
-def _extract_tar(archive: Path, dest: Path, wanted: list[str] | None) -> dict[str, Path]:
+def _extract_tar(archive: Path, dest: Path, wanted: list[str] | None, max_bytes: int | None = None) -> dict[str, Path]:
     with tarfile.open(archive) as tf:
         tar_members = _select_members(archive, tf.getmembers(), wanted, lambda member: member.name)
         for member in tar_members:
@@ -183,6 +206,10 @@ def _extract_tar(archive: Path, dest: Path, wanted: list[str] | None) -> dict[st
                 _check_link_target(archive, member.name, rel, member.linkname, relative_to_member=False)
             elif not (member.isfile() or member.isdir()):
                 raise UnsafeArchiveError(f"{archive}: member {member.name!r} is a device or FIFO")
+        # a tar's sizes are those of the bytes it holds: checked before anything is written
+        declared = sum(member.size for member in tar_members if member.isfile())
+        if max_bytes is not None and declared > max_bytes:
+            raise ArchiveTooLargeError(f"{archive}: its members hold {declared:,} bytes, over {max_bytes:,}")
 
         dest.mkdir(parents=True, exist_ok=True)
         extracted: dict[str, Path] = {}

@@ -20,6 +20,18 @@ extracted from when the archive has one (``"verified": "archive md5"``). Otherwi
 ``fetch.json`` (``"verified": "none"``, listed under ``"unverified"``) and checked from
 then on (a later fetch refuses a copy that differs, :func:`verify_raw_files` checks it
 before every preprocessing). ``strict=True`` (``data.strict_checksums``) refuses such files.
+The WARNING goes to stderr, which the workflow's fetch rule echoes to the console.
+
+An archive nothing verifies (no published digest: the Million Song Dataset's) is extracted
+under a cap: at most ``size_factor`` times the size the registry expects for the dataset
+(:meth:`DatasetSpec.expected_bytes`) and at most ``max_ratio`` times the archive's own size
+(text data compresses 5-20 fold; a decompression bomb thousands of times). Past either, the
+extraction stops with :class:`ArchiveTooLargeError` naming the archive, the cap and the
+setting that raises it (``data.unverified_archive`` in config.yaml), and nothing is kept.
+
+When the canonical files cannot be had, a mirror's **reconstructed form** of the dataset
+(:class:`recrepro.datasets.registry.ReconstructedForm`, pinned by its own sha256) is taken
+instead, with a WARNING naming what it lacks; ``fetch.json`` names it (``"form"``).
 """
 
 from __future__ import annotations
@@ -41,11 +53,12 @@ from typing import BinaryIO
 
 from recrepro import __version__
 from recrepro.datasets.archives import archive_member_names, find_member, safe_extract
-from recrepro.datasets.errors import ChecksumError, DatasetUnavailableError
-from recrepro.datasets.registry import DatasetSpec, get_dataset
+from recrepro.datasets.errors import ArchiveTooLargeError, ChecksumError, DatasetUnavailableError
+from recrepro.datasets.registry import DatasetSpec, ReconstructedForm, get_dataset, raw_members
 from recrepro.io import atomic_path, sha256_file, write_json
 
-__all__ = ["FETCH_RECORD", "download_url", "fetch_dataset", "verify_file", "verify_raw_files"]
+__all__ = ["FETCH_RECORD", "ExpansionCap", "download_url", "fetch_dataset", "reachable", "verify_file",
+           "verify_raw_files"]
 
 log = logging.getLogger("recrepro.datasets")
 # ``verified`` of a member nothing published vouches for: taken now, or checked against an earlier fetch
@@ -57,6 +70,43 @@ _CHUNK = 1 << 20
 # HTTP statuses worth retrying; anything else (404, 403, ...) will not change on retry.
 _TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
 _USER_AGENT = f"recrepro/{__version__} (+dataset fetch)"
+
+
+# --------------------------------------------------------------------------- caps
+@dataclass(frozen=True)
+class ExpansionCap:
+    """How far an archive nothing verifies may expand (config ``data.unverified_archive``).
+
+    ``size_factor`` times the registry's expected size of the dataset's files, and
+    ``max_ratio`` times the archive's own size; either None switches that bound off.
+    """
+
+    size_factor: float | None = 4.0
+    max_ratio: float | None = 100.0
+
+    def limit(self, spec: DatasetSpec, archive: Path) -> tuple[int | None, str]:
+        """The byte cap for ``archive`` of ``spec`` and a phrase saying where it comes from."""
+        bounds = []
+        expected = spec.expected_bytes()
+        if self.size_factor is not None and expected is not None:
+            bounds.append((int(self.size_factor * expected),
+                           f"{self.size_factor:g} x the {_size(expected)} the registry expects for {spec.name} "
+                           "(data.unverified_archive.size_factor)"))
+        if self.max_ratio is not None:
+            size = archive.stat().st_size
+            bounds.append((int(self.max_ratio * size),
+                           f"{self.max_ratio:g} x the archive's {_size(size)} (data.unverified_archive.max_ratio)"))
+        if not bounds:
+            return None, "no cap"
+        return min(bounds)
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n} GB"  # pragma: no cover
 
 
 # --------------------------------------------------------------------------- digests
@@ -240,6 +290,7 @@ class _Fetch:
     spec: DatasetSpec
     raw_dir: Path
     strict: bool = False
+    cap: ExpansionCap = field(default_factory=ExpansionCap)
     first_use: dict[str, str] = field(default_factory=dict)
     members: dict[str, dict] = field(default_factory=dict)
     archive: dict | None = None
@@ -289,6 +340,7 @@ def fetch_dataset(
     urls_allowed: bool = True,
     progress: bool | None = None,
     strict: bool = False,
+    cap: ExpansionCap | None = None,
 ) -> Path:
     """Make ``raw_dir`` hold the verified member files of dataset ``name``.
 
@@ -308,6 +360,8 @@ def fetch_dataset(
     strict:
         Refuse a file that nothing can verify (no published digest, no verified archive,
         no digest recorded on first use) instead of accepting it with a WARNING.
+    cap:
+        How far an archive nothing verifies may expand (default :class:`ExpansionCap`).
 
     Returns
     -------
@@ -328,7 +382,8 @@ def fetch_dataset(
         Some member could be obtained from no source; the message says which, what was
         tried, the URLs and any instructions for placing it by hand.
     UnsafeArchiveError
-        The archive tries to write outside its folder.
+        The archive tries to write outside its folder; :class:`ArchiveTooLargeError` (a
+        subclass) when an unverified archive expands past ``cap``.
     """
     spec = get_dataset(name) if isinstance(name, str) else name
     if spec.generated:
@@ -336,13 +391,13 @@ def fetch_dataset(
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
     record_path = raw_dir / FETCH_RECORD
-    if _record_is_current(spec, raw_dir, record_path):
+    if _record_is_current(spec, raw_dir, record_path) and not _canonical_now_in_mirror(spec, record_path, mirror):
         return record_path
     first_use = _first_use_digests(spec, record_path)
     # A stale record must never vouch for files again, even if this fetch fails.
     record_path.unlink(missing_ok=True)
 
-    state = _Fetch(spec, raw_dir, strict=strict, first_use=first_use)
+    state = _Fetch(spec, raw_dir, strict=strict, first_use=first_use, cap=cap or ExpansionCap())
     _take_verified_existing(state)
     if mirror is not None and state.missing():
         _take_from_mirror(state, Path(mirror) / spec.name)
@@ -353,6 +408,10 @@ def fetch_dataset(
             state.tried.append("canonical URLs not tried (downloads not allowed)")
     if state.missing():
         _take_hand_placed(state)
+    if state.missing() and mirror is not None:
+        form = _take_form(state, Path(mirror))
+        if form is not None:
+            return _write_form_record(state, form, record_path)
     if state.missing() and state.refused:
         raise _refused(state)
     if state.missing():
@@ -365,6 +424,53 @@ def fetch_dataset(
         "members": {m: state.members[m] for m in spec.members},
         # trusted on first use (now or by an earlier fetch): no publisher vouches for these
         "unverified": [m for m in spec.members if state.members[m]["verified"] in (_NONE, _FIRST_USE)],
+    }
+    write_json(record_path, record)
+    return record_path
+
+
+def _canonical_now_in_mirror(spec: DatasetSpec, record_path: Path, mirror: str | Path | None) -> bool:
+    """A form was taken before, and the mirror now holds the canonical files: fetch again."""
+    try:
+        form = json.loads(record_path.read_text()).get("form")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bool(form) and _canonical_in_mirror(spec, mirror)
+
+
+def _take_form(state: _Fetch, mirror: Path) -> ReconstructedForm | None:
+    """Copy the first reconstructed form the mirror holds in full into raw_dir, verified."""
+    for form in state.spec.forms:
+        folder = mirror / form.folder
+        if not all((folder / member).is_file() for member in form.members):
+            state.tried.append(f"mirror {folder}: no {state.spec.name} form {form.name!r} "
+                               f"({', '.join(form.members)})")
+            continue
+        for member, sha256 in form.members.items():
+            src = folder / member
+            with open(src, "rb") as fh:
+                sha = _copy_verified(fh, state.raw_dir / member, Expected(sha256=sha256), str(src))
+            state.members[member] = _member_entry(state.raw_dir / member, sha, str(src), "sha256 (form)")
+        log.warning(
+            "%s: the canonical %s could not be had (%s); took the mirror's reconstructed form %r from %s "
+            "(%s; pinned by sha256). It lacks: %s. Protocols that need it refuse this form "
+            "(docs/deviations.md#%s).", state.spec.name, ", ".join(state.missing()), "; ".join(state.tried)
+            or "see fetch.json", form.name, folder, form.description, ", ".join(form.lacks), form.deviation)
+        return form
+    return None
+
+
+def _write_form_record(state: _Fetch, form: ReconstructedForm, record_path: Path) -> Path:
+    spec = state.spec
+    record = {
+        "dataset": spec.name,
+        "recrepro_version": __version__,
+        "form": {"name": form.name, "lacks": list(form.lacks), "deviation": form.deviation,
+                 "description": form.description, "instead_of": [m for m in spec.members if m not in form.members]},
+        "archive": None,
+        "members": {m: state.members[m] for m in form.members},
+        "unverified": [],
+        "canonical_tried": list(state.tried),
     }
     write_json(record_path, record)
     return record_path
@@ -414,12 +520,16 @@ def verify_raw_files(spec: DatasetSpec, raw_dir: str | Path) -> dict[str, dict]:
     record_path = raw_dir / FETCH_RECORD
     fix = f"remove {raw_dir} and run the fetch again (`recrepro data fetch {spec.name}`)"
     try:
+        members = raw_members(spec, raw_dir)
+    except ValueError as exc:  # fetch.json names a form the registry no longer has
+        raise ChecksumError(f"{record_path}: {exc}: {fix}") from None
+    try:
         listed = json.loads(record_path.read_text())["members"]
     except FileNotFoundError:
         raise ChecksumError(f"{record_path}: not found; raw files are checked against it: {fix}") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ChecksumError(f"{record_path}: unreadable ({exc}): {fix}") from None
-    for member in spec.members:
+    for member in members:
         path = raw_dir / member
         entry = listed.get(member) if isinstance(listed, dict) else None
         if not isinstance(entry, dict) or "sha256" not in entry or "bytes" not in entry:
@@ -446,7 +556,9 @@ def _record_is_current(spec: DatasetSpec, raw_dir: Path, record_path: Path) -> b
         listed = record["members"]
         if record.get("dataset") != spec.name:
             return False
-        for member, published in spec.members.items():
+        form = record.get("form")
+        members = spec.form(form["name"]).members if form else spec.members
+        for member, published in members.items():
             sha = listed[member]["sha256"]
             if published and sha != published:
                 return False
@@ -525,9 +637,16 @@ def _extract_members(state: _Fetch, archive: Path, source: str, archive_record: 
     wanted = {m: inner for m, inner in located.items() if inner is not None}
     if not wanted:
         return
+    max_bytes, why = (None, "") if archive_record["verified"] != _NONE else state.cap.limit(state.spec, archive)
     work = Path(tempfile.mkdtemp(prefix=".extract-", dir=state.raw_dir))
     try:
-        extracted = safe_extract(archive, work, wanted.values())
+        try:
+            extracted = safe_extract(archive, work, wanted.values(), max_bytes=max_bytes)
+        except ArchiveTooLargeError as exc:
+            raise ArchiveTooLargeError(
+                f"{state.spec.name}: {source} (no published digest) expands past {_size(max_bytes or 0)} "
+                f"({why}): stopped, nothing kept ({exc}). If the archive is genuine, raise that setting in "
+                "config.yaml (null switches the bound off)") from None
         for member, inner in wanted.items():
             expected = state.expected(member)
             with open(extracted[inner], "rb") as fh:
@@ -643,6 +762,20 @@ def mirror_holds(spec: DatasetSpec, mirror: str | Path | None) -> bool:
     Looks at file names only (nothing is read or verified: the fetch does that); used to
     say which published cells a reproduction could reach with the data it had.
     """
+    return _canonical_in_mirror(spec, mirror)
+
+
+def mirror_form(spec: DatasetSpec, mirror: str | Path | None) -> ReconstructedForm | None:
+    """The first reconstructed form of ``spec`` whose files ``mirror`` holds (names only)."""
+    if mirror is None:
+        return None
+    for form in spec.forms:
+        if all((Path(mirror) / form.folder / member).is_file() for member in form.members):
+            return form
+    return None
+
+
+def _canonical_in_mirror(spec: DatasetSpec, mirror: str | Path | None) -> bool:
     if mirror is None:
         return False
     folder = Path(mirror) / spec.name
@@ -654,9 +787,35 @@ def mirror_holds(spec: DatasetSpec, mirror: str | Path | None) -> bool:
 
 
 def dataset_availability(mirror: str | Path | None) -> dict[str, str]:
-    """Registry name -> ``generated`` | ``mirror`` | ``missing`` (see :func:`mirror_holds`)."""
+    """Registry name -> ``generated`` | ``mirror`` | ``form:<name>`` | ``missing``.
+
+    ``mirror``: the canonical files (see :func:`mirror_holds`); ``form:<name>``: only a
+    reconstructed form (:func:`mirror_form`), which serves the papers its registry entry
+    names (:func:`reachable`).
+    """
     from recrepro.datasets.registry import DATASETS
 
-    return {name: "generated" if spec.generated else ("mirror" if mirror_holds(spec, mirror) else "missing")
-            for name, spec in sorted(DATASETS.items())}
+    out = {}
+    for name, spec in sorted(DATASETS.items()):
+        form = None if spec.generated or mirror_holds(spec, mirror) else mirror_form(spec, mirror)
+        out[name] = ("generated" if spec.generated else "mirror" if mirror_holds(spec, mirror)
+                     else f"form:{form.name}" if form is not None else "missing")
+    return out
+
+
+def reachable(availability: str, dataset: str, paper: str) -> bool:
+    """Whether a published cell of ``paper`` on ``dataset`` has its data, given the dataset's
+    :func:`dataset_availability` value: generated or canonical in the mirror, or a
+    reconstructed form whose registry entry serves ``paper``."""
+    if availability in ("generated", "mirror"):
+        return True
+    if availability.startswith("form:"):
+        from recrepro.datasets.registry import DATASETS
+
+        spec = DATASETS.get(dataset)
+        try:
+            return spec is not None and paper in spec.form(availability.removeprefix("form:")).papers
+        except ValueError:
+            return False
+    return False
 

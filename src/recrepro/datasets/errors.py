@@ -22,3 +22,8 @@ class DatasetUnavailableError(RuntimeError):
 class UnsafeArchiveError(ValueError):
     """An archive member would be written outside the target folder (absolute path, ``..``,
     a link pointing outside, or a special file such as a device)."""
+
+
+class ArchiveTooLargeError(UnsafeArchiveError):
+    """An archive expanded past the cap set for it (a decompression bomb, or a cap set too low);
+    the message names the archive, the cap and the setting that raises it."""

@@ -42,6 +42,7 @@ __all__ = [
     "read_lightgcn_split",
     "read_movielens_csv",
     "read_movielens_dat",
+    "read_movielens_pairs_tsv",
     "read_movielens_10m_dat",
     "read_movielens_u_data",
     "read_hetrec_user_artists",
@@ -72,6 +73,10 @@ class RawParser:
         The member files the reader needs.
     implicit, has_timestamps:
         Copied into the :class:`RawInteractions`.
+    form, lacks:
+        For a reconstructed form of the dataset (:class:`recrepro.datasets.registry.ReconstructedForm`):
+        its name and what it lacks, put into ``extras`` (``form``, ``lacks``) so that a protocol
+        needing a lacking column refuses it (:func:`recrepro.preprocessing.preprocess`).
     """
 
     dataset: str
@@ -79,6 +84,8 @@ class RawParser:
     files: tuple[str, ...]
     implicit: bool
     has_timestamps: bool
+    form: str | None = None
+    lacks: tuple[str, ...] = ()
 
     def __call__(self, raw_dir: str | Path) -> RawInteractions:
         raw_dir = Path(raw_dir)
@@ -90,7 +97,9 @@ class RawParser:
                 f"run `recrepro data fetch {self.dataset}` first"
             )
         frame = self.read(*paths)
-        return RawInteractions(self.dataset, frame, has_timestamps=self.has_timestamps, implicit=self.implicit)
+        extras = {"form": self.form, "lacks": tuple(self.lacks)} if self.form else {}
+        return RawInteractions(self.dataset, frame, has_timestamps=self.has_timestamps, implicit=self.implicit,
+                               extras=extras)
 
 
 # --------------------------------------------------------------------------- line formats
@@ -404,6 +413,21 @@ def read_movielens_dat(path: Path) -> pd.DataFrame:
     """ML-1M ``ratings.dat``: ``UserID::MovieID::Rating::Timestamp``, no header; whole stars 1-5."""
     t = _read_delimited(_file_opener(path), str(path), MOVIELENS_DAT, _RATING_TYPES)
     return _frame(t["user"], t["item"], t["rating"], t["timestamp"])
+
+
+MOVIELENS_PAIRS_TSV = LineFormat("\t", (Field("UserID", "int", low=1), Field("MovieID", "int", low=1)))
+
+
+def read_movielens_pairs_tsv(path: Path) -> pd.DataFrame:
+    """ML-1M as (UserID, MovieID) pairs: ``UserID \\t MovieID``, no header, in ``ratings.dat`` order.
+
+    The reconstructed ``pairs`` form of ML-1M (no Rating, no Timestamp column): ``rating`` is
+    1.0 (every pair is an interaction, the implicit convention) and ``timestamp`` the file order.
+    Protocols that need the missing columns refuse this form before reading a rating.
+    """
+    types = {"UserID": pa.int64(), "MovieID": pa.int64()}
+    t = _read_delimited(_file_opener(path), str(path), MOVIELENS_PAIRS_TSV, types)
+    return _frame(t["UserID"], t["MovieID"], np.ones(t.num_rows, np.float32), _file_order(t.num_rows))
 
 
 def read_movielens_10m_dat(path: Path) -> pd.DataFrame:

@@ -11,6 +11,13 @@ A member with neither a sha256 nor an md5 (``None`` below, no ``member_md5``) is
 through its release archive where that has a digest (ML-10M, ML-20M); otherwise, or when a
 mirror holds the bare file, it is trusted on first use (:mod:`recrepro.datasets.download`).
 README.md, "Data", lists which datasets are pinned how; a test keeps the two in step.
+
+A dataset may also have **reconstructed forms** (:class:`ReconstructedForm`): real copies of
+its data that are not the canonical files (ML-1M as (user, movie) pairs only; Yelp2018's
+training set rebuilt with each user's items sorted). A form is pinned by its own sha256, is
+taken only from a mirror and only when the canonical files cannot be had, is named in
+``fetch.json``, and lists what it lacks; a protocol that needs a lacking column refuses it
+(:func:`recrepro.preprocessing.preprocess`). docs/deviations.md has one entry per form.
 """
 
 from __future__ import annotations
@@ -25,7 +32,57 @@ import pandas as pd
 from recrepro.datasets import parsers
 from recrepro.datasets.container import RawInteractions
 
-__all__ = ["DATASETS", "DatasetSpec", "get_dataset", "load_raw"]
+__all__ = ["DATASETS", "DatasetSpec", "ReconstructedForm", "get_dataset", "load_raw"]
+
+#: Column names a form may lack (see :class:`ReconstructedForm`); ``order`` is the file order
+#: of the canonical release (which row comes before which), not a column of the parsed frame.
+LACKABLE = ("rating", "timestamp", "order")
+
+
+@dataclass(frozen=True)
+class ReconstructedForm:
+    """A real copy of a dataset that is not its canonical file form.
+
+    Attributes
+    ----------
+    name:
+        Short name (``pairs``, ``rebuilt-sorted``), written to ``fetch.json``.
+    folder:
+        The mirror's subfolder that holds it (``<mirror>/<folder>/<members>``).
+    members:
+        File name -> sha256 (every form member is pinned: computed on the mirror's copy,
+        whose provenance its PROVENANCE.md gives).
+    read:
+        Reader called with the member paths in the order of ``members``.
+    lacks:
+        What the canonical release has and this form has not (:data:`LACKABLE`).
+    papers:
+        The papers whose published cells this form can serve (for the reach counts of
+        :func:`recrepro.datasets.download.reachable`); a protocol that needs a lacking column
+        still refuses it.
+    deviation:
+        Its anchor in docs/deviations.md.
+    description:
+        One line: what it is and where it comes from.
+    implicit, has_timestamps:
+        As :class:`DatasetSpec`'s, for the form's parsed frame.
+    """
+
+    name: str
+    folder: str
+    members: Mapping[str, str] = field(hash=False)
+    read: Callable[..., pd.DataFrame] = field(hash=False, repr=False)
+    lacks: tuple[str, ...]
+    papers: tuple[str, ...]
+    deviation: str
+    description: str
+    implicit: bool = True
+    has_timestamps: bool = False
+
+    def parser(self, dataset: str) -> parsers.RawParser:
+        """``parser(raw_dir) -> RawInteractions`` reading this form's members."""
+        return parsers.RawParser(dataset, self.read, tuple(self.members), implicit=self.implicit,
+                                 has_timestamps=self.has_timestamps, form=self.name, lacks=self.lacks)
 
 
 @dataclass(frozen=True)
@@ -69,6 +126,12 @@ class DatasetSpec:
         published split, train + test), users and items. :mod:`recrepro.compute` scales cost
         estimates by ``n_interactions``; they describe the release, not what a paper's
         preprocessing keeps of it.
+    raw_bytes:
+        About how many bytes the members take once extracted (None: ``n_interactions`` times
+        :data:`ROW_BYTES`); caps what an unverified archive may expand to
+        (:func:`recrepro.datasets.download.fetch_dataset`).
+    forms:
+        Reconstructed forms a mirror may hold instead of the canonical files.
     """
 
     name: str
@@ -89,6 +152,26 @@ class DatasetSpec:
     n_interactions: int | None = None
     n_users: int | None = None
     n_items: int | None = None
+    raw_bytes: int | None = None
+    forms: tuple[ReconstructedForm, ...] = field(default=(), hash=False)
+
+    def form(self, name: str) -> ReconstructedForm:
+        """The reconstructed form called ``name`` (ValueError naming the known ones)."""
+        for form in self.forms:
+            if form.name == name:
+                return form
+        raise ValueError(f"{self.name}: no reconstructed form {name!r}; known: {[f.name for f in self.forms]}")
+
+    def expected_bytes(self) -> int | None:
+        """About how many bytes the extracted members take (None when nothing says)."""
+        if self.raw_bytes is not None:
+            return self.raw_bytes
+        return None if self.n_interactions is None else self.n_interactions * ROW_BYTES
+
+
+#: Bytes per interaction row assumed where a spec gives no ``raw_bytes`` (generous: the
+#: releases here take 20-70 bytes a row as text).
+ROW_BYTES = 128
 
 
 def _spec(
@@ -111,6 +194,8 @@ def _spec(
     n_interactions: int | None = None,
     n_users: int | None = None,
     n_items: int | None = None,
+    raw_bytes: int | None = None,
+    forms: tuple[ReconstructedForm, ...] = (),
 ) -> DatasetSpec:
     """Build a spec whose parser reads ``members`` (in the order given) with ``read``."""
     parser = parsers.RawParser(name, read, tuple(members), implicit=implicit, has_timestamps=has_timestamps)
@@ -133,6 +218,8 @@ def _spec(
         n_interactions=n_interactions,
         n_users=n_users,
         n_items=n_items,
+        raw_bytes=raw_bytes,
+        forms=forms,
     )
 
 
@@ -153,7 +240,8 @@ def _grouplens_spec(name: str, folder: str, **fields) -> DatasetSpec:
 
 
 def _lightgcn_spec(name: str, *, description: str, sha256: tuple[str | None, str | None], md5: tuple[str, str],
-                   licence: str, pairs: tuple[int, int], n_users: int, n_items: int) -> DatasetSpec:
+                   licence: str, pairs: tuple[int, int], n_users: int, n_items: int,
+                   forms: tuple[ReconstructedForm, ...] = ()) -> DatasetSpec:
     """A dataset as split by NGCF/LightGCN: ``train.txt`` and ``test.txt`` (their ``sha256``,
     ``md5`` and number of (user, item) ``pairs``, in that order) of the LightGCN repository,
     implicit pairs, no timestamps."""
@@ -161,7 +249,33 @@ def _lightgcn_spec(name: str, *, description: str, sha256: tuple[str | None, str
     return _spec(name, description=description, urls=tuple(f"{_LIGHTGCN}/{name}/{f}" for f in files),
                  members=dict(zip(files, sha256)), member_md5=dict(zip(files, md5)),
                  read=parsers.read_lightgcn_split, licence=licence, implicit=True, has_timestamps=False,
-                 given_split=True, n_interactions=sum(pairs), n_users=n_users, n_items=n_items)
+                 given_split=True, n_interactions=sum(pairs), n_users=n_users, n_items=n_items, forms=forms)
+
+
+# The reconstructed forms (docs/deviations.md#ml-1m-pairs-form, #yelp2018-train-rebuilt); sha256 of
+# the mirror's copies, whose sources shared/datasets/<folder>/PROVENANCE*.md give.
+_ML1M_PAIRS = ReconstructedForm(
+    "pairs", "ml-1m-pairs",
+    members=MappingProxyType({
+        "ml1m_user_movie_pairs.tsv": "9dd000a8d217437cda76641dabf92d08c9d6c60be2cb0bd943c115f0e171be96"}),
+    read=parsers.read_movielens_pairs_tsv,
+    lacks=("rating", "timestamp"),
+    papers=("prism",),  # PRISM's official loader keeps every rating: all pairs (switch prism_ml1m_ratings: code)
+    deviation="ml-1m-pairs-form",
+    description="all 1,000,209 (UserID, MovieID) pairs of ratings.dat in file order, no Rating, no Timestamp",
+)
+_YELP_REBUILT = ReconstructedForm(
+    "rebuilt-sorted", "yelp2018",
+    members=MappingProxyType({
+        "train_rebuilt_sorted.txt": "5588ebbcbf9ab10cdf7a70aa300f2ef781030daa2a94ef0685598ed051a398da",
+        "test.txt": "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"}),
+    read=parsers.read_lightgcn_split,
+    lacks=("order",),
+    papers=("prism",),  # PRISM merges train and test and re-splits them
+    deviation="yelp2018-train-rebuilt",
+    description="the exact LightGCN training set (1,237,259 pairs) rebuilt from a sparse-matrix cache, "
+    "each user's items sorted (train.txt's within-line order lost), with the canonical test.txt",
+)
 
 
 _ALL = [
@@ -182,6 +296,7 @@ _ALL = [
         members={"ratings.dat": None},
         member_md5={"ratings.dat": "a89aa3591bc97d6d4e0c89459ff39362"},
         read=parsers.read_movielens_dat,
+        forms=(_ML1M_PAIRS,),
     ),
     _grouplens_spec(
         "ml-10m", "movielens", read=parsers.read_movielens_10m_dat, members={"ratings.dat": None},
@@ -223,9 +338,12 @@ _ALL = [
         description="Yelp 2018 as split by NGCF/LightGCN: 1,237,259 train + 324,147 test pairs, "
         "31,668 users, 38,048 businesses",
         pairs=(1_237_259, 324_147), n_users=31_668, n_items=38_048,
-        sha256=(None, "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"),
+        # train.txt sha256: a public Git-LFS pointer (6,904,880 bytes; shared/datasets/yelp2018/PROVENANCE-train-rebuilt.md)
+        sha256=("1e9568725a9e833d0ac3bae01c94cd95367f73b3bb6104fd26b5f65ea5054093",
+                "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"),
         md5=("1b8b5d22a227e01d6de002c53d32b4c4", "0d57d7399862c32152b045ec5d2698e7"),
         licence="Yelp Dataset Terms of Use: non-commercial academic use, no redistribution",
+        forms=(_YELP_REBUILT,),
     ),
     _lightgcn_spec(
         "amazon-book",
@@ -233,7 +351,9 @@ _ALL = [
         description="Amazon-Book as split by NGCF/LightGCN: 2,380,730 train + 603,378 test pairs, "
         "52,643 users, 91,599 books",
         pairs=(2_380_730, 603_378), n_users=52_643, n_items=91_599,
-        sha256=(None, "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5"),
+        # train.txt sha256: a public Git-LFS pointer (14,125,691 bytes; shared/datasets/README.md)
+        sha256=("529066026085919381acd4ce19f69e9eafa4af3fef1a10119ea5551cc2ef8530",
+                "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5"),
         md5=("c916ecac04ca72300a016228258b41ed", "30f8ccfea18d25007ba9fb9aba4e174d"),
     ),
     _spec(
@@ -278,6 +398,7 @@ _ALL = [
         description="Million Song Dataset Echo Nest taste profile (train_triplets): 48,373,586 (user, song, "
         "play count) triplets, 1,019,318 users, 384,546 songs",
         n_interactions=48_373_586, n_users=1_019_318, n_items=384_546,
+        raw_bytes=3_100_000_000,  # about 64 bytes a triplet (40 + 18 hex characters, count, tabs)
         urls=("http://millionsongdataset.com/sites/default/files/challenge/train_triplets.txt.zip",),
         archive="train_triplets.txt.zip",
         members={"train_triplets.txt": None},
@@ -393,6 +514,30 @@ def get_dataset(name: str) -> DatasetSpec:
         raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}") from None
 
 
+def raw_form(raw_dir: str | Path) -> str | None:
+    """The reconstructed form ``raw_dir/fetch.json`` names (None: the canonical files)."""
+    import json
+
+    try:
+        form = json.loads((Path(raw_dir) / "fetch.json").read_text()).get("form")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return form.get("name") if isinstance(form, dict) else None
+
+
+def raw_members(spec: DatasetSpec, raw_dir: str | Path) -> Mapping[str, str | None]:
+    """The member files ``raw_dir`` holds for ``spec``: the canonical ones, or its form's."""
+    form = raw_form(raw_dir)
+    return spec.members if form is None else spec.form(form).members
+
+
 def load_raw(name: str, raw_dir: str | Path) -> RawInteractions:
-    """Parse the member files of dataset ``name`` found in ``raw_dir``."""
-    return get_dataset(name).parser(Path(raw_dir))
+    """Parse the member files of dataset ``name`` found in ``raw_dir``.
+
+    When ``raw_dir/fetch.json`` names a reconstructed form, that form's files are read and
+    the result's ``extras`` carry the form's name and what it lacks.
+    """
+    spec = get_dataset(name)
+    form = raw_form(raw_dir) if not spec.generated else None
+    parser = spec.parser if form is None else spec.form(form).parser(spec.name)
+    return parser(Path(raw_dir))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from recrepro.datasets.download import reachable
 from recrepro.scorecard.expected import ExpectedEntry, expected_path, load_expected
 from recrepro.scorecard.judge import VERDICT_WITHIN
 
@@ -32,7 +33,7 @@ def summarise_scorecards(results_dir: str | Path, availability: Mapping[str, str
         ``results/<tier>/``: ``<paper>/scorecard.csv`` is read where it exists (a paper
         without one counts as not run).
     availability:
-        Dataset -> ``generated`` | ``mirror`` | ``missing``
+        Dataset -> ``generated`` | ``mirror`` | ``form:<name>`` | ``missing``
         (:func:`recrepro.datasets.download.dataset_availability`, kept in
         ``results/<tier>/datasets.json``).
 
@@ -40,7 +41,8 @@ def summarise_scorecards(results_dir: str | Path, availability: Mapping[str, str
     -------
     dict
         ``published`` (entries with a published value), ``reachable`` (of those, whose
-        dataset was generated or in the mirror), ``run`` (reachable with at least one
+        dataset was generated or in the mirror, or whose mirror form serves the paper:
+        :func:`recrepro.datasets.download.reachable`), ``run`` (reachable with at least one
         seed), ``full_budget_all_seeds`` (run with every required seed and no cap),
         ``within_tolerance`` and ``capped`` (run, but short of seeds or budget).
     """
@@ -54,7 +56,7 @@ def summarise_scorecards(results_dir: str | Path, availability: Mapping[str, str
             if entry.published is None:
                 continue
             counts["published"] += 1
-            if availability.get(entry.dataset, "missing") == "missing":
+            if not reachable(availability.get(entry.dataset, "missing"), entry.dataset, paper):
                 continue
             counts["reachable"] += 1
             row = _card_row(card, entry, index)
