@@ -29,14 +29,17 @@ import itertools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from recrepro.io import read_json, write_json, write_text
-from recrepro.models.base import Recommender
-from recrepro.runs import SplitData, evaluate_on_split, write_split_record
+
+if TYPE_CHECKING:  # the rules import this module for its config helpers: no torch, no pandas at parse time
+    import pandas as pd
+
+    from recrepro.models.base import Recommender
+    from recrepro.runs import SplitData
 
 __all__ = ["MODELS", "expand_grid", "make_model", "pick_point", "strong_table", "tune_and_test",
            "validation_section"]
@@ -112,6 +115,8 @@ def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _evaluate(model: Recommender, split: SplitData, evaluation: Mapping[str, Any], device: str, batch_size: int):
+    from recrepro.runs import evaluate_on_split
+
     if "fold_in" in evaluation and hasattr(model, "fold_in_users"):
         model.fold_in_users(split.csr([evaluation["fold_in"]]))
     section = {k: v for k, v in evaluation.items() if k != "fold_in"}
@@ -131,6 +136,8 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
     Writes ``out_dir/seed<k>/`` (run records of the test part at the pick; a deterministic
     model has one, under the first seed) and then ``out_dir/grid.json``.  Returns its content.
     """
+    from recrepro.runs import SplitData, write_split_record
+
     if model not in MODELS:
         raise ValueError(f"unknown strong baseline {model!r}; known: {', '.join(MODELS)}")
     if not seeds:
@@ -181,9 +188,68 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
     return summary
 
 
+# ----------------------------------------------------------------------------- the rules' helpers
+def tier_block(config: Mapping[str, Any], tier: str) -> dict[str, Any]:
+    """``config.strong_baselines.tiers.<tier>`` (empty when the tier has none)."""
+    return dict(config.get("strong_baselines", {}).get("tiers", {}).get(tier, {}))
+
+
+def protocol_entry(config: Mapping[str, Any], tier: str, dataset: str, protocol: str, split: str) -> dict[str, Any]:
+    """The tier's protocol entry of ``dataset/protocol/split``."""
+    for entry in tier_block(config, tier).get("protocols", []):
+        if (entry["dataset"], entry["protocol"], entry["split"]) == (dataset, protocol, split):
+            return entry
+    raise ValueError(f"no strong_baselines protocol {dataset}/{protocol}/{split} in tier {tier!r}")
+
+
+def entry_evaluation(config: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The protocol's evaluation section: a name under ``evaluation.splits``, or the section itself."""
+    evaluation = entry["evaluation"]
+    return dict(config["evaluation"]["splits"][evaluation] if isinstance(evaluation, str) else evaluation)
+
+
+def entry_models(config: Mapping[str, Any], tier: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Model -> ``{grid, fixed}``: the tier's models with the protocol's own overrides."""
+    return {**tier_block(config, tier).get("models", {}), **entry.get("models", {})}
+
+
+def papers(config: Mapping[str, Any], tier: str) -> list[str]:
+    """The papers with a strong-baselines protocol in the tier."""
+    return list(dict.fromkeys(e["paper"] for e in tier_block(config, tier).get("protocols", [])))
+
+
+def grid_records(config: Mapping[str, Any], tier: str, paper: str) -> list[str]:
+    """Every ``grid.json`` of ``paper``'s protocols in the tier."""
+    return [f"results/{tier}/baselines/strong/{e['dataset']}/{e['protocol']}/{e['split']}/{m}/split{s}/grid.json"
+            for e in tier_block(config, tier).get("protocols", []) if e["paper"] == paper
+            for m in entry_models(config, tier, e) for s in e["split_seeds"]]
+
+
+def tune_params(config: Mapping[str, Any], tier: str, dataset: str, protocol: str, split: str, model: str
+                ) -> dict[str, Any]:
+    """What ``recrepro strong tune`` needs for one job: evaluation, grid, fixed, select, seeds."""
+    entry = protocol_entry(config, tier, dataset, protocol, split)
+    search = entry_models(config, tier, entry)[model]
+    return {"evaluation": entry_evaluation(config, entry), "grid": search.get("grid", {}),
+            "fixed": search.get("fixed", {}), "select": entry["select"],
+            "seeds": ",".join(str(s) for s in entry["seeds"])}
+
+
+def job_key(wildcards: Any) -> tuple[str, str, str, str, str]:
+    """``(tier, dataset, protocol, split, model)`` of a ``strong_tune`` job's wildcards."""
+    return (wildcards.tier, wildcards.dataset, wildcards.protocol, wildcards.split, wildcards.model)
+
+
+def table_protocols(config: Mapping[str, Any], tier: str, paper: str) -> dict[str, Any]:
+    """``"<dataset>/<split>"`` -> the metrics and paper method :func:`strong_table` needs."""
+    return {f"{e['dataset']}/{e['split']}": {"metrics": e["metrics"], "paper_method": e.get("paper_method")}
+            for e in tier_block(config, tier).get("protocols", []) if e["paper"] == paper}
+
+
 # ----------------------------------------------------------------------------- table
 def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str) -> tuple[float | None, str]:
     """Two-sided paired t-test over users of ``metric`` (each side averaged over its seeds)."""
+    import pandas as pd
     from scipy import stats
 
     def per_user(dirs: Sequence[Path]) -> pd.Series | None:
@@ -223,6 +289,8 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
     ``paper_method`` (its run directory relative to ``results_root``, the name and the part
     whose metrics it compares) — the config's protocol entries.
     """
+    import pandas as pd
+
     groups: dict[tuple[str, str, str], list[tuple[Path, dict]]] = {}
     for grid_file in sorted(map(Path, grid_files)):
         grid = read_json(grid_file)
@@ -266,6 +334,8 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
 
 def render_markdown(frame: pd.DataFrame, title: str) -> str:
     """The table as Markdown, one section per dataset/split; the best baseline per metric in bold."""
+    import pandas as pd
+
     lines = [f"# {title}", "",
              "Tuned simple baselines on the paper's own split, with its evaluator (issue 48): each model's "
              "grid is searched on the validation part with the paper's metric, and the pick is tested "

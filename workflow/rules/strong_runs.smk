@@ -19,17 +19,18 @@ rule strong_tune:
         runtime=res_runtime("evaluate"),
     params:
         evaluation=lambda wc: as_json(
-            strong_evaluation(strong_entry(wc.tier, wc.dataset, wc.protocol, wc.split))
+            strong_wf.tune_params(config, *strong_wf.job_key(wc))["evaluation"]
         ),
-        grid=lambda wc: as_json(strong_model(wc).get("grid", {})),
-        fixed=lambda wc: as_json(strong_model(wc).get("fixed", {})),
-        select=lambda wc: strong_entry(wc.tier, wc.dataset, wc.protocol, wc.split)[
+        grid=lambda wc: as_json(
+            strong_wf.tune_params(config, *strong_wf.job_key(wc))["grid"]
+        ),
+        fixed=lambda wc: as_json(
+            strong_wf.tune_params(config, *strong_wf.job_key(wc))["fixed"]
+        ),
+        select=lambda wc: strong_wf.tune_params(config, *strong_wf.job_key(wc))[
             "select"
         ],
-        seeds=lambda wc: ",".join(
-            str(s)
-            for s in strong_entry(wc.tier, wc.dataset, wc.protocol, wc.split)["seeds"]
-        ),
+        seeds=lambda wc: strong_wf.tune_params(config, *strong_wf.job_key(wc))["seeds"],
         meta=lambda wc: as_json(
             {
                 "tier": wc.tier,
