@@ -275,3 +275,34 @@ def test_real_mirror_forms_give_table_2(tmp_path):
 
 def test_forms_field_is_a_tuple_of_forms():
     assert all(isinstance(f, ReconstructedForm) for spec in DATASETS.values() for f in spec.forms)
+
+
+# ==================================================================== item 8: what reaches the console
+@pytest.mark.workflow
+def test_fetch_rule_shows_trust_on_first_use_and_a_stopped_bomb_on_the_console(tmp_path):
+    import yaml
+    from test_reliability import qb_article_csv
+    from test_workflow import snakemake
+
+    mirror = tmp_path / "mirror"
+    (mirror / "qb-article").mkdir(parents=True)
+    (mirror / "qb-article" / "QB-article.csv").write_bytes(qb_article_csv())
+    (mirror / "msd").mkdir()
+    with zipfile.ZipFile(mirror / "msd" / "train_triplets.txt.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("train_triplets.txt", b"\0" * 20_000_000)  # ~20 KB expanding 1,000 fold
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["data"].update(mirror=str(mirror), allow_download=False)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ("--cores", "1", "--directory", str(work), "--configfile", str(tmp_path / "config.yaml"))
+
+    trusted = snakemake("data/raw/qb-article/fetch.json", *args)
+    console = trusted.stdout + trusted.stderr
+    assert "qb-article/QB-article.csv was NOT verified" in console and "accepted on first use" in console
+
+    bomb = snakemake("data/raw/msd/fetch.json", *args, check=False)
+    assert bomb.returncode != 0
+    line = next(l for l in (bomb.stdout + bomb.stderr).splitlines() if "ArchiveTooLargeError" in l)
+    assert "train_triplets.txt.zip" in line and "data.unverified_archive.max_ratio" in line
+    assert not (work / "data/raw/msd/train_triplets.txt").exists()
