@@ -90,6 +90,8 @@ class ValidationMonitor:
             if self.best_value is None or value > self.best_value:
                 self.best_epoch, self.best_value = done, value
                 self.best_snapshot = model.snapshot()
+            print(f"epoch {done}: validation auc {value:.4f} (best {self.best_value:.4f} after epoch "
+                  f"{self.best_epoch})", flush=True)
         if done >= self.cap:
             self.stopped = "cap"
             return True
