@@ -219,19 +219,24 @@ def test_usage_ledger_sums_the_earlier_pieces_of_a_run(tmp_path, caplog):
 
     first = piece([(10.0, 8.0), (5.0, 4.0)])
     assert first.earlier == {"pieces": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0}
-    assert C.earlier_usage(path) == first.earlier
+    assert C.earlier_usage(path) == first.earlier and first.earlier_code == []
     wall[0] += 7.0  # work after the last save is redone by the next piece, not counted
     second = piece([(20.0, 16.0)])
     assert second.earlier == {"pieces": 1, "wall_seconds": 15.0, "cpu_seconds": 12.0}
-    assert C.earlier_usage(path) == second.earlier  # the current piece is never in it
+    # the current piece is never in it; the earlier piece's code is (one entry: the pieces ran the same code)
+    assert C.earlier_usage(path) == {**second.earlier, "code": [C.code_fingerprint()]}
+    assert second.earlier_code == [C.code_fingerprint()]
     third = piece([])  # resumes the final checkpoint and saves nothing more
     assert third.earlier == {"pieces": 2, "wall_seconds": 35.0, "cpu_seconds": 28.0}
-    assert C.earlier_usage(path, None, tmp_path / "other.ckpt") == third.earlier  # files without a ledger add nothing
+    assert third.earlier_code == [C.code_fingerprint()] * 2
+    # files without a ledger add nothing
+    assert C.earlier_usage(path, None, tmp_path / "other.ckpt") == {**third.earlier, "code": [C.code_fingerprint()]}
     # two models trained one after another (λ-Fix's grid), the run killed twice: seconds add, pieces do not
     grid = tmp_path / "run.ckpt.lam1"
     write_json(C.usage_path(grid), {"key": "k", "earlier": {"pieces": 2, "wall_seconds": 1.0, "cpu_seconds": 0.5},
                                     "current": None})
-    assert C.earlier_usage(path, grid) == {"pieces": 2, "wall_seconds": 36.0, "cpu_seconds": 28.5}
+    assert C.earlier_usage(path, grid) == {"pieces": 2, "wall_seconds": 36.0, "cpu_seconds": 28.5,
+                                           "code": [C.code_fingerprint()]}
     C.remove_checkpoint(grid)
     assert C.earlier_usage(tmp_path / "other.ckpt") is None
     # a checkpoint written before the ledger: its earlier piece is counted, its times unknown
@@ -493,7 +498,7 @@ def test_prism_cli_sigkilled_and_rerun_writes_the_same_record(prism_split, tmp_p
     rerun = subprocess.run(_prism_cli(prism_split, out, ckpt, epochs), env=env, capture_output=True, text=True,
                            timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "resuming from checkpoint" in rerun.stderr
+    assert "resuming from checkpoint" in rerun.stderr, [line for line in rerun.stderr.splitlines() if "WARNING" in line]
     assert not ckpt.exists() and not ledger.exists()  # removed once the record was written
     # the record prices both pieces: its times sum the killed piece's (up to its last save) and the rerun's
     prov = json.loads((out / "provenance.json").read_text())

@@ -18,17 +18,47 @@ API
     Atomic: ``torch.save`` into a temporary sibling, ``fsync``, ``os.replace``; large
     arrays (FedRAP's disk-backed private tables) may go to ``.npy`` side files.
 :func:`load_checkpoint`
-    ``None`` when the file is missing; when its key differs **or the file is unreadable
-    (truncated, corrupt)** a WARNING names the file and ``None`` is returned: the run
-    starts over and the stale file is overwritten by the next save.  Starting over is
-    always correct (only slower), so a damaged checkpoint never stops a job.
+    ``None`` when the file is missing; when its key differs, **when it was written by other
+    code** (:func:`code_fingerprint`) **or the file is unreadable or damaged** (truncated;
+    a byte changed: every member of the archive is checked against its CRC-32, every
+    ``.npy`` side file against the sha256 taken while it was written) a WARNING names the
+    file and ``None`` is returned: the run starts over and the stale file is overwritten by
+    the next save.  Starting over is always correct (only slower), so a damaged checkpoint
+    never stops a job.
 :func:`remove_checkpoint`
     Deletes the file, its side files and its usage ledger; called once the run record is written.
 :class:`Checkpointer`
     The three bound to one path and key, with a :class:`Throttle` and a usage ledger.
 :func:`earlier_usage`
-    What the earlier pieces of a resumed run spent (wall and CPU seconds), read from the
-    ledgers; the run record adds it to its own piece's times.
+    What the earlier pieces of a resumed run spent (wall and CPU seconds) and the code each
+    ran (commit, :func:`code_fingerprint`), read from the ledgers; the run record adds the
+    seconds to its own piece's times and lists the earlier pieces' code in its provenance.
+
+The code that wrote a checkpoint
+--------------------------------
+A checkpoint records :func:`code_fingerprint`: the git commit of the checkout, the package
+version and the sha256 of the package's source files that train (every ``.py`` file of
+``recrepro`` except those that only draw or report, and the data stage, whose output the
+settings key covers already).  A checkpoint whose
+source digest differs from the running code's is not resumed (a WARNING names both
+commits): a record must not mix two versions of the loss.  Only the commit differing (a
+change to docs, results or drawing code) resumes, and the record's ``provenance.json``
+names each earlier piece's commit under ``earlier_pieces.code``.  A checkpoint written
+before checkpoints recorded their code is resumed with a WARNING saying its code is
+unknown (its piece's code is ``null`` in the provenance).
+
+One process per run
+-------------------
+A :class:`Checkpointer` takes an exclusive ``flock`` on ``<checkpoint>.lock`` (holding the
+process id) and keeps it until :func:`remove_checkpoint` (after the record is written) or
+the process ends; a second process training the same run stops at once with
+:class:`CheckpointLockedError`: "another process (pid N) is training this run".
+
+Disk full
+---------
+A save that fails for lack of space (``ENOSPC``, or torch's ``unexpected pos`` /
+``file write failed``) raises :class:`CheckpointWriteError`: "no space left while writing
+checkpoint <path>"; the temporary file is removed and the previous checkpoint is kept.
 
 The usage ledger
 ----------------
@@ -64,13 +94,18 @@ most.  ``min_seconds`` can space the writes out for states that are expensive to
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import glob
 import hashlib
 import json
 import logging
 import os
 import secrets
+import shutil
+import subprocess
 import time
+import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
@@ -80,17 +115,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from recrepro.io import read_json, write_json
+from recrepro.io import read_json, sha256_file, write_json
 
 __all__ = [
     "FORMAT_VERSION",
+    "CheckpointLockedError",
+    "CheckpointWriteError",
     "Checkpointer",
     "Throttle",
+    "code_fingerprint",
     "data_fingerprint",
     "earlier_usage",
     "generator_state",
     "global_rng_state",
     "load_checkpoint",
+    "lock_path",
     "remove_checkpoint",
     "save_checkpoint",
     "set_generator_state",
@@ -159,6 +198,50 @@ def data_fingerprint(*matrices: Any) -> str:
     return h.hexdigest()
 
 
+#: Parts of the package that only draw or report (a change there leaves training as it was), and the
+#: data stage, whose output is in every checkpoint key already (:func:`data_fingerprint`).
+_NOT_COMPUTING_DIRS = frozenset({"scorecard", "expected", "__pycache__", "datasets"})
+_NOT_COMPUTING_FILES = frozenset({"report.py", "figures.py", "plotting.py", "reference.py", "compute.py",
+                                  "preprocessing.py", "splits.py"})
+
+
+def _git_commit(folder: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--verify", "HEAD"], capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> dict[str, Any]:
+    """The code this process trains with: ``{"source_sha256", "commit", "recrepro"}``.
+
+    ``source_sha256`` is the sha256 over the relative path and bytes of every ``.py`` file of
+    the installed ``recrepro`` package except those that only draw or report (``scorecard/``,
+    ``report.py``, ``figures.py``, ``plotting.py``, ``reference.py``, ``compute.py``) and the
+    data stage (``datasets/``, ``preprocessing.py``, ``splits.py``: what it makes is in the
+    settings key, :func:`data_fingerprint`), sorted by path: it changes with any edit to what
+    trains, committed or not.  ``commit`` is the
+    checkout's git commit (``None`` outside a checkout).  Taken once per process (the code
+    a process runs is the code it loaded), ~10 ms.
+    """
+    import recrepro
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for file in sorted(root.rglob("*.py")):
+        rel = file.relative_to(root)
+        if _NOT_COMPUTING_DIRS & set(rel.parts[:-1]) or rel.name in _NOT_COMPUTING_FILES:
+            continue
+        h.update(rel.as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    return {"source_sha256": h.hexdigest(), "commit": _git_commit(root),
+            "recrepro": getattr(recrepro, "__version__", None)}
+
+
 # ----------------------------------------------------------------------------- RNG states
 
 
@@ -191,6 +274,87 @@ def set_global_rng_state(state: Mapping[str, Any]) -> None:
     np.random.set_state(state["numpy"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ----------------------------------------------------------------------------- errors, lock
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (no space left); the previous one is kept."""
+
+
+class CheckpointLockedError(RuntimeError):
+    """Another live process holds the lock of this run's checkpoint."""
+
+
+#: Locks this process holds: lock file (resolved) -> open descriptor.
+_HELD_LOCKS: dict[str, int] = {}
+
+
+def lock_path(path: str | Path) -> Path:
+    """The lock file of the checkpoint ``path``: ``<name>.lock`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+def _lock_holder(fd: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 64).decode("ascii", "replace").strip()
+        if text:
+            return text
+    return "unknown"
+
+
+def acquire_lock(path: str | Path) -> Path:
+    """Take the exclusive lock of the run whose checkpoint is ``path`` (kept until :func:`release_lock`).
+
+    Re-entrant within one process (a killed piece in a test, several models of one run).
+
+    Raises
+    ------
+    CheckpointLockedError
+        "another process (pid N) is training this run", naming the lock file.
+    """
+    import fcntl
+
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    name = str(lock.resolve())
+    if name in _HELD_LOCKS:
+        return lock
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise CheckpointLockedError(
+                f"another process (pid {holder}) is training this run: {lock} is locked; wait for it to end "
+                "(or stop it) before training this run again") from None
+        try:  # the holder may have removed the file between our open and our lock: lock the new one
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _HELD_LOCKS[name] = fd
+    return lock
+
+
+def release_lock(path: str | Path) -> None:
+    """Give back the lock taken by :func:`acquire_lock` and remove its file (no-op if not held)."""
+    lock = lock_path(path)
+    fd = _HELD_LOCKS.pop(str(lock.resolve()), None) if lock.parent.exists() else None
+    if fd is None:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
+    os.close(fd)
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -286,8 +450,8 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any], *, key: str,
     clash = sorted(set(arrays) & set(state))
     if clash:
         raise ValueError(f"checkpoint: {clash} given both in state and in arrays")
-    payload = {"format": FORMAT_VERSION, "key": key, "saved_at": time.time(),
-               "state": _encode(dict(state), "state"), "arrays": {}}
+    payload = {"format": FORMAT_VERSION, "key": key, "saved_at": time.time(), "code": code_fingerprint(),
+               "state": _encode(dict(state), "state"), "arrays": {}, "arrays_sha256": {}}
     token = secrets.token_hex(6)
     keep: set[Path] = set()
     tmp = path.with_name(f"{path.name}{_SIDE}{token}.tmp")
@@ -296,19 +460,27 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any], *, key: str,
             side = path.with_name(f"{path.name}{_SIDE}{token}.{name}.npy")
             keep.add(side)
             with open(side, "wb") as fh:
-                np.save(fh, np.asarray(array), allow_pickle=False)
+                hashing = _HashingWriter(fh)
+                np.save(hashing, np.asarray(array), allow_pickle=False)
                 fh.flush()
                 os.fsync(fh.fileno())
             payload["arrays"][name] = side.name
+            payload["arrays_sha256"][name] = hashing.sha256.hexdigest()
         with open(tmp, "wb") as fh:
             torch.save(payload, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         for leftover in (tmp, *keep):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+        if _is_disk_full(exc):
+            free = shutil.disk_usage(path.parent).free / 2**20
+            raise CheckpointWriteError(
+                f"no space left while writing checkpoint {path} ({free:.0f} MiB free there; "
+                f"{type(exc).__name__}: {str(exc)[:120]}); the previous checkpoint is kept: free some space "
+                "(or set `checkpoints:` to a folder on another disk) and rerun, the run resumes from it") from exc
         raise
     _fsync_dir(path.parent)
     # older side files and temporaries of killed writers are garbage now
@@ -317,6 +489,38 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any], *, key: str,
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
     return path
+
+
+class _HashingWriter:
+    """A write-only file object that takes the sha256 of what passes through it."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh, self.sha256 = fh, hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.sha256.update(data)
+        return self.fh.write(data)
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    """An error of a write that ran out of space (torch reports it as a RuntimeError of its zip writer)."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(
+        sign in text for sign in ("unexpected pos", "file write failed", "No space left"))
+
+
+class _DamagedCheckpoint(ValueError):
+    """A checkpoint's bytes differ from what was written (a CRC or digest does not match)."""
+
+
+def _verify_archive(path: Path) -> None:
+    """Check every member of the checkpoint's zip archive against its CRC-32 (``torch.load`` does not)."""
+    with zipfile.ZipFile(path) as archive:
+        bad = archive.testzip()
+    if bad is not None:
+        raise _DamagedCheckpoint(f"damaged: member {bad} fails its CRC-32 check")
 
 
 def load_checkpoint(path: str | Path, *, key: str) -> dict[str, Any] | None:
@@ -330,12 +534,13 @@ def load_checkpoint(path: str | Path, *, key: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
+        _verify_archive(path)
         payload = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION or "state" not in payload:
             raise ValueError(f"not a recrepro checkpoint of format {FORMAT_VERSION}")
     except Exception as exc:  # any unreadable file: starting over is always correct
         reason = str(exc).split(". ")[0][:160]  # torch's zip errors run to several sentences
-        log.warning("checkpoint %s is unreadable (%s: %s); ignoring it, the run starts from scratch",
+        log.warning("checkpoint %s is unreadable or damaged (%s: %s); ignoring it, the run starts from scratch",
                     path, type(exc).__name__, reason)
         return None
     if payload.get("key") != key:
@@ -343,15 +548,41 @@ def load_checkpoint(path: str | Path, *, key: str) -> dict[str, Any] | None:
                     "ignoring it, the run starts from scratch and will overwrite it",
                     path, str(payload.get("key")), key)
         return None
+    if not _same_code(path, payload.get("code")):
+        return None
     state = _decode(payload["state"])
+    digests = payload.get("arrays_sha256") or {}
     for name, file_name in payload.get("arrays", {}).items():
+        side = path.with_name(file_name)
         try:
-            state[name] = np.load(path.with_name(file_name), mmap_mode="r", allow_pickle=False)
+            if name in digests and sha256_file(side) != digests[name]:
+                raise _DamagedCheckpoint(f"sha256 differs from {digests[name]:.12s} taken when it was written")
+            state[name] = np.load(side, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
-            log.warning("checkpoint %s: side file %s is unreadable (%s); ignoring the checkpoint, "
+            log.warning("checkpoint %s: side file %s is unreadable or damaged (%s); ignoring the checkpoint, "
                         "the run starts from scratch", path, file_name, exc)
             return None
     return state
+
+
+def _same_code(path: Path, code: Any) -> bool:
+    """Whether the checkpoint's code (``code`` of its payload) is the running code's (WARNING if not)."""
+    now = code_fingerprint()
+    if not isinstance(code, Mapping):
+        log.warning("checkpoint %s does not record the code that wrote it (written before checkpoints did); "
+                    "resuming it, its piece's code is recorded as unknown", path)
+        return True
+    if code.get("source_sha256") != now["source_sha256"]:
+        log.warning("checkpoint %s was written by other code (commit %.12s, source sha256 %.12s; this run: "
+                    "commit %.12s, source sha256 %.12s); ignoring it, the run starts from scratch and will "
+                    "overwrite it", path, str(code.get("commit")), str(code.get("source_sha256")),
+                    str(now["commit"]), now["source_sha256"])
+        return False
+    if code.get("commit") != now["commit"]:
+        log.info("checkpoint %s was written at commit %.12s, this run is at %.12s; the code that computes is "
+                 "the same (source sha256 %.12s), resuming", path, str(code.get("commit")), str(now["commit"]),
+                 now["source_sha256"])
+    return True
 
 
 def remove_checkpoint(path: str | Path | None) -> None:
@@ -362,6 +593,7 @@ def remove_checkpoint(path: str | Path | None) -> None:
     for p in (path, *_side_files(path), usage_path(path)):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
+    release_lock(path)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -453,16 +685,26 @@ def earlier_usage(*paths: str | Path | None) -> dict[str, Any] | None:
     grid); their seconds add up, while the run's earlier pieces are those of the checkpoint
     resumed most often.  Returns ``{"pieces", "wall_seconds", "cpu_seconds"}`` (the seconds
     ``None`` where a piece was not measured), or ``None`` when no path has a ledger (no
-    checkpointing).  Read it before :func:`remove_checkpoint`; the current piece is not in it.
+    checkpointing); a resumed run adds ``"code"``: the :func:`code_fingerprint` of each
+    earlier piece (``None`` where its checkpoint did not record it), in order, repeats dropped.
+    Read it before :func:`remove_checkpoint`; the current piece is not in it.
     """
-    ledgers = [_read_ledger(usage_path(path)) for path in paths if path is not None]
-    found = [ledger.get("earlier") or NO_EARLIER_PIECES for ledger in ledgers if ledger is not None]
+    ledgers = [ledger for ledger in (_read_ledger(usage_path(path)) for path in paths if path is not None)
+               if ledger is not None]
+    found = [ledger.get("earlier") or NO_EARLIER_PIECES for ledger in ledgers]
     if not found:
         return None
     seconds: dict[str, Any] = dict(NO_EARLIER_PIECES)
     for earlier in found:
         seconds = _sum_seconds(seconds, earlier)
-    return {"pieces": max(int(earlier.get("pieces", 0)) for earlier in found), **seconds}
+    out = {"pieces": max(int(earlier.get("pieces", 0)) for earlier in found), **seconds}
+    codes: list[Any] = []
+    for code in (code for ledger in ledgers for code in ledger.get("earlier_code") or []):
+        if code not in codes:
+            codes.append(code)
+    if codes:
+        out["code"] = codes
+    return out
 
 
 class Checkpointer:
@@ -474,7 +716,8 @@ class Checkpointer:
     >>> ckpt.remove()                  # after the run record is written
 
     ``earlier`` holds what the earlier pieces of this run spent (module docstring: the
-    usage ledger); it is set by :meth:`load`.
+    usage ledger) and ``earlier_code`` the code each of them ran; both are set by
+    :meth:`load`.  Creating one takes the run's lock (:func:`acquire_lock`).
     """
 
     def __init__(self, path: str | Path, key: str, *, min_seconds: float = 0.0,
@@ -484,27 +727,34 @@ class Checkpointer:
         self.key = key
         self.throttle = Throttle(min_seconds)
         self.earlier: dict[str, Any] = dict(NO_EARLIER_PIECES)
+        self.earlier_code: list[Any] = []
         self._clock, self._cpu_clock = clock, cpu_clock
         self._started, self._cpu_started = clock(), cpu_clock()
+        acquire_lock(self.path)
 
     def _write_ledger(self, current: Mapping[str, Any] | None) -> None:
         try:
-            write_json(usage_path(self.path), {"key": self.key, "earlier": self.earlier, "current": current})
+            write_json(usage_path(self.path), {"key": self.key, "earlier": self.earlier, "current": current,
+                                               "earlier_code": self.earlier_code, "code": code_fingerprint()})
         except OSError as exc:  # the ledger prices the run; it never stops one
             log.warning("checkpoint %s: cannot write its usage ledger (%s)", self.path, exc)
 
     def load(self) -> dict[str, Any] | None:
         state = load_checkpoint(self.path, key=self.key)
+        self.earlier_code = []
         if state is None:
             self.earlier = dict(NO_EARLIER_PIECES)
         else:
             ledger = _read_ledger(usage_path(self.path))
             if ledger is None or ledger.get("key") != self.key:
                 self.earlier = dict(_UNMEASURED_PIECE)  # a checkpoint from before the ledger
+                self.earlier_code = [None]
             else:
                 self.earlier = dict(ledger.get("earlier") or NO_EARLIER_PIECES)
+                self.earlier_code = list(ledger.get("earlier_code") or [None] * int(self.earlier["pieces"]))
                 if ledger.get("current") is not None:
                     self.earlier = _sum_usage(self.earlier, {"pieces": 1, **ledger["current"]})
+                    self.earlier_code.append(ledger.get("code"))
         self._write_ledger(None)
         if state is not None:
             log.info("resuming from checkpoint %s", self.path)
@@ -516,6 +766,7 @@ class Checkpointer:
         if not self.throttle.ready(force=final):
             return False
         started = time.monotonic()
+        acquire_lock(self.path)  # held already, unless the run's checkpoint was removed in between
         save_checkpoint(self.path, state() if callable(state) else state, key=self.key, arrays=arrays)
         self.throttle.wrote(time.monotonic() - started)
         self._write_ledger({"wall_seconds": round(self._clock() - self._started, 3),

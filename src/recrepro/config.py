@@ -23,6 +23,60 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message names the offending key."""
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (YAML says keys are
+    unique; the safe loader keeps the last value without a word)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in first:
+                        raise ConfigError(f"{key_node.start_mark.name}: line {line}, column "
+                                          f"{key_node.start_mark.column + 1}: duplicate key {key!r} (first "
+                                          f"given at line {first[key]}); YAML keys must be unique")
+                    first[key] = line
+                except TypeError:  # an unhashable key: the base class names it
+                    pass
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml_file(path: str | Path) -> Any:
+    """Read a YAML config file with :class:`UniqueKeyLoader`.
+
+    Raises
+    ------
+    ConfigError
+        A YAML syntax error (the file, line and column, and what YAML expected) or a
+        duplicate key (the key, its line and the line it was first given at).
+    """
+    path = Path(path)
+    text = path.read_text()
+    try:
+        loader = UniqueKeyLoader(text)
+        loader.name = str(path)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        def at(mark: Any) -> str:
+            return f"line {mark.line + 1}, column {mark.column + 1}"
+
+        mark = exc.problem_mark or exc.context_mark
+        message = f"{path}: YAML syntax error at {at(mark) if mark is not None else '(position unknown)'}: "
+        message += str(exc.problem or exc.context)
+        if exc.context and exc.problem and exc.context_mark is not None:
+            message += f" ({exc.context}, which starts at {at(exc.context_mark)})"
+        raise ConfigError(message) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+
+
 def repo_root() -> Path:
     """The checkout holding ``workflow/`` (the package is installed editable from it)."""
     here = Path(__file__).resolve()
@@ -281,13 +335,21 @@ def check_config(config: dict[str, Any]) -> None:
         raise ConfigError(f"config key tier: no tiers/{config.get('tier')} block")
 
 
+def check_config_files(paths: list[str | Path]) -> None:
+    """Read each existing file of ``paths`` with :func:`load_yaml_file` (:class:`ConfigError` on a
+    syntax error or a duplicate key): the workflow calls it before Snakemake reads them."""
+    for path in paths:
+        if Path(path).is_file():
+            load_yaml_file(path)
+
+
 def load_config(path: str | Path = "config.yaml", overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Read a YAML config, apply ``overrides`` (dotted keys allowed), validate and fill defaults."""
-    config = yaml.safe_load(Path(path).read_text()) or {}
+    config = load_yaml_file(path) or {}
     if overrides:
         _merge(config, expand_dotted_keys(overrides))
     return prepare_config(config)
 
 
-__all__ = ["ConfigError", "load_config", "prepare_config", "validate_config", "check_config",
+__all__ = ["ConfigError", "UniqueKeyLoader", "check_config_files", "load_config", "load_yaml_file", "prepare_config", "validate_config", "check_config",
            "coerce_config_strings", "describe_schema_error", "expand_dotted_keys", "load_schema", "repo_root"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recrepro.io import read_json
+from recrepro.records import read_record_json
 from recrepro.plotting import panel_grid, plot_metric_bars, save_figure
 
 
@@ -25,7 +25,7 @@ def figure_baselines(metrics_files: list[Path], out_pdf: Path, out_png: Path, *,
     cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     metric_of: dict[tuple[str, str, str], str] = {}
     for path in metrics_files:
-        m = read_json(path)
+        m = read_record_json(path)
         key = (m["dataset"], m.get("protocol", ""), m["split"])
         metric = metric_of.setdefault(key, _headline_metric(m["overall"]))
         cells[key][m["method"]].append(float(m["overall"][metric]))

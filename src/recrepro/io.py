@@ -67,8 +67,17 @@ def write_json(path: str | Path, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
+class JSONFileError(ValueError):
+    """A file that should hold JSON does not (the message names the file, line and column)."""
+
+
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """The JSON in ``path``; invalid JSON raises :class:`JSONFileError` naming the file, line and column."""
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JSONFileError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -94,6 +103,40 @@ def write_parquet(path: str | Path, frame: pd.DataFrame) -> None:
     table = table.replace_schema_metadata(None)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
+
+
+class CommittedFileMissingError(FileNotFoundError):
+    """Files that git tracks are missing from the working tree (deleted by accident, not with ``git rm``)."""
+
+
+def check_committed_present(paths: list[str], folder: str | Path = ".") -> None:
+    """Refuse when a path of ``paths`` that git tracks (in the checkout holding ``folder``) is missing.
+
+    A redraw from records draws what is on disk; a committed run record deleted by accident would
+    silently become a ``not_run`` row.  Outside a git checkout nothing is checked.
+
+    Raises
+    ------
+    CommittedFileMissingError
+        Naming the missing files and the ``git checkout --`` that restores them.
+    """
+    import subprocess
+
+    absent = [str(p) for p in paths if not Path(folder, p).exists()]
+    if not absent:
+        return
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "--", *absent], capture_output=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return
+    tracked = [p for p in done.stdout.decode("utf-8", "replace").split("\0") if p] if done.returncode == 0 else []
+    if tracked:
+        shown = " ".join(tracked[:5]) + (" ..." if len(tracked) > 5 else "")
+        raise CommittedFileMissingError(
+            f"{len(tracked)} committed file(s) missing from the working tree, e.g. {tracked[0]}: a redraw does not "
+            f"drop a committed run. Restore them with `git checkout -- {shown}` (or `git rm` them to drop the runs "
+            "on purpose)")
 
 
 def _json_default(obj: Any) -> Any:

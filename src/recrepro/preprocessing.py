@@ -10,6 +10,7 @@ preprocessing of the paper's (or its official code's) source, see
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,17 @@ import pandas as pd
 
 from recrepro.datasets.container import DataFormatError, Interactions, RawInteractions
 from recrepro.datasets.statistics import statistics_checks
-from recrepro.io import write_json, write_parquet
+from recrepro.io import sha256_file, write_json, write_parquet
+
+log = logging.getLogger(__name__)
+
+#: The files :func:`write_preprocessed` writes and records the size and sha256 of in ``stats.json``.
+PROCESSED_FILES = ("interactions.parquet", "user_map.parquet", "item_map.parquet")
+
+
+class ProcessedDataError(ValueError):
+    """A processed file differs from what preprocessing wrote (the message names it and both digests)."""
+
 
 FilterMode = Literal["none", "items_then_users", "users_then_items", "simultaneous"]
 _OPS = {">": np.greater, ">=": np.greater_equal}
@@ -250,7 +261,11 @@ def preprocess(raw: RawInteractions, recipe: ProtocolRecipe) -> Preprocessed:
 
 
 def write_preprocessed(result: Preprocessed, out_dir: str | Path) -> None:
-    """Write ``interactions.parquet``, ``user_map.parquet``, ``item_map.parquet`` and, last, ``stats.json``."""
+    """Write ``interactions.parquet``, ``user_map.parquet``, ``item_map.parquet`` and, last, ``stats.json``.
+
+    ``stats.json`` records each file's size and sha256 under ``files``; :func:`read_interactions`
+    checks them before a split reads the data.
+    """
     out_dir = Path(out_dir)
     write_parquet(out_dir / "interactions.parquet", result.interactions.frame)
     for name, ids in (("user", result.user_ids), ("item", result.item_ids)):
@@ -258,13 +273,51 @@ def write_preprocessed(result: Preprocessed, out_dir: str | Path) -> None:
         if ids_frame["raw_id"].dtype == object:
             ids_frame["raw_id"] = ids_frame["raw_id"].astype(str)
         write_parquet(out_dir / f"{name}_map.parquet", ids_frame)
-    write_json(out_dir / "stats.json", result.stats())
+    files = {name: {"bytes": (out_dir / name).stat().st_size, "sha256": sha256_file(out_dir / name)}
+             for name in PROCESSED_FILES}
+    write_json(out_dir / "stats.json", {**result.stats(), "files": files})
+
+
+def verify_processed_files(processed_dir: str | Path) -> dict[str, Any]:
+    """Check the processed files against the sizes and sha256 that ``stats.json`` recorded; its stats.
+
+    The size is compared first (free), then the sha256.  A ``stats.json`` written before
+    digests were recorded is taken with a WARNING (the files are not verified).
+
+    Raises
+    ------
+    ProcessedDataError
+        A file is missing, or its size or sha256 differs: the file and both values.
+    """
+    processed_dir = Path(processed_dir)
+    stats_path = processed_dir / "stats.json"
+    stats = json.loads(stats_path.read_text())
+    files = stats.get("files")
+    if not isinstance(files, dict):
+        log.warning("%s records no digests of the processed files (written before they were recorded): "
+                    "they are NOT verified; preprocess again to record them", stats_path)
+        return stats
+    for name, recorded in sorted(files.items()):
+        path = processed_dir / name
+        if not path.is_file():
+            raise ProcessedDataError(f"{path}: missing (listed in {stats_path}); preprocess again")
+        size = path.stat().st_size
+        if size != recorded["bytes"]:
+            raise ProcessedDataError(f"{path}: {size} bytes, but preprocessing wrote {recorded['bytes']} "
+                                     f"(recorded in {stats_path}); the file changed after preprocessing - "
+                                     "preprocess again (delete it and rerun)")
+        actual = sha256_file(path)
+        if actual != recorded["sha256"]:
+            raise ProcessedDataError(f"{path}: sha256 {actual} differs from {recorded['sha256']} recorded in "
+                                     f"{stats_path}; the file changed after preprocessing - preprocess again "
+                                     "(delete it and rerun)")
+    return stats
 
 
 def read_interactions(processed_dir: str | Path) -> Interactions:
-    """Read a processed dataset written by :func:`write_preprocessed`."""
+    """Read a processed dataset written by :func:`write_preprocessed`, after :func:`verify_processed_files`."""
     processed_dir = Path(processed_dir)
-    stats = json.loads((processed_dir / "stats.json").read_text())
+    stats = verify_processed_files(processed_dir)
     frame = pd.read_parquet(processed_dir / "interactions.parquet")
     return Interactions(frame, n_users=int(stats["users"]), n_items=int(stats["items"]))
 
@@ -279,5 +332,8 @@ __all__ = [
     "preprocess",
     "write_preprocessed",
     "read_interactions",
+    "verify_processed_files",
+    "ProcessedDataError",
+    "PROCESSED_FILES",
     "gini",
 ]

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import platform
+import re
 import resource
 import socket
 import subprocess
@@ -350,6 +351,8 @@ def build_provenance(
         # A resumed run: its times are the sum over its pieces, where the earlier ones were measured.
         pieces = {"pieces": int(earlier["pieces"]) + 1,
                   "earlier_pieces": {k: earlier.get(k) for k in ("pieces", "wall_seconds", "cpu_seconds")}}
+        # the code each earlier piece ran (commit, source digest): a resumed run names every commit it mixes
+        pieces["earlier_pieces"]["code"] = list(earlier.get("code") or [None])
         if earlier.get("wall_seconds") is not None and wall_seconds is not None:
             wall_seconds = float(wall_seconds) + float(earlier["wall_seconds"])
         if earlier.get("cpu_seconds") is not None:
@@ -487,7 +490,8 @@ def write_run_record(
     earlier:
         What the earlier pieces of a resumed run spent (:func:`recrepro.checkpoints.earlier_usage`):
         ``wall_seconds`` and ``cpu_seconds`` become sums over the pieces, and provenance gains
-        ``pieces`` and ``earlier_pieces``.  ``None`` or no pieces: a run in one piece.
+        ``pieces`` and ``earlier_pieces`` (with ``code``: the commit and source digest of each
+        earlier piece, ``null`` where unknown).  ``None`` or no pieces: a run in one piece.
 
     Returns
     -------
@@ -555,13 +559,76 @@ def write_run_record(
     return paths
 
 
+# ------------------------------------------------------------------ reading records back
+
+#: Metrics that are shares, in [0, 1] (``ndcg@20``, ``val_ndcg``, ``pp_hr_micro``, ``gini_pos``, ``support_recall``).
+_UNIT_METRIC = re.compile(r"^(?:val_|test_|best_val_|best_)?(?:pp_)?(?:ndcg|hr|recall|precision|auc|coverage|gini"
+                          r"|map|mrr)(?:_|@|\[|$)|^support_")
+
+
+class RecordValueError(RunRecordError):
+    """A record read back breaks what writing it promised (a value NaN, infinite or out of its range)."""
+
+
+def is_unit_metric(key: str) -> bool:
+    """Whether the metric or history key ``key`` is a share in [0, 1] (NDCG, HR, recall, AUC, coverage, ...)."""
+    return bool(_UNIT_METRIC.search(str(key).lower()))
+
+
+def check_record_values(path: str | Path, obj: Any) -> Any:
+    """Refuse a record's content (``metrics.json``, a history) whose numbers are NaN or infinite, or a
+    share (:func:`is_unit_metric`) outside [0, 1]: what :func:`write_run_record` refuses to write.
+
+    Returns ``obj``; raises :class:`RecordValueError` naming the file and the key.
+    """
+    def walk(value: Any, where: str, key: str) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{where}[{k!r}]" if where else repr(k), str(k))
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]", key)
+        elif isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(value, bool):
+            number = float(value)
+            if not math.isfinite(number):
+                raise RecordValueError(f"{path}: {where} is {number} (records hold finite numbers only); "
+                                       "the record is damaged - restore it (git checkout -- <file>) or rerun the run")
+            if is_unit_metric(key) and not 0.0 <= number <= 1.0:
+                raise RecordValueError(f"{path}: {where} = {number!r} is outside [0, 1], the range of {key!r}; "
+                                       "the record is damaged - restore it (git checkout -- <file>) or rerun the run")
+
+    walk(obj, "", "")
+    return obj
+
+
+def read_record_json(path: str | Path) -> Any:
+    """A record's JSON file (``metrics.json``, ``history.json``), read and checked (:func:`check_record_values`)."""
+    return check_record_values(path, read_json(path))
+
+
+def _check_history_frame(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """A history frame's columns: no infinity, shares in [0, 1] (NaN marks an epoch a column skips)."""
+    for column in frame.columns:
+        if frame[column].dtype.kind not in "fiu":
+            continue
+        values = frame[column].to_numpy(dtype=np.float64)
+        if np.isinf(values).any():
+            raise RecordValueError(f"{path}: column {column!r} holds an infinite value; the record is damaged")
+        finite = values[~np.isnan(values)]
+        if is_unit_metric(str(column)) and ((finite < 0) | (finite > 1)).any():
+            raise RecordValueError(f"{path}: column {column!r} has values outside [0, 1] (max {finite.max()!r}, "
+                                   f"min {finite.min()!r}); the record is damaged")
+    return frame
+
+
 def read_metrics(run_dir: str | Path) -> dict[str, Any]:
-    """Load a run's ``metrics.json`` (raises ``FileNotFoundError`` naming the path).
+    """Load a run's ``metrics.json`` (raises ``FileNotFoundError`` naming the path), checked by
+    :func:`check_record_values` (invalid JSON, a NaN or an NDCG of 5 is refused, naming the file and key).
 
     The run's timing keys (``seconds_per_epoch``, ...), kept in ``timings.json``, are
     merged back in, so readers see one dict as before the split.
     """
-    metrics = read_json(Path(run_dir) / METRICS_FILE)
+    metrics = read_record_json(Path(run_dir) / METRICS_FILE)
     timings = read_timings(run_dir).get("meta", {})
     return {**metrics, **{k: v for k, v in timings.items() if k not in metrics}}
 
@@ -650,16 +717,17 @@ def write_history(run_dir: str | Path, history: Mapping[str, Any] | pd.DataFrame
 
 
 def read_history(run_dir: str | Path, name: str = "history.json") -> Any:
-    """A history written by :func:`write_history`, with its timings merged back."""
+    """A history written by :func:`write_history`, with its timings merged back; its values are checked
+    (:func:`check_record_values`; a frame: no infinity, shares in [0, 1], NaN marks a skipped epoch)."""
     run_dir = Path(run_dir)
     timing = read_timings(run_dir).get(name)
     if name.endswith(".parquet"):
-        frame = pd.read_parquet(run_dir / name)
+        frame = _check_history_frame(run_dir / name, pd.read_parquet(run_dir / name))
         for col, values in (timing or {}).items():
             if len(values) == len(frame):
                 frame[col] = values
         return frame
-    history = read_json(run_dir / name)
+    history = read_record_json(run_dir / name)
     return _merge_timing_values(history, timing) if timing else history
 
 

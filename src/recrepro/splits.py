@@ -31,6 +31,9 @@ from recrepro.io import sha256_file, write_json, write_parquet
 
 PART_COLUMNS = ("user", "item", "rating", "timestamp")
 
+#: The largest seed numpy's ``RandomState`` takes (2^32 - 1); the config schema bounds every seed by it.
+MAX_SEED = 2**32 - 1
+
 
 @dataclass(frozen=True)
 class Split:
@@ -292,6 +295,9 @@ SEEDED = {"random_ratio", "leave_one_out"}
 
 def make_split(data: Interactions, name: str, params: dict[str, Any], seed: int) -> Split:
     """Dispatch to the ``split_<name>`` function; ``seed`` is passed to the seeded splits only."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) <= MAX_SEED:
+        raise ValueError(f"split {name!r}: seed {seed!r} is out of range; a split seed is an integer from 0 to "
+                         f"{MAX_SEED} (2^32 - 1: numpy's RandomState takes no other)")
     if name not in SPLITTERS:
         raise ValueError(f"unknown split {name!r}; known: {sorted(SPLITTERS)}")
     kwargs = dict(params)

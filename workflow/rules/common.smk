@@ -11,6 +11,7 @@ min_version("9.0")
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from recrepro.config import prepare_config  # noqa: E402
+from recrepro.io import check_committed_present  # noqa: E402
 
 # One short ConfigError (key, path, what is allowed, "did you mean") instead of Snakemake's
 # validate(), whose message repeats the whole schema and config. prepare_config also nests
@@ -238,10 +239,13 @@ def recorded(paths):
 
     Normally every path is asked for (and made by its training rule). With from_records=true
     there are no training rules: a figure or table is drawn from the records that exist, and
-    the scorecard marks the missing ones ``not_run``.
+    the scorecard marks the missing ones ``not_run``; a missing record that git tracks is refused
+    (``check_committed_present``: deleted by accident, not dropped with ``git rm``).
     """
     if not FROM_RECORDS:
         return paths
+    # a record git tracks but deleted by accident is refused, naming it (not silently not_run)
+    check_committed_present([paths] if isinstance(paths, str) else list(paths))
     if isinstance(paths, str):
         return paths if Path(paths).exists() else []
     return [p for p in paths if Path(p).exists()]

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.io import read_json, write_text
-from recrepro.records import METRICS_FILE
+from recrepro.io import write_text
+from recrepro.records import METRICS_FILE, read_record_json
 from recrepro.scorecard.claimspec import Check, Claim
 from recrepro.scorecard.expected import ExpectedFile, load_expected
 from recrepro.scorecard.stats import paired_seed_ttest
@@ -54,7 +54,7 @@ class ClaimRecords:
         self.values: dict[tuple[str, str, str], dict[int, dict[str, float]]] = {}
         self.dirs: dict[tuple[str, str, str], dict[int, Path]] = {}
         for run_dir in sorted(map(Path, run_dirs)):
-            metrics = read_json(run_dir / METRICS_FILE)
+            metrics = read_record_json(run_dir / METRICS_FILE)
             try:
                 key = (str(metrics["dataset"]), str(metrics["split"]), str(metrics["method"]))
                 seed = int(metrics["seed"])
@@ -434,7 +434,7 @@ def _check_converges(check: Check, ctx: Context) -> list[Result]:
             path = run_dir / "history.json"
             if not path.is_file():
                 continue
-            history = read_json(path)
+            history = read_record_json(path)
             steps = history.get(check.history or "train") if isinstance(history, dict) else history
             values = [float(s[check.series]) for s in steps or [] if check.series in s]
             if len(values) >= 2 and max(values) > 0:

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import read_json, write_json, write_text
-from recrepro.records import build_provenance, read_history, write_history
+from recrepro.records import build_provenance, read_history, read_record_json, write_history
 
 # torch, the evaluation core and the models are imported where they are used, so the
 # Snakefile can import operating_points cheaply.
@@ -218,12 +218,12 @@ def load_runs(run_files: Sequence[str | Path]) -> pd.DataFrame:
     rows = []
     for f in run_files:
         d = Path(f).parent if str(f).endswith(".json") else Path(f)
-        m = read_json(d / "metrics.json")
+        m = read_record_json(d / "metrics.json")
         row = {"dir": str(d), "dataset": m["dataset"], "method": m["method"], "seed": m["seed"],
                "family": m.get("family", m["method"].split("_")[0])}
         row.update({f"test:{k}": v for k, v in m["overall"].items()})
         if (d / "validation.json").exists():
-            row.update({f"val:{k}": v for k, v in read_json(d / "validation.json")["overall"].items()})
+            row.update({f"val:{k}": v for k, v in read_record_json(d / "validation.json")["overall"].items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -321,7 +321,7 @@ def figure_convergence(history_files, out_pdf, out_png, *, tier: str) -> None:
     datasets: list[str] = []
     for f in history_files:
         hist = pd.DataFrame(read_history(Path(f).parent, Path(f).name)["train"])
-        d = read_json(Path(f).parent / "metrics.json")["dataset"]
+        d = read_record_json(Path(f).parent / "metrics.json")["dataset"]
         if d in datasets:
             continue  # one seed per dataset: further seeds would stack identical-looking lines
         datasets.append(d)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from recrepro.io import copy_file, read_json, write_json, write_parquet, write_text
+from recrepro.io import copy_file, write_json, write_parquet, write_text
 from recrepro.papers.prism.methods import method_name, parse_method
-from recrepro.records import TIMINGS_FILE, read_history, write_history
+from recrepro.records import TIMINGS_FILE, read_history, read_record_json, write_history
 
 if TYPE_CHECKING:
     from recrepro.runs import SplitData
@@ -163,7 +163,7 @@ def load_prism_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
     """One row per run: identity, test NDCG@20 (overall and strata), validation and timing."""
     rows = []
     for run_dir in map(Path, run_dirs):
-        metrics = read_json(run_dir / "metrics.json")
+        metrics = read_record_json(run_dir / "metrics.json")
         history = read_history(run_dir) if (run_dir / "history.json").exists() else {}
         row = {"run_dir": str(run_dir), "dataset": metrics["dataset"], "method": metrics["method"],
                "seed": int(metrics["seed"]), "ndcg": metrics["overall"].get("ndcg@20"),
