@@ -118,6 +118,23 @@ def _switch_hint(recipe: ProtocolRecipe) -> str:
     return ""
 
 
+def entry_switches(switches: dict[str, Any] | None, tier_data: list[dict[str, Any]], dataset: str,
+                   protocol: str) -> dict[str, Any]:
+    """The switches of (``dataset``, ``protocol``) in a tier: the top-level ``switches``, then the
+    ``switches`` of the tier's data entries for that pair (``tiers.<tier>.data[].switches``).
+
+    Raises
+    ------
+    ValueError
+        Two entries of the pair give different switches (they share one processed dataset).
+    """
+    own = {json.dumps(e.get("switches") or {}, sort_keys=True) for e in tier_data
+           if (e["dataset"], e["protocol"]) == (dataset, protocol)}
+    if len(own) > 1:
+        raise ValueError(f"the tier's data entries of {dataset}/{protocol} give different switches: {sorted(own)}")
+    return {**(switches or {}), **(json.loads(own.pop()) if own else {})}
+
+
 def resolve_recipe(protocols: dict[str, Any], protocol: str, dataset: str,
                    switches: dict[str, Any] | None = None) -> ProtocolRecipe:
     """Merge ``protocols[protocol].default``, its ``datasets[dataset]`` override and any switch."""
@@ -327,6 +344,7 @@ __all__ = [
     "ProtocolRecipe",
     "Preprocessed",
     "check_form",
+    "entry_switches",
     "needed_columns",
     "resolve_recipe",
     "preprocess",

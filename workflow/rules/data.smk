@@ -1,28 +1,10 @@
 # Data stage: raw files (generated or fetched and verified) -> processed parquet -> splits;
 # datasets.json says which datasets the mirror held (the reach of the reproduction).
+from recrepro.preprocessing import entry_switches
 
 
 localrules:
     data_availability,
-
-
-def protocol_switches(wildcards):
-    """The switches of (dataset, protocol): the top-level ones, then the tier entries' own."""
-    own = {
-        json.dumps(e.get("switches", {}), sort_keys=True)
-        for e in TIER_CONF["data"]
-        if (e["dataset"], e["protocol"]) == (wildcards.dataset, wildcards.protocol)
-    }
-    if len(own) > 1:
-        raise ValueError(
-            f"tiers.{TIER}.data: the entries of {wildcards.dataset}/{wildcards.protocol} "
-            f"give different switches: {sorted(own)}"
-        )
-    return {**config.get("switches", {}), **(json.loads(own.pop()) if own else {})}
-
-
-def _cap_arg(value):
-    return "none" if value is None else str(value)
 
 
 rule synthesize_data:
@@ -67,9 +49,9 @@ rule fetch_dataset:
         strict=["--strict-checksums"] if config["data"]["strict_checksums"] else [],
         caps=[
             "--unverified-size-factor",
-            _cap_arg(config["data"]["unverified_archive"]["size_factor"]),
+            str(config["data"]["unverified_archive"]["size_factor"]),
             "--unverified-max-ratio",
-            _cap_arg(config["data"]["unverified_archive"]["max_ratio"]),
+            str(config["data"]["unverified_archive"]["max_ratio"]),
         ],
         raw=lambda wc, output: str(Path(output[0]).parent),
     # The whole output goes to the log; its WARNING and error lines (trust on first use, a
@@ -102,7 +84,12 @@ rule preprocess_dataset:
     # statistics checks that fail also reach the console
     params:
         protocols=as_json(config["protocols"]),
-        switches=lambda wc: as_json(protocol_switches(wc)),
+        # the top-level switches, then those of the tier's entries for (dataset, protocol)
+        switches=lambda wc: as_json(
+            entry_switches(
+                config.get("switches"), TIER_CONF["data"], wc.dataset, wc.protocol
+            )
+        ),
         raw=lambda wc, input: str(Path(input[0]).parent),
         out=lambda wc, output: str(Path(output.stats).parent),
     shell:
