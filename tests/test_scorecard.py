@@ -71,6 +71,7 @@ entries:
     method: mf
     metric: ndcg@20
     published: 0.31
+    kind: printed
     tolerance: 0.015
     baseline: random
   - source: "Table 2"
@@ -79,6 +80,7 @@ entries:
     method: mf
     metric: recall_lgcn@20
     published: 0.25
+    kind: printed
     tolerance: 0.01
     deviation: toy-split-differs
   - source: "Table 3"
@@ -86,6 +88,7 @@ entries:
     method: mf
     metric: hr@10
     published: 0.5
+    kind: printed
     tolerance: 0.1
     tolerance_kind: rel
   - source: "Fig. 2"
@@ -94,6 +97,7 @@ entries:
     method: mf
     metric: "ndcg@20[popular]"
     published: 0.45
+    kind: printed
     tolerance: 0.01
     deviation: not-in-the-doc
   - source: "Table 2"
@@ -102,6 +106,7 @@ entries:
     method: lightgcn
     metric: ndcg@20
     published: 0.40
+    kind: printed
     tolerance: 0.01
   - source: "anchor"
     dataset: toy
@@ -109,6 +114,7 @@ entries:
     method: mf
     metric: ndcg@20
     published: null
+    kind: anchor
     note: "anchor; value from our own run, not a paper"
 """
 
@@ -305,7 +311,7 @@ def test_errors_for_mismatched_inputs(tmp_path, fake_runs):
 
 def _entry(**fields) -> str:
     base = {"source": '"Table 1"', "dataset": "toy", "method": "mf", "metric": "ndcg@20",
-            "published": "0.3", "tolerance": "0.01"}
+            "published": "0.3", "tolerance": "0.01", "kind": "printed"}
     base.update(fields)
     return "\n".join(f"    {key}: {value}" if i else f"  - {key}: {value}"
                      for i, (key, value) in enumerate((k, v) for k, v in base.items() if v is not None))
@@ -317,6 +323,8 @@ def _entry(**fields) -> str:
         (_entry(tolerance=None), "needs a tolerance"),
         (_entry(tolerence="0.01"), r"unknown keys \['tolerence'\]"),
         (_entry(published=None), r"missing keys \['published'\]"),
+        (_entry(kind=None), r"missing keys \['kind'\]"),
+        (_entry(kind="paper"), "kind must be one of"),
         (_entry(published='"high"'), "published must be a number"),
         (_entry(tolerance="1e-4"), "write e.g. 1.0e-4"),
         (_entry(tolerance="-0.1"), "tolerance must be >= 0"),
@@ -576,6 +584,7 @@ ALT_YAML = (
     method: lightgcn
     metric: ndcg@20
     published: 0.40
+    kind: printed
     tolerance: 0.01
     alternative: {{method: mflinear, label: "{ALT_LABEL}"}}
 """
@@ -694,8 +703,12 @@ def test_packaged_prism_rows_show_the_linear_towers_and_keep_their_counts(tmp_pa
                         deviations_doc=tmp_path / "deviations.md", generated_on=TODAY, seeds_required=3)
         counts[name] = summarise_scorecards(tmp_path / name, {"gowalla": "mirror"}, papers=["prism"])
     published = sum(e.published is not None for e in expected.entries)
+    no_claims = {"supported": 0, "contradicted": 0, "mixed": 0, "not_testable_here": 0, "provisional": 0}
     assert counts["alt"] == counts["plain"] == {"published": published, "reachable": 12, "run": 1,
-                                                "full_budget_all_seeds": 0, "within_tolerance": 0, "capped": 1}
+                                                "full_budget_all_seeds": 0, "within_tolerance": 0, "capped": 1,
+                                                "printed": published, "printed_reachable": 12, "printed_run": 1,
+                                                "printed_within_tolerance": 0, "other_targets": 0,
+                                                "claims": no_claims}
     md = (tmp_path / "alt" / "prism" / "scorecard.md").read_text()
     row = next(x for x in md.splitlines() if x.startswith("| Table 1 | gowalla | random_ratio | nlmf_directau_prism |"))
     assert row.endswith("; alternative — official code's linear towers (`nlmflinear_directau_prism`, 1 seed): 0.1162 |")

@@ -311,6 +311,7 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
 
     _add_strong(sub)
     _add_scorecard(sub)
+    _add_claims(sub)
     _add_records(sub)
     _add_figure_baselines(sub)
     _add_report(sub)

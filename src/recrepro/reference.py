@@ -22,6 +22,7 @@ import pandas as pd
 
 from recrepro.io import read_json, write_text
 from recrepro.scorecard import ALTERNATIVE_PREFIX, SUMMARY_PAPERS, alternative_phrase, summarise_scorecards
+from recrepro.scorecard.claimpage import claims_section
 
 __all__ = ["reference_readme"]
 
@@ -110,9 +111,12 @@ def _paper_section(paper: str, results: Path, availability: Mapping[str, str], d
     lines = [f"## {PAPER_TITLES.get(paper, paper)}", "", f"<a id=\"{paper}\"></a>", ""]
     counts = summarise_scorecards(results, availability, papers=[paper])
     lines += [
-        f"Published cells: **{counts['published']}**; with data here: **{counts['reachable']}**; run: "
+        f"Published cells: **{counts['published']}** ({counts['printed']} printed in the paper, "
+        f"{counts['other_targets']} other targets: official-code measurements, maintainers' logs, our thresholds); "
+        f"with data here: **{counts['reachable']}** ({counts['printed_reachable']} printed); run: "
         f"**{counts['run']}** (full budget, every seed: {counts['full_budget_all_seeds']}; capped: "
-        f"{counts['capped']}); within tolerance: **{counts['within_tolerance']}**.",
+        f"{counts['capped']}); within tolerance: **{counts['within_tolerance']}** "
+        f"({counts['printed_within_tolerance']} printed). Claims: [{paper}/claims.md]({paper}/claims.md).",
         "",
     ]
     card_path = results / paper / "scorecard.csv"
@@ -215,6 +219,9 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
     lines = [
         "# Reference reproduction",
         "",
+        *claims_section(results, papers, deviations_href),
+        "## Published numbers",
+        "",
         "The paper tier of recrepro, run on the public datasets that were at hand, at the papers' protocols. "
         "Every number below is read from the run records in this folder (`<paper>/runs/`), through each "
         "paper's `scorecard.csv`; published values and tolerances come from `src/recrepro/expected/`. "
@@ -232,7 +239,10 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
         "",
         "`published`: cells with a published value; `reachable`: of those, the ones whose dataset the data "
         "mirror held (`datasets.json`); `run`: with at least one seed; `full_budget_all_seeds`: every seed of "
-        "the protocol at its full budget; `capped`: run with fewer seeds or a cut budget, said in the row.",
+        "the protocol at its full budget; `capped`: run with fewer seeds or a cut budget, said in the row. "
+        "`printed`, `printed_reachable`, `printed_run`, `printed_within_tolerance`: the same for the values a "
+        "paper prints (an entry's `kind`); `other_targets`: official-code measurements, a maintainer's log and "
+        "our own thresholds, counted apart; `claims`: the claims above by verdict.",
         "",
         "A run record (`<paper>/runs/<dataset>/.../<method>/seed<k>/`) holds `metrics.json` (test metrics), "
         "its history (per-epoch or per-round curves), `provenance.json` (code commit, config hash, split "
@@ -242,13 +252,15 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
         "[docs/deviations.md](../../docs/deviations.md); the cost of every job and the queue of what remains "
         "are in [docs/compute.md](../../docs/compute.md).",
         "",
-        "| paper | published | reachable | run | full budget, all seeds | within tolerance | capped |",
+        "| paper | published (printed + other) | reachable (printed) | run | full budget, all seeds "
+        "| within tolerance (printed) | capped |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for paper in papers:
         c = summarise_scorecards(results, availability, papers=[paper])
-        lines.append(f"| [{paper}](#{paper}) | {c['published']} | {c['reachable']} | {c['run']} | "
-                     f"{c['full_budget_all_seeds']} | {c['within_tolerance']} | {c['capped']} |")
+        lines.append(f"| [{paper}](#{paper}) | {c['published']} ({c['printed']} + {c['other_targets']}) | "
+                     f"{c['reachable']} ({c['printed_reachable']}) | {c['run']} | {c['full_budget_all_seeds']} | "
+                     f"{c['within_tolerance']} ({c['printed_within_tolerance']}) | {c['capped']} |")
     lines.append("")
     for paper in papers:
         lines += _paper_section(paper, results, availability, deviations_href, undrawn.get(paper, []))

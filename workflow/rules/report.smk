@@ -22,6 +22,8 @@ REPORT_CATEGORIES = {
 
 
 localrules:
+    claims,
+    claims_html,
     scorecard_html,
     table_html,
     reference_readme,
@@ -87,6 +89,93 @@ rule table_html:
 ruleorder: scorecard_html > table_html
 
 
+# Verdicts on each paper's headline claims (claims: in src/recrepro/expected/<paper>.yaml), computed
+# from the records under results/<tier>/<paper>/ and the figures' and tables' files drawn from them
+# (so the rule waits for every other target of the paper).
+rule claims:
+    input:
+        redraw=REDRAW,
+        drawn=lambda wc: claims_inputs(wc.tier, wc.paper),
+    output:
+        md="results/{tier}/{paper}/claims.md",
+        csv="results/{tier}/{paper}/claims.csv",
+    log:
+        "logs/report/{tier}/{paper}/claims.log",
+    benchmark:
+        "logs/benchmarks/report/{tier}/{paper}/claims.tsv"
+    wildcard_constraints:
+        paper="|".join(SUMMARY_PAPERS),
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        expected=lambda wc: expected_digest(wc.paper),
+        seeds=lambda wc: seeds_required(wc.paper, wc.tier),
+        results=lambda wc, output: str(Path(output.md).parent),
+    shell:
+        "recrepro claims --paper {wildcards.paper:q} --tier {wildcards.tier:q} "
+        "--results {params.results:q} --seeds-required {params.seeds:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} > {log:q} 2>&1"
+
+
+rule claims_html:
+    input:
+        redraw=REDRAW,
+        md="results/{tier}/{paper}/claims.md",
+    output:
+        html=report(
+            "results/{tier}/{paper}/claims.html",
+            caption="../report/claims.rst",
+            category="Claims",
+            subcategory=lambda wc: REPORT_CATEGORIES.get(wc.paper, wc.paper),
+            labels=lambda wc: {
+                "paper": REPORT_CATEGORIES.get(wc.paper, wc.paper),
+                "tier": wc.tier,
+            },
+        ),
+    log:
+        "logs/report/{tier}/{paper}/claims_html.log",
+    benchmark:
+        "logs/benchmarks/report/{tier}/{paper}/claims_html.tsv"
+    wildcard_constraints:
+        paper="|".join(SUMMARY_PAPERS),
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    shell:
+        "recrepro report table-html --md {input.md:q} --out {output.html:q} "
+        "> {log:q} 2>&1"
+
+
+ruleorder: claims_html > table_html
+
+
+def claims_inputs(tier, paper):
+    """What a paper's claims read besides its records: the paper's other drawn targets (figures,
+    tables, scorecard) and, when one is drawn, its strong-baselines table."""
+    prefix = f"results/{tier}/{paper}/"
+    targets = [
+        str(t)
+        for ts in PAPER_TARGETS.values()
+        for t in ts
+        if str(t).startswith(prefix) and not Path(str(t)).stem == "claims"
+    ]
+    return recorded([f"{prefix}scorecard.csv"] + targets)
+
+
+PAPER_TARGETS["claims"] = [
+    f"results/{TIER}/{paper}/claims{ext}"
+    for paper in SUMMARY_PAPERS
+    for ext in (".md", ".csv", ".html")
+]
+
+
 # One HTML page beside every Markdown table this tier builds: scorecards (baselines + every registered
 # paper) and the papers' other .md tables that their rules do not already put in the report.
 _REPORTED_MD = [
@@ -117,6 +206,7 @@ rule reference_readme:
             [f"results/{wc.tier}/{p}/scorecard.csv" for p in SUMMARY_PAPERS]
         ),
         availability="results/{tier}/datasets.json",
+        claims=expand("results/{{tier}}/{paper}/claims.csv", paper=SUMMARY_PAPERS),
         # the page shows the tier's figures and links its tables: drawn first, never mid-redraw
         shown=lambda wc: readme_shown_files(),
     output:

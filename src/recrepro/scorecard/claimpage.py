@@ -1,5 +1,5 @@
 """Write the claims' verdicts: ``results/<tier>/<paper>/claims.md`` and ``claims.csv``, the Claims section
-that opens ``results/<tier>/README.md``, and the dataset-statistics checks.
+that opens ``results/<tier>/README.md``, and the table of dataset-size checks.
 
 Every word here is filled from the claims of ``expected/<paper>.yaml`` and the verdicts
 :mod:`~recrepro.scorecard.claims` computed from the records; nothing depends on the day or the machine.
@@ -22,7 +22,6 @@ from recrepro.scorecard.claims import (
     ClaimVerdict,
     judge_claims,
 )
-from recrepro.scorecard.claimspec import DatasetStat
 from recrepro.scorecard.expected import ExpectedFile, load_expected
 
 SMOKE_TIER = "smoke"
@@ -43,7 +42,8 @@ def claims_rows(paper: str, verdicts: Sequence[ClaimVerdict]) -> list[dict[str, 
     """One csv row per claim (:data:`~recrepro.scorecard.claims.CLAIMS_COLUMNS`)."""
     return [{
         "paper": paper, "id": v.claim.id, "claim": v.claim.claim, "source": v.claim.source, "verdict": v.verdict,
-        "verdict_class": v.verdict_class, "provisional": "yes" if v.provisional else "", "numbers": v.numbers,
+        "verdict_class": v.verdict_class, "provisional": "yes" if v.provisional else "", "headline": v.headline,
+        "numbers": v.numbers,
         "why": _why(v), "evidence": v.claim.evidence or "", "deviation": v.claim.deviation or "",
     } for v in verdicts]
 
@@ -160,7 +160,7 @@ def claims_section(results: str | Path, papers: Sequence[str], deviations_href: 
             if row["deviation"]:
                 links.append(f"[deviation]({deviations_href}#{row['deviation']})")
             lines.append(f"| [{paper}](#{paper}) | **{row['id']}** {_cell(row['claim'])} | {_cell(row['verdict'])} "
-                         f"| {_cell(row['numbers'])} | {' · '.join(links)} |")
+                         f"| {_cell(row['headline']) or '—'} | {' · '.join(links)} |")
     lines.append("")
     if missing:
         lines += [f"No claims page yet for: {', '.join(missing)}.", ""]
@@ -182,28 +182,26 @@ def _our_stats(results: Path, paper: str) -> pd.DataFrame | None:
     return None
 
 
-def dataset_checks_section(results: str | Path, papers: Sequence[str],
-                           expected: Mapping[str, ExpectedFile]) -> list[str]:
-    """Data checks: each paper's printed dataset sizes (``dataset_stats``) against our processed data."""
+def dataset_checks_section(results: str | Path, printed: Sequence[Mapping[str, object]]) -> list[str]:
+    """Data checks: the dataset sizes the papers print (``printed``: source, paper, dataset, users,
+    items, interactions) against our processed data's committed summary under ``results``."""
     results = Path(results)
     rows = []
-    for paper in papers:
-        stats: Sequence[DatasetStat] = expected[paper].dataset_stats
-        ours = _our_stats(results, paper) if stats else None
-        for s in stats:
-            printed = f"{s.users:,} / {s.items:,} / {s.interactions:,}"
-            found = None if ours is None else ours[ours["dataset"] == s.dataset]
-            if found is None or found.empty:
-                rows.append([paper, s.source, s.dataset, printed, "—", "not testable here: no statistics of "
-                             "this dataset's processed data in the records"])
-                continue
-            row = found.iloc[0]
-            mine = (int(row["users"]), int(row["items"]), int(row["interactions"]))
-            diffs = [f"{name} {m:+,}" for name, m in zip(("users", "items", "interactions"),
-                                                           (mine[0] - s.users, mine[1] - s.items,
-                                                            mine[2] - s.interactions), strict=True) if m]
-            rows.append([paper, s.source, s.dataset, printed, f"{mine[0]:,} / {mine[1]:,} / {mine[2]:,}",
-                         "matches" if not diffs else "differs: " + ", ".join(diffs)])
+    for s in printed:
+        paper, dataset = str(s["paper"]), str(s["dataset"])
+        numbers = tuple(int(s[k]) for k in ("users", "items", "interactions"))  # type: ignore[call-overload]
+        ours = _our_stats(results, paper)
+        found = None if ours is None else ours[ours["dataset"] == dataset]
+        text = " / ".join(f"{n:,}" for n in numbers)
+        if found is None or found.empty:
+            rows.append([paper, str(s["source"]), dataset, text, "—",
+                         "not testable here: no statistics of this dataset's processed data in the records"])
+            continue
+        mine = tuple(int(found.iloc[0][k]) for k in ("users", "items", "interactions"))
+        diffs = [f"{name} {m - p:+,}" for name, m, p in zip(("users", "items", "interactions"), mine, numbers,
+                                                            strict=True) if m != p]
+        rows.append([paper, str(s["source"]), dataset, text, " / ".join(f"{n:,}" for n in mine),
+                     "matches" if not diffs else "differs: " + ", ".join(diffs)])
     if not rows:
         return []
     lines = ["### Data checks", "", "Dataset sizes the papers print (users / items / interactions) against "

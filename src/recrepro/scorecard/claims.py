@@ -31,8 +31,10 @@ from recrepro.scorecard.stats import paired_seed_ttest
 SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE = "supported", "contradicted", "mixed", "not testable here"
 #: The verdict classes the summary counts, in order.
 VERDICT_CLASSES = (SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE)
-CLAIMS_COLUMNS = ("paper", "id", "claim", "source", "verdict", "verdict_class", "provisional", "numbers",
-                  "why", "evidence", "deviation")
+CLAIMS_COLUMNS = ("paper", "id", "claim", "source", "verdict", "verdict_class", "provisional", "headline",
+                  "numbers", "why", "evidence", "deviation")
+#: Results the front page shows per claim (the rest are in ``claims.md``).
+HEADLINE_RESULTS = 2
 STRONG_BASELINES = "tables/strong_baselines.csv"
 
 
@@ -538,6 +540,14 @@ class ClaimVerdict:
         shown = testable or list(self.results)
         return "; ".join(f"{r.label}: {r.numbers}" for r in shown)
 
+    @property
+    def headline(self) -> str:
+        """The first :data:`HEADLINE_RESULTS` testable results and how many more (empty when none is testable)."""
+        testable = [r for r in self.results if r.status != NOT_TESTABLE]
+        text = "; ".join(f"{r.place or r.label}: {r.numbers}" for r in testable[:HEADLINE_RESULTS])
+        more = len(testable) - HEADLINE_RESULTS
+        return text + (f"; … {more} more" if more > 0 else "")
+
 
 def _places(results: Sequence[Result]) -> str:
     return ", ".join(dict.fromkeys(r.place or r.label for r in results))
@@ -570,12 +580,13 @@ def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
     else:
         cls = SUPPORTED if supported else CONTRADICTED
         text = cls + (" (provisional)" if provisional else "")
-        stand_ins = sorted({r.label.split(":")[0].split(" ")[0] for r in testable if r.stand_in})
-        if stand_ins and all(r.stand_in for r in testable):
-            text += f" on {', '.join(stand_ins)} ({'a stand-in' if len(stand_ins) == 1 else 'stand-ins'})"
-    seeds = sorted({r.seeds for r in testable if r.provisional and r.seeds})
-    if seeds:
-        text += "; " + ", ".join(f"{k} of {n} seeds" for k, n in seeds)
+    stand_ins = sorted({r.label.split(":")[0].split(" ")[0].rstrip(",") for r in testable if r.stand_in})
+    if stand_ins and all(r.stand_in for r in testable):
+        text += f"; on {', '.join(stand_ins)} ({'a stand-in' if len(stand_ins) == 1 else 'stand-ins'})"
+    short = [r.seeds for r in testable if r.provisional and r.seeds]
+    if short:
+        fewest = min(short)
+        text += f"; {'as few as ' if len(set(short)) > 1 else ''}{fewest[0]} of {fewest[1]} seeds"
     if waits:
         text += "; waits for " + "; ".join(waits)
     if untestable:

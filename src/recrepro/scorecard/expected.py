@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from recrepro.scorecard.claimspec import Claim, DatasetStat, claim_from_mapping, claim_label, dataset_stat_from_mapping
+from recrepro.scorecard.claimspec import Claim, claim_from_mapping, claim_label
 
 TOLERANCE_KINDS = ("abs", "rel")
 ENTRY_REQUIRED_KEYS = ("source", "dataset", "method", "metric", "published", "kind")
@@ -26,7 +26,7 @@ ENTRY_KINDS = ("printed", "official_code", "maintainer_log", "our_threshold", "a
 ENTRY_OPTIONAL_KEYS = ("split", "tolerance", "tolerance_kind", "baseline", "alternative", "deviation", "note")
 #: Keys of an entry's ``alternative`` (both required).
 ALTERNATIVE_KEYS = ("method", "label")
-FILE_KEYS = ("paper", "reference", "entries", "smoke_checks", "figure_points", "claims", "dataset_stats")
+FILE_KEYS = ("paper", "reference", "entries", "smoke_checks", "figure_points", "claims")
 
 #: Kinds of smoke check (``smoke_checks`` in an expected file; only the smoke tier runs them).
 SMOKE_CHECK_KINDS = ("ran", "greater", "less")
@@ -132,7 +132,6 @@ class ExpectedFile:
     smoke_checks: tuple[SmokeCheck, ...] = ()
     figure_points: tuple[FigurePoint, ...] = ()
     claims: tuple[Claim, ...] = ()
-    dataset_stats: tuple[DatasetStat, ...] = ()
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -408,10 +407,8 @@ def load_expected(path: str | Path) -> ExpectedFile:
     smoke_checks = _validated_list(path, document, "smoke_checks", _smoke_check_from_mapping)
     figure_points = _validated_list(path, document, "figure_points", _figure_point_from_mapping)
     claims = _validated_claims(path, document.get("claims", []))
-    dataset_stats = _validated_list(path, document, "dataset_stats", dataset_stat_from_mapping)
     return ExpectedFile(path=path, paper=paper, reference=reference, entries=entries,
-                        smoke_checks=smoke_checks, figure_points=figure_points, claims=claims,
-                        dataset_stats=dataset_stats)
+                        smoke_checks=smoke_checks, figure_points=figure_points, claims=claims)
 
 
 def _validated_claims(path: Path, raw_claims: Any) -> tuple[Claim, ...]:

@@ -13,18 +13,23 @@ from typing import Any
 import pandas as pd
 
 from recrepro.datasets.download import reachable
+from recrepro.scorecard.claimpage import claims_counts
 from recrepro.scorecard.expected import ExpectedEntry, expected_path, load_expected
 from recrepro.scorecard.judge import VERDICT_WITHIN
 
 #: Papers whose published numbers the summary counts, in the README's order.
 SUMMARY_PAPERS = ("exadmm", "prism", "lambdaopt", "fedrap", "lrs")
 
-#: The counts :func:`summarise_scorecards` returns, in order.
-SUMMARY_COUNTS = ("published", "reachable", "run", "full_budget_all_seeds", "within_tolerance", "capped")
+#: The counts :func:`summarise_scorecards` returns, in order (then ``claims``, a count by verdict).
+SUMMARY_COUNTS = ("published", "reachable", "run", "full_budget_all_seeds", "within_tolerance", "capped",
+                  "printed", "printed_reachable", "printed_run", "printed_within_tolerance", "other_targets")
+#: Entry kinds that are numbers the paper itself prints (the others: official code, a maintainer's log,
+#: our thresholds, anchors).
+PRINTED_KINDS = ("printed",)
 
 
 def summarise_scorecards(results_dir: str | Path, availability: Mapping[str, str],
-                         papers: Sequence[str] = SUMMARY_PAPERS) -> dict[str, int]:
+                         papers: Sequence[str] = SUMMARY_PAPERS) -> dict[str, Any]:
     """Count the published cells of every paper against the committed scorecards.
 
     Parameters
@@ -44,7 +49,11 @@ def summarise_scorecards(results_dir: str | Path, availability: Mapping[str, str
         dataset was generated or in the mirror, or whose mirror form serves the paper:
         :func:`recrepro.datasets.download.reachable`), ``run`` (reachable with at least one
         seed), ``full_budget_all_seeds`` (run with every required seed and no cap),
-        ``within_tolerance`` and ``capped`` (run, but short of seeds or budget).
+        ``within_tolerance`` and ``capped`` (run, but short of seeds or budget); then the same
+        for the numbers the papers print (``printed``, ``printed_reachable``, ``printed_run``,
+        ``printed_within_tolerance``; an entry's ``kind``) and ``other_targets`` (official-code
+        measurements, maintainers' logs, our thresholds); and ``claims``: the claims by verdict
+        (``<paper>/claims.csv``, :func:`~recrepro.scorecard.claimpage.claims_counts`).
     """
     counts = dict.fromkeys(SUMMARY_COUNTS, 0)
     results_dir = Path(results_dir)
@@ -55,17 +64,23 @@ def summarise_scorecards(results_dir: str | Path, availability: Mapping[str, str
         for index, entry in enumerate(expected.entries):
             if entry.published is None:
                 continue
+            printed = entry.kind in PRINTED_KINDS
             counts["published"] += 1
+            counts["printed" if printed else "other_targets"] += 1
             if not reachable(availability.get(entry.dataset, "missing"), entry.dataset, paper):
                 continue
             counts["reachable"] += 1
+            counts["printed_reachable"] += int(printed)
             row = _card_row(card, entry, index)
             if row is None or not row.get("n_seeds"):
                 continue
             counts["run"] += 1
+            counts["printed_run"] += int(printed)
             counts["capped" if _capped(row) else "full_budget_all_seeds"] += 1
-            counts["within_tolerance"] += int(row.get("verdict") == VERDICT_WITHIN)
-    return counts
+            within = int(row.get("verdict") == VERDICT_WITHIN)
+            counts["within_tolerance"] += within
+            counts["printed_within_tolerance"] += within * int(printed)
+    return {**counts, "claims": claims_counts(results_dir, papers)}
 
 
 def _capped(row: Mapping[str, Any]) -> bool:
