@@ -22,7 +22,8 @@ import pandas as pd
 
 from recrepro.io import read_json, write_text
 from recrepro.scorecard import ALTERNATIVE_PREFIX, SUMMARY_PAPERS, alternative_phrase, summarise_scorecards
-from recrepro.scorecard.claimpage import claims_section
+from recrepro.datasets.statistics import published_statistics
+from recrepro.scorecard.claimpage import claims_section, dataset_checks_section
 
 __all__ = ["reference_readme"]
 
@@ -220,6 +221,7 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
         "# Reference reproduction",
         "",
         *claims_section(results, papers, deviations_href),
+        *dataset_checks_section(results, [s for s in published_statistics() if s["paper"] in papers], availability),
         "## Published numbers",
         "",
         "The paper tier of recrepro, run on the public datasets that were at hand, at the papers' protocols. "

@@ -182,9 +182,11 @@ def _our_stats(results: Path, paper: str) -> pd.DataFrame | None:
     return None
 
 
-def dataset_checks_section(results: str | Path, printed: Sequence[Mapping[str, object]]) -> list[str]:
+def dataset_checks_section(results: str | Path, printed: Sequence[Mapping[str, object]],
+                           availability: Mapping[str, str] | None = None) -> list[str]:
     """Data checks: the dataset sizes the papers print (``printed``: source, paper, dataset, users,
-    items, interactions) against our processed data's committed summary under ``results``."""
+    items, interactions) against our processed data's committed summary under ``results``
+    (``availability``: dataset -> generated | mirror | missing, to say why a row cannot be checked)."""
     results = Path(results)
     rows = []
     for s in printed:
@@ -194,8 +196,9 @@ def dataset_checks_section(results: str | Path, printed: Sequence[Mapping[str, o
         found = None if ours is None else ours[ours["dataset"] == dataset]
         text = " / ".join(f"{n:,}" for n in numbers)
         if found is None or found.empty:
-            rows.append([paper, str(s["source"]), dataset, text, "—",
-                         "not testable here: no statistics of this dataset's processed data in the records"])
+            why = ("the data are not here" if (availability or {}).get(dataset, "missing") == "missing"
+                   else "no committed statistics of its processed data (the data stage's stats.json checks them)")
+            rows.append([paper, str(s["source"]), dataset, text, "—", f"not testable here: {why}"])
             continue
         mine = tuple(int(found.iloc[0][k]) for k in ("users", "items", "interactions"))
         diffs = [f"{name} {m - p:+,}" for name, m, p in zip(("users", "items", "interactions"), mine, numbers,

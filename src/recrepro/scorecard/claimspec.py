@@ -20,7 +20,7 @@ _COMMON = ("kind", "label", "datasets", "split")
 CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
     "better": (*_COMMON, "metric", "method", "than", "lower_is_better", "table", "per", "where"),
     "relative_change": (*_COMMON, "metric", "method", "than", "published", "tolerance", "denominator",
-                        "or_better"),
+                        "or_better", "lower_is_better"),
     "monotone": (*_COMMON, "metric", "methods", "direction", "table", "along", "method", "where"),
     "correlation": (*_COMMON, "method", "file", "x", "y", "min", "than"),
     "frontier": (*_COMMON, "x", "y", "methods", "baselines"),
