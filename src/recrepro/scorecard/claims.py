@@ -445,7 +445,9 @@ def _check_converges(check: Check, ctx: Context) -> list[Result]:
             out.append(_missing(dataset, f"`{method}` with a `{check.series}` history on {dataset}"))
             continue
         worst = max(ratios.values())
-        out.append(Result(label=f"{dataset}: `{method}`", status=_status(worst <= (check.max_ratio or 0.0)),
+        out.append(Result(label=f"{dataset}: `{method}`" + (f" ({check.label})" if check.label else ""),
+                          place=f"{dataset} {check.label or check.series}",
+                          status=_status(worst <= (check.max_ratio or 0.0)),
                           seeds=ctx.seed_pair(len(ratios)), stand_in=ctx.stand_in(dataset),
                           numbers=f"{check.series} of the last epoch / its peak at most {_fmt(worst)} over "
                                   f"{_seeds_text(len(ratios), ctx)} (bound {_fmt(check.max_ratio or 0.0)})"))
