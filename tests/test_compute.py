@@ -182,6 +182,17 @@ def test_a_tuned_picks_other_seeds_queue_with_the_published_cells_other_seeds(tm
     assert queue_priority(frame, published).tolist() == [1, 1, 1, 2, 3, 3, 3]
 
 
+def test_validation_grid_points_and_the_runs_at_their_picks_queue_first(tmp_path):
+    runs = [_run("ref", "fedrap_code-g07", seed=0), _run("ref", "fedmf_pool_tuned", seed=2),
+            _run("ref", "mf_ssm_prism", seed=0), _run("ref", "fedrap_code", seed=0), _run("ref", "fedrap_code-g7", seed=0)]
+    frame = compute_table(runs, tmp_path)
+    published = {(PAPER, "ref", "mf_ssm_prism")}
+    got = dict(zip(frame["method"], queue_priority(frame, published)))
+    # a grid point needs two digits (fedrap_code-g7 is not one); a README-flag run is an ordinary sweep
+    assert got == {"fedrap_code-g07": 0, "fedmf_pool_tuned": 0, "mf_ssm_prism": 1, "fedrap_code": 3,
+                   "fedrap_code-g7": 3}
+
+
 def test_the_queue_puts_the_picks_other_seeds_second(tmp_path, monkeypatch):
     import recrepro.compute as compute
 

@@ -134,7 +134,9 @@ def _published_cells(papers: Sequence[str]) -> set[tuple[str, str, str]]:
 
 def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
                    picked: set[tuple[str, str, str]] | frozenset = frozenset()) -> pd.Series:
-    """1: a run of a published cell on its first seed; 2: its other seeds; 3: everything else (figure sweeps).
+    """0: a validation-grid point (``<method>-gNN``) or a comparison at a grid's pick (``<method>_tuned``),
+    the runs a claim's verdict waits for; 1: a run of a published cell on its first seed; 2: its other
+    seeds; 3: everything else (figure sweeps).
 
     A tuned-weight-decay cell (``<backbone>_<loss>_tunedwd``) needs its grid runs
     (``<backbone>_<loss>_wd*``) on the first seed; its other seeds follow the pick: a grid run
@@ -153,6 +155,7 @@ def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
     priority = pd.Series(3, index=frame.index)
     priority[is_published & (seeds == first_seed)] = 1
     priority[is_published & (seeds != first_seed) & ~grid_other_seed] = 2
+    priority[frame["method"].str.contains(r"(?:-g\d{2,}|_tuned)$", regex=True)] = 0
     return priority
 
 
@@ -426,10 +429,11 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
 
 def _queue_lines(here: pd.DataFrame) -> list[str]:
     """The "Queue" table: the jobs whose data is here, in :func:`queue_priority` order."""
-    names = {1: "published cells, first seed", 2: "published cells, other seeds",
+    names = {0: "validation grids and the comparisons at their picks", 1: "published cells, first seed", 2: "published cells, other seeds",
              3: "figure sweeps and unpublished runs"}
     lines = ["## Queue (data here, in order)", "",
-             "What to run next with the data at hand: published cells at the paper's budget on one seed, then "
+             "What to run next with the data at hand: the validation grids a claim's verdict waits for and the "
+             "comparisons at their picks, then published cells at the paper's budget on one seed, then "
              "their other seeds (a tuned weight decay's other seeds follow its pick on the first seed), then "
              "the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
              "`snakemake --cores 2 results/paper/<paper>/runs/<dataset>/.../<method>/seed<k>/metrics.json "

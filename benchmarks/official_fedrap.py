@@ -1,0 +1,166 @@
+"""Run the released FedRAP code (mtics/FedRAP) on our ML-100K leave-one-out split, round by round.
+
+Issue 46: does our code mode (``fedrap_code_pool``: the released code's objective *and* its negative
+pool) track the released code over 100 rounds?  Nothing of the released code is kept in this
+repository: give the path of a checkout *outside* it, e.g.::
+
+    git --git-dir=<mirror of mtics/FedRAP> archive HEAD | tar -x -C /tmp/official_fedrap
+
+The released code is Python; this harness writes a small driver into a temporary folder that imports
+the checkout's ``SampleGenerator`` and ``FedRAPEngine`` (on CPU: ``use_cuda`` off) and runs
+``train.py``'s round loop on **our** split: the training, validation and test parts of
+``--split-dir`` are handed to its loader with timestamps that make its time-ordered leave-one-out
+pick exactly our validation and test items, and its 99 evaluation negatives per user are replaced by
+ours (``negatives.parquet``); everything else (its negative pool — all of a user's items, held-out
+included —, its initialisation, optimiser, schedule, random draws) is the released code's own.  After
+every round it appends the test and validation HR@10 / NDCG@10 to a JSON-lines file, so a killed run
+keeps its rounds.
+
+``--flags readme`` is the README's ML-100K command (λ 0.1, μ 1e-3, lr_network 1e-4, lr_args 1000, l2
+1e-6); ``--flags ml1m`` the maintainer's ML-1M log header in mtics/FedRAP issue #1 (λ = μ = 0.01,
+lr_network 0.5, lr_args 1000, l2 1e-4).  ``--compare <our run folder>`` then reads our record's
+``history.parquet`` and reports the largest per-round |Δ test HR@10| and both curves' peaks.
+
+Without the checkout, torch/pandas, or the split, it prints why it skips and exits 0.  The released
+code takes about 40 s a round on ML-100K on one CPU core (a background job: 100 rounds ≈ 70 min).
+
+    python benchmarks/official_fedrap.py --checkout /tmp/official_fedrap \\
+        --split-dir data/splits/ml-100k/fedrap/leave_one_out/seed0 --flags readme --rounds 100 \\
+        --out results/paper/fedrap/official/ml-100k_readme_seed0.jsonl \\
+        --compare results/paper/fedrap/runs/ml-100k/leave_one_out/fedrap_code_pool/seed0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+#: the released train.py's defaults (argparse), then each flag set's overrides
+DEFAULTS = {"alias": "FedRAP", "clients_sample_ratio": 1.0, "top_k": 10, "decay_rate": 0.97, "num_round": 100,
+            "local_epoch": 10, "tol": 1e-4, "batch_size": 2048, "lr_network": 0.5, "lr_args": 200.0, "latent_dim": 32,
+            "l2_regularization": 1e-4, "num_negative": 4, "lambda": 0.1, "mu": 0.1, "regular": "l1",
+            "device_id": 0, "use_cuda": False, "seed": 0, "vary_param": "tanh"}
+FLAG_SETS = {
+    "readme": {"mu": 1e-3, "l2_regularization": 1e-6, "lr_network": 1e-4, "lr_args": 1000.0},
+    "ml1m": {"lambda": 0.01, "mu": 0.01, "lr_network": 0.5, "lr_args": 1000.0, "l2_regularization": 1e-4},
+}
+
+# The driver runs inside the checkout (its packages ``model`` and ``utils`` on sys.path); it is ours,
+# written from the round loop's description above, not a copy of train.py.
+DRIVER = r'''
+import json, random, sys
+import numpy as np, pandas as pd, torch
+spec = json.loads(sys.argv[1])
+config = dict(spec["config"])
+random.seed(config["seed"]); np.random.seed(config["seed"]); torch.manual_seed(config["seed"])
+import utils.data as data
+from model.model import FedRAPEngine
+
+parts = {p: pd.read_parquet(f"{spec['split_dir']}/{p}.parquet") for p in ("train", "validation", "test", "negatives")}
+# timestamps that make the loader's time-ordered leave-one-out pick our validation and test items
+frames = [parts["train"].assign(timestamp=0), parts["validation"].assign(timestamp=1), parts["test"].assign(timestamp=2)]
+ratings = pd.concat(frames)[["user", "item", "timestamp"]].rename(columns={"user": "userId", "item": "itemId"})
+ratings["rating"] = 1.0
+ratings = ratings.sort_values(["userId", "timestamp"], kind="stable").reset_index(drop=True)  # its loader's order
+config["num_users"] = int(ratings["userId"].max()) + 1
+config["num_items"] = int(max(ratings["itemId"].max(), parts["negatives"]["item"].max())) + 1
+ours = parts["negatives"].groupby("user")["item"].apply(list)
+
+def sample_negative(self, r):
+    # the released pool (every item a user never interacted with), our 99 evaluation negatives
+    status = r.groupby("userId")["itemId"].apply(set).reset_index().rename(columns={"itemId": "interacted_items"})
+    # a sorted list, not the set the released code keeps: random.sample refuses sets since Python 3.11
+    # (the code was written for 3.8, whose sample took the set in its iteration order)
+    status["negative_items"] = status["interacted_items"].apply(lambda x: sorted(self.item_pool - x))
+    status["negative_samples"] = [list(ours[u]) for u in status["userId"]]
+    return status[["userId", "negative_items", "negative_samples"]]
+
+data.SampleGenerator._sample_negative = sample_negative
+engine = FedRAPEngine(config)
+generator = data.SampleGenerator(ratings=ratings)
+validate, test = generator.validate_data, generator.test_data
+commonality = torch.nn.Embedding(num_embeddings=config["num_items"], embedding_dim=config["latent_dim"])
+with open(spec["out"], "a") as out:
+    for a in range(spec["start_round"], config["num_round"]):
+        train = generator.store_all_train_data(config["num_negative"])
+        losses, sparsity = engine.federatedTrainOneRound(train, commonality, a)
+        hr, ndcg = engine.federatedEvaluate(test)
+        val_hr, val_ndcg = engine.federatedEvaluate(validate)
+        out.write(json.dumps({"round": a + 1, "test_hr@10": hr, "test_ndcg@10": ndcg, "val_hr@10": val_hr,
+                              "val_ndcg@10": val_ndcg, "train_loss": sum(losses.values()) / len(losses),
+                              "sparsity": float(sparsity)}) + "\n")
+        out.flush()
+'''
+
+
+def skip(reason: str) -> int:
+    print(f"official_fedrap: skipped: {reason}")
+    return 0
+
+
+def read_rounds(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def compare(official: list[dict], ours_dir: Path) -> dict:
+    """Largest per-round |Δ test HR@10| between the released code and our record, and both peaks."""
+    import pandas as pd
+
+    ours = pd.read_parquet(ours_dir / "history.parquet").set_index("round")
+    rounds = [r for r in official if r["round"] in ours.index]
+    deltas = [abs(r["test_hr@10"] - float(ours.loc[r["round"], "test_hr@10"])) for r in rounds]
+    if not rounds:
+        return {"rounds_compared": 0}
+    peak_official = max(official, key=lambda r: r["test_hr@10"])
+    return {"rounds_compared": len(rounds), "max_abs_delta_test_hr@10": max(deltas),
+            "round_of_max_delta": rounds[deltas.index(max(deltas))]["round"],
+            "mean_abs_delta_test_hr@10": sum(deltas) / len(deltas),
+            "official_peak_test_hr@10": peak_official["test_hr@10"], "official_peak_round": peak_official["round"],
+            "ours_peak_test_hr@10": float(ours["test_hr@10"].max()), "ours_peak_round": int(ours["test_hr@10"].idxmax()),
+            "official_last": rounds[-1]["test_hr@10"], "ours_last": float(ours.loc[rounds[-1]["round"], "test_hr@10"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--checkout", type=Path, required=True, help="a checkout of mtics/FedRAP outside this repository")
+    parser.add_argument("--split-dir", type=Path, required=True)
+    parser.add_argument("--flags", choices=sorted(FLAG_SETS), default="readme")
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True, help="JSON lines, one per round (appended: a rerun resumes "
+                                                                 "the count, not the state — delete it to start over)")
+    parser.add_argument("--compare", type=Path, default=None, help="our run folder (history.parquet) to compare with")
+    args = parser.parse_args(argv)
+    if not (args.checkout / "model" / "model.py").is_file() or not (args.checkout / "utils" / "data.py").is_file():
+        return skip(f"no mtics/FedRAP checkout at {args.checkout} (model/model.py, utils/data.py)")
+    if not (args.split_dir / "negatives.parquet").is_file():
+        return skip(f"no leave-one-out split at {args.split_dir}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = read_rounds(args.out)
+    if len(done) < args.rounds:
+        if done:  # the released code keeps no checkpoint: a partial file cannot be continued
+            return skip(f"{args.out} holds {len(done)} of {args.rounds} rounds; delete it to rerun from round 1")
+        config = {**DEFAULTS, **FLAG_SETS[args.flags], "num_round": args.rounds, "seed": args.seed}
+        spec = {"config": config, "split_dir": str(args.split_dir.resolve()), "out": str(args.out.resolve()),
+                "start_round": 0}
+        with tempfile.TemporaryDirectory() as tmp:
+            driver = Path(tmp) / "driver.py"
+            driver.write_text(DRIVER)
+            subprocess.run([sys.executable, str(driver), json.dumps(spec)], cwd=args.checkout, check=True,
+                           env={"PYTHONPATH": str(args.checkout.resolve()), "OMP_NUM_THREADS": "1",
+                                "PATH": "/usr/bin:/bin"})
+    result = {"flags": args.flags, "config": {**FLAG_SETS[args.flags]}, "rounds": len(read_rounds(args.out))}
+    if args.compare is not None:
+        result.update(compare(read_rounds(args.out), args.compare))
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
