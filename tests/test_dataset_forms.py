@@ -306,3 +306,33 @@ def test_fetch_rule_shows_trust_on_first_use_and_a_stopped_bomb_on_the_console(t
     line = next(l for l in (bomb.stdout + bomb.stderr).splitlines() if "ArchiveTooLargeError" in l)
     assert "train_triplets.txt.zip" in line and "data.unverified_archive.max_ratio" in line
     assert not (work / "data/raw/msd/train_triplets.txt").exists()
+
+
+def test_a_tier_entry_sets_its_own_switches_and_entries_of_one_pair_must_agree():
+    from recrepro.preprocessing import entry_switches
+
+    data = [{"dataset": "ml-1m", "protocol": "prism", "switches": {"prism_ml1m_ratings": "code"}},
+            {"dataset": "ml-1m", "protocol": "fedrap"}]
+    top = {"prism_ml1m_ratings": "paper"}
+    assert entry_switches(top, data, "ml-1m", "prism") == {"prism_ml1m_ratings": "code"}
+    assert entry_switches(top, data, "ml-1m", "fedrap") == top
+    clash = [*data, {"dataset": "ml-1m", "protocol": "prism", "split": "other"}]
+    with pytest.raises(ValueError, match="ml-1m/prism give different switches"):
+        entry_switches(top, clash, "ml-1m", "prism")
+
+
+def test_the_paper_tier_runs_prism_on_the_ml1m_pairs_in_the_official_loaders_mode():
+    from recrepro.config import load_config
+    from recrepro.preprocessing import entry_switches
+
+    cfg = load_config(REPO / "config.yaml")
+    switches = entry_switches(cfg["switches"], cfg["tiers"]["paper"]["data"], "ml-1m", "prism")
+    assert cfg["switches"]["prism_ml1m_ratings"] == "paper"  # the default stays the paper's
+    assert switches["prism_ml1m_ratings"] == "code"
+    recipe = resolve_recipe(cfg["protocols"], "prism", "ml-1m", switches)
+    assert recipe.positive_op is None
+    preprocess(_pairs_raw(), recipe)  # accepted
+    with pytest.raises(FormRefusedError):
+        preprocess(_pairs_raw(), resolve_recipe(cfg["protocols"], "fedrap", "ml-1m",
+                                                entry_switches(cfg["switches"], cfg["tiers"]["paper"]["data"],
+                                                               "ml-1m", "fedrap")))
