@@ -336,3 +336,20 @@ def test_the_paper_tier_runs_prism_on_the_ml1m_pairs_in_the_official_loaders_mod
         preprocess(_pairs_raw(), resolve_recipe(cfg["protocols"], "fedrap", "ml-1m",
                                                 entry_switches(cfg["switches"], cfg["tiers"]["paper"]["data"],
                                                                "ml-1m", "fedrap")))
+
+
+def test_the_summary_counts_a_forms_cells_as_reachable_only_for_the_papers_it_serves(tmp_path):
+    from recrepro.scorecard.expected import expected_path, load_expected
+    from recrepro.scorecard.summary import summarise_scorecards
+
+    def published(paper):
+        return sum(1 for e in load_expected(expected_path(paper)).entries
+                   if e.dataset == "ml-1m" and e.published is not None)
+
+    for paper in ("prism", "fedrap"):
+        missing = summarise_scorecards(tmp_path, {"ml-1m": "missing"}, papers=[paper])["reachable"]
+        form = summarise_scorecards(tmp_path, {"ml-1m": "form:pairs"}, papers=[paper])["reachable"]
+        canonical = summarise_scorecards(tmp_path, {"ml-1m": "mirror"}, papers=[paper])["reachable"]
+        assert missing == 0 and canonical == published(paper)
+        assert form == (published(paper) if paper == "prism" else 0)
+    assert published("prism") == 12
