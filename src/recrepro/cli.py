@@ -96,6 +96,9 @@ def cmd_data_describe(args: argparse.Namespace) -> None:
     print(f"  urls: {', '.join(spec.urls) or '(none)'}")
     print(f"  files: {', '.join(spec.members)}")
     print(f"  licence: {spec.licence}")
+    for form in spec.forms:  # what a mirror may hold instead (docs/deviations.md)
+        print(f"  form {form.name!r} (<mirror>/{form.folder}/{', '.join(form.members)}): {form.description}; "
+              f"lacks {', '.join(form.lacks)}; serves {', '.join(form.papers)} (docs/deviations.md#{form.deviation})")
     if spec.manual_instructions:
         print(f"  by hand: {spec.manual_instructions}")
     processed = Path(args.data_root) / "processed" / spec.name
