@@ -95,7 +95,17 @@ ruleorder: scorecard_html > table_html
 rule claims:
     input:
         redraw=REDRAW,
-        drawn=lambda wc: claims_inputs(wc.tier, wc.paper),
+        # the paper's other drawn targets (figures, tables, scorecard, strong baselines)
+        drawn=lambda wc: recorded(
+            [f"results/{wc.tier}/{wc.paper}/scorecard.csv"]
+            + [
+                str(t)
+                for ts in PAPER_TARGETS.values()
+                for t in ts
+                if str(t).startswith(f"results/{wc.tier}/{wc.paper}/")
+                and Path(str(t)).stem != "claims"
+            ]
+        ),
     output:
         md="results/{tier}/{paper}/claims.md",
         csv="results/{tier}/{paper}/claims.csv",
@@ -154,19 +164,6 @@ rule claims_html:
 
 
 ruleorder: claims_html > table_html
-
-
-def claims_inputs(tier, paper):
-    """What a paper's claims read besides its records: the paper's other drawn targets (figures,
-    tables, scorecard) and, when one is drawn, its strong-baselines table."""
-    prefix = f"results/{tier}/{paper}/"
-    targets = [
-        str(t)
-        for ts in PAPER_TARGETS.values()
-        for t in ts
-        if str(t).startswith(prefix) and not Path(str(t)).stem == "claims"
-    ]
-    return recorded([f"{prefix}scorecard.csv"] + targets)
 
 
 PAPER_TARGETS["claims"] = [
