@@ -338,7 +338,7 @@ _ALL = [
         description="Yelp 2018 as split by NGCF/LightGCN: 1,237,259 train + 324,147 test pairs, "
         "31,668 users, 38,048 businesses",
         pairs=(1_237_259, 324_147), n_users=31_668, n_items=38_048,
-        # train.txt sha256: a public Git-LFS pointer (6,904,880 bytes; shared/datasets/yelp2018/PROVENANCE-train-rebuilt.md)
+        # train.txt sha256: a public Git-LFS pointer, 6,904,880 bytes (shared/datasets/yelp2018/PROVENANCE-*.md)
         sha256=("1e9568725a9e833d0ac3bae01c94cd95367f73b3bb6104fd26b5f65ea5054093",
                 "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"),
         md5=("1b8b5d22a227e01d6de002c53d32b4c4", "0d57d7399862c32152b045ec5d2698e7"),
