@@ -4,7 +4,7 @@ The LightGCN gowalla training matrix (29,858 × 40,981, 810k entries) from the m
 is process CPU seconds, ours and the anchor in this process:
 
 * ``itemknn`` / ``rp3beta`` (k = 100) against the sparse Gram product ``XᵀX`` (``scipy.sparse``)
-  that every item–item model starts from: the ratio is what the blocked top-k, the shrinkage and
+  that every item–item model starts from: the ratio is what the sparse top-k, the shrinkage and
   the transition powers cost on top of it.  ``implicit``'s ``CosineRecommender`` (no shrinkage)
   is timed too where it is importable.
 * ``ease`` on the ``n`` most popular items (``--quick``: 4,000; else 8,000; gowalla's 40,981

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 from recrepro.models.ease import EASE
-from recrepro.models.itemitem import topk_per_row
+from recrepro.models.itemitem import sparse_topk_rows, topk_per_row
 from recrepro.models.itemknn import ItemKNN
 from recrepro.models.rp3beta import RP3beta
 from recrepro.strong import expand_grid, pick_point, strong_table, validation_section
@@ -74,6 +74,22 @@ def test_topk_per_row_breaks_ties_by_lower_column_and_drops_zeros():
     rows, cols, vals = topk_per_row(block, 2)
     assert rows.tolist() == [0, 0, 1] and cols.tolist() == [0, 2, 3]
     assert np.allclose(vals, [0.5, 0.5, 0.1])
+    # the sparse version keeps the same entries (and drops the diagonal when asked), in any block size
+    for block_nnz in (1, 3, 1 << 20):
+        top = sparse_topk_rows(sp.csr_matrix(block), 2, drop_diagonal=False, block_nnz=block_nnz)
+        assert np.allclose(top.toarray(), [[0.5, 0, 0.5, 0, 0], [0, 0, 0, 0.1, 0]])
+    no_diag = sparse_topk_rows(sp.csr_matrix(block), 2, drop_diagonal=True).toarray()
+    assert no_diag[0].tolist() == pytest.approx([0, 0, 0.5, 0.5, 0])
+
+
+def test_sparse_topk_matches_the_dense_rule_on_random_ties():
+    rng = np.random.default_rng(1)
+    dense = rng.integers(0, 4, size=(30, 25)).astype(np.float32)  # many ties and zeros
+    r, c, v = topk_per_row(dense, 5)
+    expected = np.zeros_like(dense)
+    expected[r, c] = v
+    got = sparse_topk_rows(sp.csr_matrix(dense), 5, drop_diagonal=False, block_nnz=40).toarray()
+    assert np.array_equal(got, expected)
 
 
 def test_fold_in_scores_a_held_out_user_from_her_history():

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from recrepro.models.itemitem import ItemItemRecommender, blocked_topk_rows
+from recrepro.models.itemitem import ItemItemRecommender, sparse_topk_rows
 
 __all__ = ["RP3beta"]
 
@@ -40,14 +40,12 @@ class RP3beta(ItemItemRecommender):
         Popularity exponent ``β >= 0`` (``β = 0``: P³_α).
     k:
         Entries kept per row of ``W``.
-    block_size:
-        Items per dense row block while computing ``W``.
     """
 
-    def __init__(self, alpha: float = 1.0, beta: float = 0.5, k: int = 100, block_size: int = 1024) -> None:
+    def __init__(self, alpha: float = 1.0, beta: float = 0.5, k: int = 100) -> None:
         if float(alpha) <= 0 or float(beta) < 0 or int(k) < 1:
             raise ValueError(f"RP3beta needs alpha > 0, beta >= 0, k >= 1; got {alpha}, {beta}, {k}")
-        self.alpha, self.beta, self.k, self.block_size = float(alpha), float(beta), int(k), int(block_size)
+        self.alpha, self.beta, self.k = float(alpha), float(beta), int(k)
 
     @staticmethod
     def _row_stochastic(matrix: sp.csr_matrix, alpha: float) -> sp.csr_matrix:
@@ -68,10 +66,7 @@ class RP3beta(ItemItemRecommender):
         with np.errstate(divide="ignore"):
             penalty = np.where(pop > 0, np.power(np.maximum(pop, 1.0), -self.beta), 0.0)
 
-        def rows(lo: int, hi: int) -> np.ndarray:
-            block = (p_iu[lo:hi] @ p_ui).toarray() * penalty[None, :]
-            block[np.arange(hi - lo), np.arange(lo, hi)] = 0.0
-            return block
-
-        self.W = blocked_topk_rows(rows, self.n_items, self.n_items, self.k, self.block_size)
+        walk = (p_iu @ p_ui).tocsr()  # stored entries only: items two steps apart
+        walk.data = walk.data * penalty[walk.indices]
+        self.W = sparse_topk_rows(walk, self.k)  # W_ii = 0: drop_diagonal
         return self
