@@ -353,8 +353,10 @@ def render_markdown(frame: pd.DataFrame, title: str) -> str:
                 if r["mean"] == best:
                     value = f"**{value}**"
                 paper = "" if pd.isna(r["paper_mean"]) else f"{r['paper_mean']:.4f} ({r['paper_n_seeds']})"
-                p = f"{r['p_value']:.2g}" if r["p_value"] is not None and not pd.isna(r["p_value"]) else \
-                    f"– ({r['p_note']})"
+                if r["p_value"] is None or pd.isna(r["p_value"]):
+                    p = f"– ({r['p_note']})"
+                else:  # a t-test's p below the smallest double prints as 0
+                    p = f"{r['p_value']:.2g}" if r["p_value"] > 0 else "< 1e-300"
                 lines.append(f"| {metric} | {r['method']} | {r['settings']} | {r['budget']} | {value} | "
                              f"{r['paper_method']} | {paper} | {p} |")
         lines.append("")
