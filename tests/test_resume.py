@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -471,8 +472,12 @@ def _prism_cli(split_dir: Path, out_dir: Path, checkpoint: Path | None, epochs: 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 def test_prism_cli_sigkilled_and_rerun_writes_the_same_record(prism_split, tmp_path):
-    # one thread everywhere: the same reduction order in every process, and no fight for the cores
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # one thread everywhere: the same reduction order in every process, and no fight for the cores; the
+    # package copied, so that both processes run one version of the code whatever is edited meanwhile (a
+    # checkpoint is resumed only by the code that wrote it)
+    src = tmp_path / "src"
+    shutil.copytree(Path(C.__file__).parent, src / "recrepro", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(src)}
     epochs = 60
     ref = subprocess.run(_prism_cli(prism_split, tmp_path / "ref", None, epochs), env=env, capture_output=True,
                          text=True, timeout=300)

@@ -566,6 +566,10 @@ _UNIT_METRIC = re.compile(r"^(?:val_|test_|best_val_|best_)?(?:pp_)?(?:ndcg|hr|r
                           r"|map|mrr)(?:_|@|\[|$)|^support_")
 
 
+#: Sections of a record that hold settings and counts, not metrics: only their finiteness is checked.
+_SETTINGS_KEYS = frozenset({"settings", "config", "params", "counts"})
+
+
 class RecordValueError(RunRecordError):
     """A record read back breaks what writing it promised (a value NaN, infinite or out of its range)."""
 
@@ -577,27 +581,28 @@ def is_unit_metric(key: str) -> bool:
 
 def check_record_values(path: str | Path, obj: Any) -> Any:
     """Refuse a record's content (``metrics.json``, a history) whose numbers are NaN or infinite, or a
-    share (:func:`is_unit_metric`) outside [0, 1]: what :func:`write_run_record` refuses to write.
+    share (:func:`is_unit_metric`, outside ``settings``, ``config``, ``params`` and ``counts``) outside
+    [0, 1]: what :func:`write_run_record` refuses to write.
 
     Returns ``obj``; raises :class:`RecordValueError` naming the file and the key.
     """
-    def walk(value: Any, where: str, key: str) -> None:
+    def walk(value: Any, where: str, key: str, settings: bool) -> None:
         if isinstance(value, Mapping):
             for k, v in value.items():
-                walk(v, f"{where}[{k!r}]" if where else repr(k), str(k))
+                walk(v, f"{where}[{k!r}]" if where else repr(k), str(k), settings or k in _SETTINGS_KEYS)
         elif isinstance(value, (list, tuple)):
             for i, v in enumerate(value):
-                walk(v, f"{where}[{i}]", key)
+                walk(v, f"{where}[{i}]", key, settings)
         elif isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(value, bool):
             number = float(value)
             if not math.isfinite(number):
                 raise RecordValueError(f"{path}: {where} is {number} (records hold finite numbers only); "
                                        "the record is damaged - restore it (git checkout -- <file>) or rerun the run")
-            if is_unit_metric(key) and not 0.0 <= number <= 1.0:
+            if not settings and is_unit_metric(key) and not 0.0 <= number <= 1.0:
                 raise RecordValueError(f"{path}: {where} = {number!r} is outside [0, 1], the range of {key!r}; "
                                        "the record is damaged - restore it (git checkout -- <file>) or rerun the run")
 
-    walk(obj, "", "")
+    walk(obj, "", "", False)
     return obj
 
 
