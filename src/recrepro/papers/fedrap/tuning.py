@@ -91,7 +91,7 @@ def tuned_point(config: Mapping[str, Any], tier: str, dataset: str, name: str) -
     pick = (block.get("picks") or {}).get(dataset, {}).get(grid)
     if pick is None:
         raise ValueError(f"fedrap: {name} needs a pick of grid {grid!r} on {dataset}: run the grid "
-                         f"({grid}-gNN, seed of tuning.seed) and write fedrap.tuning.picks.{dataset}.{grid}")
+                         f"({grid}-gNN, seed of tuning.seed) and write fedrap.tiers.{tier}.tuning.picks.{dataset}.{grid}")
     parsed = parse_grid_run(f"{grid}-{pick}")
     if parsed is None:
         raise ValueError(f"fedrap: tuning.picks.{dataset}.{grid} must read gNN, not {pick!r}")
@@ -173,10 +173,10 @@ def tuning_table(block: Mapping[str, Any], run_dirs: Sequence[str | Path]) -> pd
 def tuning_markdown(table: pd.DataFrame, block: Mapping[str, Any], tier: str) -> str:
     select = block.get("select", "val_hr@10")
     lines = [f"# FedRAP: validation grids ({tier} tier)", "",
-             f"Each method's grid (`fedrap.tuning.grids` in `config.yaml`), run in its grid variant's mode under the",
+             f"Each method's grid (`fedrap.tiers.{tier}.tuning.grids` in `config.yaml`), run in its grid variant's mode under the",
              f"leak-free `train` negative pool on training seed {block.get('seed', 0)}; the pick is the point with the "
              f"best `{select}` (at the round validation selects; the lower index wins a tie).",
-             "**pick** marks it; a config pick (`fedrap.tuning.picks`) that differs from the records' is flagged.",
+             f"**pick** marks it; a config pick (`fedrap.tiers.{tier}.tuning.picks`) that differs from the records' is flagged.",
              "Test metrics are shown for reference only: nothing is selected on them.", ""]
     if table.empty:
         return "\n".join(lines + ["No grid run is recorded yet.", ""])
