@@ -5,6 +5,16 @@
 #   snakemake --cores 2 --config tier=paper from_records=true   redraw from results/paper/ records
 #   snakemake --cores 2 results/smoke/baselines/scorecard.md   one target
 
+import sys
+from pathlib import Path
+
+# config.yaml and every --configfile are read with recrepro's loader first: a YAML syntax error is named by
+# its line and column, a key given twice is refused (Snakemake's own loader says neither).
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from recrepro.config import check_config_files  # noqa: E402
+
+check_config_files(["config.yaml", *workflow.overwrite_configfiles])
+
 
 configfile: "config.yaml"
 
@@ -41,3 +51,14 @@ rule all:
     default_target: True
     input:
         all_targets(),
+
+
+# A failed redraw leaves the committed files as they were: Snakemake removes a job's outputs before it
+# runs and again when it fails; flagged `update`, they are kept, backed up and restored on failure
+# ("Restored previous version of ..."). Snakemake keeps a path's flags on its `_file`.
+if FROM_RECORDS:
+    from snakemake.io import flag
+
+    for _rule in workflow.rules:
+        for _out in _rule.output:
+            _out._file = flag(_out._file, "update")
