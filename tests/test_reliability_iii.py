@@ -461,7 +461,8 @@ def test_a_second_process_on_the_same_run_stops_naming_the_first(tmp_path):
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(C.CheckpointLockedError, match=rf"another process \(pid {holder.pid}\) is training this run"):
+        expected = rf"another process \(pid {holder.pid}\) is training this run"
+        with pytest.raises(C.CheckpointLockedError, match=expected):
             C.Checkpointer(ckpt, "k")
     finally:
         holder.kill()

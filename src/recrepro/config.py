@@ -351,5 +351,6 @@ def load_config(path: str | Path = "config.yaml", overrides: dict[str, Any] | No
     return prepare_config(config)
 
 
-__all__ = ["ConfigError", "UniqueKeyLoader", "check_config_files", "load_config", "load_yaml_file", "prepare_config", "validate_config", "check_config",
-           "coerce_config_strings", "describe_schema_error", "expand_dotted_keys", "load_schema", "repo_root"]
+__all__ = ["ConfigError", "UniqueKeyLoader", "check_config_files", "load_config", "load_yaml_file", "prepare_config",
+           "validate_config", "check_config", "coerce_config_strings", "describe_schema_error", "expand_dotted_keys",
+           "load_schema", "repo_root"]

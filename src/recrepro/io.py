@@ -126,8 +126,8 @@ def check_committed_present(paths: list[str], folder: str | Path = ".") -> None:
     if not absent:
         return
     try:
-        done = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "--", *absent], capture_output=True,
-                              timeout=60, check=False)
+        done = subprocess.run(["git", "-C", str(folder), "--literal-pathspecs", "ls-files", "-z", "--", *absent],
+                              capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
         return
     tracked = [p for p in done.stdout.decode("utf-8", "replace").split("\0") if p] if done.returncode == 0 else []
