@@ -276,6 +276,9 @@ def test_claim_verdicts_mixed_stand_in_provisional_and_pending(tmp_path):
     assert v.verdict == "supported (provisional); waits for the lr search" and v.provisional
     run(tmp_path, "a_lr1em2", 0, {"m": 0.3})
     assert judge_claim(pending, ctx(tmp_path)).verdict == "supported"
+    part = _claim([{"kind": "better", "datasets": ["toy"], "metric": "m", "method": "a", "than": "b"},
+                   {"kind": "better", "datasets": ["toy"], "metric": "m", "method": "a", "than": "c", "label": "vs c"}])
+    assert judge_claim(part, c).verdict == "supported; not testable yet: toy vs c (claims.md names the runs)"
     none = _claim([{"kind": "better", "datasets": ["toy"], "metric": "m", "method": "zz", "than": "b"}])
     v = judge_claim(none, c)
     assert v.verdict_class == NOT_TESTABLE and v.verdict == "not testable here: waits for `zz` on toy (m)"

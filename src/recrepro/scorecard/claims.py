@@ -186,7 +186,8 @@ def _pair(check: Check, ctx: Context, dataset: str) -> tuple[str | None, str | N
 def _pair_missing(check: Check, dataset: str, method: str | None, than: str | None) -> Result:
     lacking = [" or ".join(f"`{m}`" for m in group) for ran, group in ((method, check.method), (than, check.than))
                if ran is None]
-    return _missing(check.label or dataset, " and ".join(lacking) + f" on {dataset} ({check.metric})")
+    return _missing(f"{dataset} {check.label}" if check.label else dataset,
+                    " and ".join(lacking) + f" on {dataset} ({check.metric})")
 
 
 def _place(dataset: str, check: Check, method: str, than: str) -> str:
@@ -260,7 +261,7 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             ma, mb = _mean(a), _mean(b)
             holds = ma < mb if check.lower_is_better else ma > mb
             n = min(len(a), len(b))
-            out.append(Result(label=f"{where}: `{method}` vs `{than}`", status=_status(holds),
+            out.append(Result(label=f"{where}: `{method}` vs `{than}`", status=_status(holds), place=where,
                               numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}",
                               seeds=ctx.seed_pair(n) if "seed" in part.columns else None,
                               stand_in=ctx.stand_in(dataset)))
@@ -339,6 +340,7 @@ def _check_monotone(check: Check, ctx: Context) -> list[Result]:
         table = ctx.table((check.table or "").replace("{dataset}", dataset)) if check.along else None
         n = fewest if table is None or "seed" in table.columns else None
         out.append(Result(label=label, status=_status(not breaks), numbers=numbers,
+                          place=f"{dataset} {check.label or ('along ' + check.along if check.along else check.metric)}",
                           seeds=ctx.seed_pair(n) if n is not None else None, stand_in=ctx.stand_in(dataset)))
     return out
 
@@ -496,8 +498,10 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
         best = rows.sort_values(["mean", "method"], ascending=[False, True]).iloc[0]
         ours = float(best["paper_mean"])
         p_value = best.get("p_value")
-        p_text = f", p={float(p_value):.3g}" if isinstance(p_value, (int, float)) and not pd.isna(p_value) else ""
-        n = int(best["n_seeds"])
+        p_text = "" if not isinstance(p_value, (int, float)) or pd.isna(p_value) else \
+            (f", p={float(p_value):.3g}" if p_value > 0 else ", p<1e-300")
+        # the comparison rests on the fewer seeds of the two (a deterministic baseline may run one)
+        n = min(int(best["n_seeds"]), int(best.get("paper_n_seeds", best["n_seeds"])))
         out.append(Result(label=f"{dataset} {metric}", status=_status(ours > float(best["mean"])),
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
                           numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
@@ -592,7 +596,7 @@ def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
     if waits:
         text += "; waits for " + "; ".join(waits)
     if untestable:
-        text += "; not testable yet: " + "; ".join(f"{r.label} ({r.numbers})" for r in untestable)
+        text += "; not testable yet: " + _places(untestable) + " (claims.md names the runs)"
     return ClaimVerdict(claim, results, text, cls, provisional, waits)
 
 
