@@ -346,6 +346,18 @@ def test_packaged_files_give_every_entry_a_kind_and_every_paper_claims():
     assert counts == {"printed": 128, "other": 27}
 
 
+def test_packaged_claims_link_to_what_exists():
+    from recrepro.scorecard.render import markdown_anchors
+
+    repo = Path(__file__).resolve().parents[1]
+    anchors = markdown_anchors(repo / "docs" / "deviations.md")
+    for paper in PAPERS:
+        for claim in load_expected(expected_path(paper)).claims:
+            assert claim.deviation is None or claim.deviation in anchors, (paper, claim.id)
+            assert claim.evidence is None or (repo / "results" / "paper" / paper / claim.evidence).is_file(), \
+                (paper, claim.id)
+
+
 # ------------------------------------------------------------------------------------------ pages
 
 
