@@ -161,3 +161,7 @@ def test_comparison_marks_the_best_federated_row_per_block_and_pairs_fedrap_with
     assert row["p_value"] == pytest.approx(0.003317, rel=1e-3)
     assert "| train | tuned | `fedrap_code_tuned` | `fedmf_tuned` | ml-100k | hr@10 | 3 | -0.1000 | 0.00332 |" in md
     assert comparison_markdown(comparison_frame([]), "paper") == ""
+    # a dataset outside the poster's three gets a column after them, TaFeng none
+    extra = [_run(tmp_path, "synthetic", "fedmf_tuned", 0, 0.2), _run(tmp_path, "tafeng", "fedmf_tuned", 0, 0.3)]
+    md = comparison_markdown(comparison_frame(dirs + extra), "paper")
+    assert "| ml-100k HR@10 | ml-100k NDCG@10 | synthetic HR@10 | synthetic NDCG@10 |" in md and "tafeng HR@10" not in md

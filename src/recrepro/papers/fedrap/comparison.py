@@ -21,8 +21,10 @@ import pandas as pd
 
 __all__ = ["COMPARISON_ROWS", "COMPARISON_DATASETS", "comparison_frame", "comparison_markdown", "paired_rows"]
 
-#: columns, in the poster's order; TaFeng stays out (docs/deviations.md#fedrap-tafeng-qb)
+#: columns, in the poster's order (any other dataset after them); TaFeng stays out (docs/deviations.md#fedrap-tafeng-qb)
 COMPARISON_DATASETS = ("ml-100k", "amazon-video", "hetrec2011-lastfm-2k")
+#: left out of the comparison: the poster's rows cannot be rebuilt from the public files
+EXCLUDED_DATASETS = ("tafeng", "qb-article")
 #: (pool, tuning, method, label, federated, proposed)
 COMPARISON_ROWS: tuple[tuple[str, str, str, str, bool, bool], ...] = (
     ("train", "tuned", "fedrap_tuned", "FedRAP (paper objective)", True, True),
@@ -117,7 +119,8 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
                         tuned: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The comparison block of ``tables/results.md`` (empty string when no row has a run)."""
     present = set(frame["method"])
-    datasets = [d for d in COMPARISON_DATASETS if d in set(frame["dataset"])]
+    datasets = [d for d in COMPARISON_DATASETS if d in set(frame["dataset"])] + sorted(
+        set(frame["dataset"]) - set(COMPARISON_DATASETS) - set(EXCLUDED_DATASETS))
     rows = [r for r in COMPARISON_ROWS if r[2] in present]
     if not rows or not datasets:
         return ""
