@@ -136,7 +136,7 @@ def check_committed_present(paths: list[str], folder: str | Path = ".") -> None:
         raise CommittedFileMissingError(
             f"{len(tracked)} committed file(s) missing from the working tree, e.g. {tracked[0]}: a redraw does not "
             f"drop a committed run. Restore them with `git checkout -- {shown}` (or `git rm` them to drop the runs "
-            "on purpose)")
+            "on purpose; or, if a job is training them again, redraw once it has written them)")
 
 
 def _json_default(obj: Any) -> Any:
