@@ -46,6 +46,8 @@ __all__ = ["MODELS", "expand_grid", "make_model", "pick_point", "strong_table", 
 
 #: Models and whether a seed changes their fit.
 MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "ials": True}
+#: Metrics of the whole set of top-K lists (exposure), with no per-user value to pair.
+LIST_METRICS = ("coverage", "gini", "gini_pos")
 TABLE_COLUMNS = ["dataset", "split", "method", "settings", "budget", "metric", "mean", "sd", "n_seeds",
                  "paper_method", "paper_mean", "paper_n_seeds", "p_value", "p_note"]
 
@@ -252,23 +254,27 @@ def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str) -> tupl
     import pandas as pd
     from scipy import stats
 
-    def per_user(dirs: Sequence[Path]) -> pd.Series | None:
+    def per_user(dirs: Sequence[Path]) -> pd.Series | str:
         frames = []
         for d in dirs:
             f = Path(d) / "per_user.parquet"
             if not f.exists():
-                return None
+                return "missing"
             frame = pd.read_parquet(f)
             if metric not in frame.columns:
-                return None
+                return "not per user"
             frames.append(frame.set_index("user")[metric])
-        return pd.concat(frames, axis=1).mean(axis=1) if frames else None
+        return pd.concat(frames, axis=1).mean(axis=1) if frames else "missing"
 
-    a, b = per_user(ours), per_user(theirs)
-    if a is None:
-        return None, "no per-user rows of the baseline"
-    if b is None:
+    if metric.split("@")[0] in LIST_METRICS:
+        return None, f"{metric} is a property of all users' lists, not a per-user value"
+    # the paper's side first: the note must not depend on which git-ignored files a checkout holds
+    b = per_user(theirs)
+    if isinstance(b, str):
         return None, "per-user rows of the paper's method not kept (git-ignored)"
+    a = per_user(ours)
+    if isinstance(a, str):
+        return None, "no per-user rows of the baseline"
     joined = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
     if len(joined) < 2 or np.allclose(joined["a"], joined["b"]):
         return None, "fewer than two users, or identical per-user values"
