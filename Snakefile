@@ -31,6 +31,7 @@ include: "workflow/rules/prism.smk"
 include: "workflow/rules/lambdaopt.smk"
 include: "workflow/rules/fedrap.smk"
 include: "workflow/rules/lrs.smk"
+include: "workflow/rules/strong.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -45,6 +46,7 @@ if not FROM_RECORDS:
     include: "workflow/rules/lambdaopt_runs.smk"
     include: "workflow/rules/fedrap_runs.smk"
     include: "workflow/rules/lrs_runs.smk"
+    include: "workflow/rules/strong_runs.smk"
 
 
 rule all:

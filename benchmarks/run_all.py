@@ -102,6 +102,14 @@ def _fedrap(quick: bool, device: str) -> list[dict]:
     return bench_fedrap.measure(quick, device)
 
 
+def _strong(quick: bool, device: str) -> list[dict]:
+    import bench_strong
+
+    if not (mirror() / "gowalla" / "train.txt").exists():
+        raise FileNotFoundError(f"{mirror() / 'gowalla'} has no LightGCN train.txt")
+    return bench_strong.measure(quick, mirror())
+
+
 def _redraw(quick: bool, device: str) -> list[dict]:
     import bench_redraw
 
@@ -111,7 +119,7 @@ def _redraw(quick: bool, device: str) -> list[dict]:
 #: name -> the function giving that group's rows from ``(quick, device)`` (in the order of the issue's goal table)
 GROUPS: dict[str, Callable[[bool, str], list[dict]]] = {
     "prism": _prism, "full_ranking": _full_ranking, "ials": _ials, "lambdaopt": _lambdaopt, "fedrap": _fedrap,
-    "redraw": _redraw,
+    "redraw": _redraw, "strong": _strong,
 }
 
 
