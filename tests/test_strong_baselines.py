@@ -184,3 +184,20 @@ def test_tune_and_test_on_a_synthetic_split(tmp_path):
     record = read_json(tmp_path / "out/seed0/metrics.json")
     assert record["settings"] == out["settings"] and record["method"] == "itemknn"
     assert read_json(tmp_path / "out/grid.json")["grid_points"] == 2
+
+
+def test_rule_helpers_read_the_config(repo_root):
+    from recrepro import strong
+    from recrepro.config import load_config
+
+    config = load_config(repo_root / "config.yaml")
+    assert set(strong.papers(config, "smoke")) == {"prism", "exadmm", "lambdaopt", "fedrap"}
+    lastfm = strong.tune_params(config, "paper", "hetrec2011-lastfm-2k", "fedrap", "leave_one_out", "ease")
+    assert lastfm["fixed"] == {"dtype": "float32"} and lastfm["select"] == "hr@10" and lastfm["seeds"] == "0,1,2"
+    assert lastfm["evaluation"] == config["evaluation"]["splits"]["leave_one_out"]  # a name resolves to its section
+    knn = strong.tune_params(config, "paper", "hetrec2011-lastfm-2k", "fedrap", "leave_one_out", "itemknn")
+    assert len(expand_grid(knn["grid"], knn["fixed"])) == 20  # the tier's grid where the protocol has none
+    grids = strong.grid_records(config, "paper", "prism")
+    assert len(grids) == 5 * 3 and all(g.endswith("grid.json") for g in grids)  # 5 models x 3 split seeds
+    with pytest.raises(ValueError, match="no strong_baselines protocol"):
+        strong.protocol_entry(config, "paper", "ml-100k", "prism", "random_ratio")
