@@ -165,3 +165,27 @@ def test_comparison_marks_the_best_federated_row_per_block_and_pairs_fedrap_with
     extra = [_run(tmp_path, "synthetic", "fedmf_tuned", 0, 0.2), _run(tmp_path, "tafeng", "fedmf_tuned", 0, 0.3)]
     md = comparison_markdown(comparison_frame(dirs + extra), "paper")
     assert "| ml-100k HR@10 | ml-100k NDCG@10 | synthetic HR@10 | synthetic NDCG@10 |" in md and "tafeng HR@10" not in md
+
+
+def test_official_agreement_pairs_each_released_curve_with_our_run_of_the_same_flags(tmp_path):
+    import pandas as pd
+
+    from recrepro.papers.fedrap.comparison import official_agreement, official_markdown
+
+    curve = tmp_path / "official" / "ml-100k_readme_seed0.jsonl"
+    curve.parent.mkdir()
+    curve.write_text("".join(json.dumps({"round": a, "test_hr@10": v}) + "\n" for a, v in [(1, 0.18), (2, 0.28), (3, 0.35)]))
+    ours = tmp_path / "runs" / "ml-100k" / "leave_one_out" / "fedrap_code_pool" / "seed0"
+    ours.mkdir(parents=True)
+    pd.DataFrame({"round": [1, 2, 3, 4], "test_hr@10": [0.17, 0.26, 0.36, 0.50]}).to_parquet(ours / "history.parquet")
+    table = official_agreement([curve], tmp_path / "runs")
+    r = table.iloc[0]
+    # |Δ| = 0.01, 0.02, 0.01: the largest at round 2; our peak is taken over the released code's rounds only
+    assert (r["ours"], r["rounds"], r["round_of_max"]) == ("fedrap_code_pool", 3, 2)
+    assert r["max_abs_delta"] == pytest.approx(0.02) and r["mean_abs_delta"] == pytest.approx(0.04 / 3)
+    assert (r["ours_peak"], r["ours_peak_round"], r["ours_last"]) == (pytest.approx(0.36), 3, pytest.approx(0.36))
+    assert "| ml-100k | readme | 0 | `fedrap_code_pool` | 3 | 0.0200 (2) |" in official_markdown(table)
+    bad = tmp_path / "official" / "ml-100k_other_seed0.jsonl"
+    bad.write_text("")
+    with pytest.raises(ValueError, match="ml-100k_other_seed0.jsonl"):
+        official_agreement([bad], tmp_path / "runs")

@@ -30,6 +30,9 @@ rule fedrap_table:
         redraw=REDRAW,
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
         stats="results/{tier}/fedrap/tables/dataset_stats.csv",
+        official=lambda wc: sorted(
+            str(p) for p in Path(f"results/{wc.tier}/fedrap/official").glob("*.jsonl")
+        ),
     output:
         md="results/{tier}/fedrap/tables/results.md",
         csv="results/{tier}/fedrap/tables/results.csv",
@@ -50,7 +53,7 @@ rule fedrap_table:
     shell:
         "recrepro fedrap table --tier {wildcards.tier:q} --tuning {params.tuning:q} "
         "--stats {input.stats:q} --out-md {output.md:q} --out-csv {output.csv:q} "
-        "{input.runs:q} > {log:q} 2>&1"
+        "--official {input.official:q} -- {input.runs:q} > {log:q} 2>&1"
 
 
 rule fedrap_tuning_table:

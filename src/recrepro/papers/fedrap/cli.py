@@ -56,6 +56,11 @@ def cmd_table(args: argparse.Namespace) -> None:
     stats = pd.read_csv(args.stats) if args.stats else None
     tuning = args.tuning or {}
     comparison = comparison_markdown(comparison_frame(runs), args.tier, tuning.get("picks"), tuning.get("tuned"))
+    if args.official:
+        from recrepro.papers.fedrap.comparison import official_agreement, official_markdown
+
+        runs_root = Path(args.official[0]).parent.parent / "runs"
+        comparison += "\n" + official_markdown(official_agreement(args.official, runs_root))
     Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
     write_text(args.out_md, table_markdown(agg, stats, args.tier, comparison))
     write_text(args.out_csv, agg.to_csv(index=False))
@@ -117,6 +122,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_tier(p)
     p.add_argument("--stats", default=None, help="the dataset statistics (stats)")
     add_json(p, "--tuning", default=None, help="the tier's fedrap tuning block (names the tuned rows' picks)")
+    p.add_argument("--official", nargs="*", default=[],
+                   help="the released code's per-round curves (<tier>/fedrap/official/<dataset>_<flags>_seed<k>.jsonl)")
     add_table_outputs(p)
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
     p.set_defaults(func=cmd_table)

@@ -171,3 +171,62 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
                          f"{t.n_seeds} | {t.mean_diff:+.4f} | {p} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- the released code, side by side
+#: flag set of ``benchmarks/official_fedrap.py`` -> our variant with the same flags and the code's negative pool
+OFFICIAL_FLAGS = {"readme": "fedrap_code_pool", "ml1m": "fedrap_code_pool_ml1m"}
+
+
+def official_agreement(official_files: Sequence[str | Path], runs_root: str | Path) -> pd.DataFrame:
+    """Per released-code curve (``official/<dataset>_<flags>_seed<k>.jsonl``): the rounds it has, the
+    largest and mean per-round |Δ test HR@10| against our run of the same flags, split and seed, and both
+    curves' peaks.  Our run missing: its columns are empty."""
+    import json
+    import re
+
+    rows = []
+    for path in sorted(map(Path, official_files)):
+        m = re.fullmatch(r"(?P<dataset>.+)_(?P<flags>[a-z0-9]+)_seed(?P<seed>\d+)\.jsonl", path.name)
+        if m is None or m["flags"] not in OFFICIAL_FLAGS:
+            raise ValueError(f"{path}: expected <dataset>_<{'|'.join(OFFICIAL_FLAGS)}>_seed<k>.jsonl")
+        official = pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+        variant = OFFICIAL_FLAGS[m["flags"]]
+        row = {"dataset": m["dataset"], "flags": m["flags"], "seed": int(m["seed"]), "ours": variant,
+               "rounds": len(official), "official_peak": official["test_hr@10"].max(),
+               "official_peak_round": int(official.loc[official["test_hr@10"].idxmax(), "round"]),
+               "official_last": official["test_hr@10"].iloc[-1]}
+        history = Path(runs_root) / m["dataset"] / "leave_one_out" / variant / f"seed{m['seed']}" / "history.parquet"
+        if history.is_file():
+            ours = pd.read_parquet(history).set_index("round")
+            common = official[official["round"].isin(ours.index)]
+            delta = (common["test_hr@10"].to_numpy() - ours.loc[common["round"], "test_hr@10"].to_numpy())
+            within = ours.loc[ours.index <= len(official), "test_hr@10"]
+            row.update({"max_abs_delta": float(np.abs(delta).max()), "mean_abs_delta": float(np.abs(delta).mean()),
+                        "round_of_max": int(common["round"].iloc[int(np.abs(delta).argmax())]),
+                        "ours_peak": float(within.max()), "ours_peak_round": int(within.idxmax()),
+                        "ours_last": float(ours.loc[len(official), "test_hr@10"])})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def official_markdown(table: pd.DataFrame) -> str:
+    if table.empty:
+        return ""
+    lines = ["## The released code, run on our split (`benchmarks/official_fedrap.py`)", "",
+             "mtics/FedRAP's own training loop on our leave-one-out split with our 99 evaluation negatives, its "
+             "negative pool, initialisation and random draws (docs/deviations.md#fedrap-mode), against our run of the "
+             "same flags under the code's pool: per-round test HR@10 over the rounds the released code has run "
+             "(`official/*.jsonl`). Different random draws: agreement is in distribution, not bit for bit.", "",
+             "| dataset | flags | seed | ours | rounds | max \\|Δ HR@10\\| (round) | mean \\|Δ\\| | released peak (round) "
+             "| our peak (round) | released / ours at its last round |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table.to_dict("records"):
+        if "max_abs_delta" in r and pd.notna(r.get("max_abs_delta")):
+            ours = (f"{r['max_abs_delta']:.4f} ({r['round_of_max']}) | {r['mean_abs_delta']:.4f} | "
+                    f"{r['official_peak']:.4f} ({r['official_peak_round']}) | {r['ours_peak']:.4f} "
+                    f"({r['ours_peak_round']}) | {r['official_last']:.4f} / {r['ours_last']:.4f}")
+        else:
+            ours = (f"— | — | {r['official_peak']:.4f} ({r['official_peak_round']}) | our run not recorded | "
+                    f"{r['official_last']:.4f} / —")
+        lines.append(f"| {r['dataset']} | {r['flags']} | {r['seed']} | `{r['ours']}` | {r['rounds']} | {ours} |")
+    return "\n".join(lines) + "\n"
