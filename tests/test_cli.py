@@ -164,7 +164,9 @@ def test_every_planned_job_command_parses(tier, tmp_path):
         while "=" in words[0]:  # OMP_NUM_THREADS=1
             words.pop(0)
         assert words[0] == "recrepro", line[:200]
-        words = words[1:words.index(">")] if ">" in words else words[1:]
+        # the command ends at its redirection or pipe (`> log 2>&1`; the data rules: `2>&1 | tee log | grep ...`)
+        ends = [i for i, w in enumerate(words) if w in (">", "2>&1", "|")]
+        words = words[1:ends[0]] if ends else words[1:]
         args = parser.parse_args(words)  # a usage error exits
         seen.add((args.command, getattr(args, "verb", None)))
     assert {command for command, _ in seen} >= {"data", "baseline", "scorecard", "exadmm", "prism", "lambdaopt",
