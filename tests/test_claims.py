@@ -243,6 +243,12 @@ def test_beats_strongest_baseline(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
     [r] = evaluate_check(check(**spec), ctx(tmp_path))
     assert r.status == CONTRADICTED and "strongest `itemknn`" in r.numbers
+    # the paper's method has no record on the split (its mean is empty): not testable, never contradicted
+    for row in rows:
+        row["paper_mean"] = float("nan")
+    pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "`ours` on toy (ndcg@20)" in r.numbers
 
 
 def test_waits_is_never_testable(tmp_path):

@@ -248,8 +248,10 @@ rule compute_doc:
         expected=as_json(tier_run_records("paper")),
         picked=lambda wc: as_json(prism_picked_runs("paper")),
     shell:
-        "recrepro report compute --expected-runs {params.expected:q} "
-        "--picked-runs {params.picked:q} "
+        # the lists reach recrepro through a pipe: a builtin's output has no argument-size limit, an
+        # exec'd command's arguments do (the tier's planned runs are thousands of paths)
+        "recrepro report compute --expected-runs <(printf '%s' {params.expected:q}) "
+        "--picked-runs <(printf '%s' {params.picked:q}) "
         "--availability {input.availability:q} --out {output:q} > {log:q} 2>&1"
 
 

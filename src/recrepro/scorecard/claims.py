@@ -497,6 +497,10 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
     for (dataset, metric), rows in table.groupby(["dataset", "metric"], sort=True):
         best = rows.sort_values(["mean", "method"], ascending=[False, True]).iloc[0]
         ours = float(best["paper_mean"])
+        if not np.isfinite(ours) or not np.isfinite(float(best["mean"])):
+            # the paper's method (or the baseline) has no record on this split: nothing to compare
+            out.append(_missing(f"{dataset} {metric}", f"`{best['paper_method']}` on {dataset} ({metric})"))
+            continue
         p_value = best.get("p_value")
         p_text = "" if not isinstance(p_value, (int, float)) or pd.isna(p_value) else \
             (f", p={float(p_value):.3g}" if p_value > 0 else ", p<1e-300")
