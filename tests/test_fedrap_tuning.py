@@ -73,7 +73,7 @@ def test_tuned_variant_takes_its_grid_pick_and_keeps_its_own_pool_and_mode(repo_
     assert {k: s[k] for k in point} == point
     s = driver.rule_settings(config, "paper", "amazon-video", "fedmf_pool_tuned")
     assert (s["method"], s["negative_pool"], s["lr_network"], s["lr_args"], s["l2"]) == \
-        ("fedmf", "all_interactions", 0.5, 1000.0, 1.0e-4)
+        ("fedmf", "all_interactions", 0.5, 200.0, 1.0e-4)  # g00: the released train.py's defaults
     # the tuned runs appear only where their grid has a pick, on every seed
     runs = driver.rule_runs(config, "paper")
     tuned = [r for r in runs if "_tuned/" in r]
@@ -189,3 +189,15 @@ def test_official_agreement_pairs_each_released_curve_with_our_run_of_the_same_f
     bad.write_text("")
     with pytest.raises(ValueError, match="ml-100k_other_seed0.jsonl"):
         official_agreement([bad], tmp_path / "runs")
+
+
+def test_a_grid_record_whose_settings_are_not_its_points_is_refused_by_name(tmp_path):
+    block = {"grids": {"fedmf": {"product": {"lr_network": [0.5, 0.01]}}}}
+    d = _grid_record(tmp_path, "ml-100k", "fedmf-g01", 0.40, 0.30)
+    (d / "provenance.json").write_text(json.dumps({"config": {"settings": {"lr_network": 0.01, "dim": 32}}}))
+    assert tuning.tuning_table(block, [d])["settings"].tolist() == ["lr_network=0.01"]
+    # the grid gained a listed point in front: g01 now means lr_network=0.5, which this record never ran
+    block["grids"]["fedmf"]["points"] = [{"lr_network": 0.5}]
+    with pytest.raises(ValueError, match=r"fedmf-g01/seed0: ran with lr_network=0.01, but its grid point now reads "
+                                         r"lr_network=0.5"):
+        tuning.tuning_table(block, [d])

@@ -153,6 +153,22 @@ def pick_from_records(frame: pd.DataFrame, select: str = "val_hr@10") -> dict[st
     return picks
 
 
+def _check_point(point: Mapping[str, Any], run_dir: Path) -> None:
+    """Refuse a grid record whose settings are not its point's (a grid edited after it ran renumbers
+    its points: the record would be shown under another point's settings)."""
+    from recrepro.io import read_json
+
+    provenance = run_dir / "provenance.json"
+    if not provenance.is_file():
+        return  # a record without provenance (hand-made in tests) names nothing to compare
+    ran = read_json(provenance).get("config", {}).get("settings", {})
+    wrong = {k: (v, ran.get(k)) for k, v in point.items() if k in ran and ran[k] != v}
+    if wrong:
+        raise ValueError(f"{run_dir}: ran with {', '.join(f'{k}={b}' for k, (_, b) in wrong.items())}, but its grid "
+                         f"point now reads {', '.join(f'{k}={a}' for k, (a, _) in wrong.items())}: the grid changed "
+                         "after the run; rerun the grid point (delete the record) or restore the grid")
+
+
 def tuning_table(block: Mapping[str, Any], run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     """One row per grid run: its settings, validation and test metrics, whether it is the
     records' pick and the config's pick (``block``: the tier's tuning block)."""
@@ -162,9 +178,11 @@ def tuning_table(block: Mapping[str, Any], run_dirs: Sequence[str | Path]) -> pd
     select = block.get("select", "val_hr@10")
     best = pick_from_records(frame, select)
     written = block.get("picks") or {}
-    frame["settings"] = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                                   for k, v in _block_grid(block, g)[int(p[1:])].items())
-                         for g, p in zip(frame["grid"], frame["point"])]
+    points = [_block_grid(block, g)[int(p[1:])] for g, p in zip(frame["grid"], frame["point"])]
+    for point, run_dir in zip(points, frame["dir"]):
+        _check_point(point, Path(run_dir))
+    frame["settings"] = [", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+                         for point in points]
     frame["records_pick"] = [best.get(d, {}).get(g) == p for d, g, p in zip(frame["dataset"], frame["grid"], frame["point"])]
     frame["config_pick"] = [written.get(d, {}).get(g) == p for d, g, p in zip(frame["dataset"], frame["grid"], frame["point"])]
     return frame.sort_values(["dataset", "grid", "point"], kind="stable").reset_index(drop=True)
