@@ -47,7 +47,9 @@ rule fedrap_table:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        tuning=lambda wc: as_json(
+        # key order kept (not as_json's sorted keys): a grid's points are numbered in the order its
+        # product's keys are written (recrepro.papers.fedrap.tuning.grid_points)
+        tuning=lambda wc: json.dumps(
             FEDRAP.get("tiers", {}).get(wc.tier, {}).get("tuning") or {}
         ),
     shell:
@@ -74,7 +76,9 @@ rule fedrap_tuning_table:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        tuning=lambda wc: as_json(
+        # key order kept (not as_json's sorted keys): a grid's points are numbered in the order its
+        # product's keys are written (recrepro.papers.fedrap.tuning.grid_points)
+        tuning=lambda wc: json.dumps(
             FEDRAP.get("tiers", {}).get(wc.tier, {}).get("tuning") or {}
         ),
     shell:

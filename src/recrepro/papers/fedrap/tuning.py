@@ -42,6 +42,10 @@ def tuning_block(config: Mapping[str, Any], tier: str) -> dict[str, Any]:
 def grid_points(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The points of one grid: ``points`` in their order, then ``product`` in key order.
 
+    The numbering follows the order the product's keys are written in: whatever hands a grid on
+    (a rule's JSON parameter) keeps that order, and :func:`tuning_table` refuses a record whose
+    settings are not its point's.
+
     >>> grid_points({"points": [{"lam": 0.1}], "product": {"lam": [1.0, 2.0], "mu": [3.0]}})
     [{'lam': 0.1}, {'lam': 1.0, 'mu': 3.0}, {'lam': 2.0, 'mu': 3.0}]
     """
