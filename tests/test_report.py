@@ -93,3 +93,8 @@ def test_report_captions_render_without_mailto_links(repo_root):
                     warnings.simplefilter("ignore", PendingDeprecationWarning)
                     body = publish_parts(text, writer_name="html", settings_overrides={"report_level": 5})["body"]
                 assert "mailto:" not in body, (caption.name, fig)
+
+
+def test_a_bullet_list_becomes_a_list_not_one_run_on_paragraph():
+    out = markdown_to_html("Checks:\n\n- a: `x` *holds*\n- b: does not\n\nAfter.")
+    assert out == "<p>Checks:</p>\n<ul>\n<li>a: <code>x</code> *holds*</li>\n<li>b: does not</li>\n</ul>\n<p>After.</p>"

@@ -64,7 +64,7 @@ def _cells(line: str) -> list[str]:
 
 
 def markdown_to_html(md: str) -> str:
-    """The body HTML of ``md`` (headings, paragraphs, pipe tables, bold, code spans, links)."""
+    """The body HTML of ``md`` (headings, paragraphs, bullet lists, pipe tables, bold, code spans, links)."""
     parts: list[str] = []
     lines = md.splitlines()
     i = 0
@@ -104,8 +104,15 @@ def markdown_to_html(md: str) -> str:
             out.append("</table>")
             parts.append("\n".join(out))
             continue
+        if line.lstrip().startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].lstrip().startswith("- "):
+                items.append(f"<li>{_inline(lines[i].lstrip()[2:].strip())}</li>")
+                i += 1
+            parts.append("<ul>\n" + "\n".join(items) + "\n</ul>")
+            continue
         para = []
-        while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("|", "#")):
+        while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("|", "#", "- ")):
             para.append(lines[i].strip())
             i += 1
         parts.append(f"<p>{_inline(' '.join(para))}</p>")
