@@ -62,10 +62,11 @@ def test_grid_run_settings_put_the_point_over_the_dataset_flags(repo_root):
 def test_tuned_variant_takes_its_grid_pick_and_keeps_its_own_pool_and_mode(repo_root):
     config = _config(repo_root)
     block = config["fedrap"]["tiers"]["paper"]["tuning"]
-    with pytest.raises(ValueError, match="needs a pick of grid 'fedrap_code' on amazon-video"):
-        driver.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
     config = copy.deepcopy(config)
     block = config["fedrap"]["tiers"]["paper"]["tuning"]
+    block["picks"] = {}
+    with pytest.raises(ValueError, match="needs a pick of grid 'fedrap_code' on amazon-video"):
+        driver.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
     block["picks"] = {"amazon-video": {"fedrap_code": "g03", "fedmf": "g00"}}
     point = tuning.grid_points(block["grids"]["fedrap_code"])[3]
     s = driver.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")

@@ -129,14 +129,15 @@ def test_a_resumed_runs_times_sum_its_pieces(tmp_path):
     write_run_record(tmp_path / "run", **record_kwargs(), earlier=earlier)
     provenance = json.loads((tmp_path / "run" / "provenance.json").read_text())
     assert provenance["wall_seconds"] == 12.5 + 100.25 and provenance["pieces"] == 3
-    assert provenance["earlier_pieces"] == earlier
+    # the earlier pieces' code is unknown here (the ledger named none): listed as such, never guessed
+    assert provenance["earlier_pieces"] == {**earlier, "code": [None]}
     assert 80.5 < provenance["cpu_seconds"] < 80.5 + 600  # this process's CPU time on top
     # earlier pieces not measured (a checkpoint from before the ledger): counted, times left to this piece
     unmeasured = {"pieces": 1, "wall_seconds": None, "cpu_seconds": None}
     write_run_record(tmp_path / "old", **record_kwargs(), earlier=unmeasured)
     provenance = json.loads((tmp_path / "old" / "provenance.json").read_text())
     assert provenance["wall_seconds"] == 12.5 and provenance["pieces"] == 2
-    assert provenance["earlier_pieces"] == unmeasured and provenance["cpu_seconds"] < 600
+    assert provenance["earlier_pieces"] == {**unmeasured, "code": [None]} and provenance["cpu_seconds"] < 600
     # a run in one piece says nothing about pieces
     write_run_record(tmp_path / "one", **record_kwargs(), earlier={"pieces": 0, "wall_seconds": 0.0,
                                                                     "cpu_seconds": 0.0})

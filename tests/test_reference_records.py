@@ -23,7 +23,8 @@ MAX_TOTAL_BYTES = 30 * 1024 * 1024
 MAX_FILE_BYTES = 2 * 1024 * 1024
 #: What a record may be made of: small JSON/CSV/Markdown/parquet, figures. Anything else (model
 #: weights, arrays, archives, split parts) is refused.
-ALLOWED_SUFFIXES = {".json", ".csv", ".md", ".parquet", ".png", ".pdf", ".html", ".tsv"}
+#: .jsonl: the released FedRAP code's per-round curves (fedrap/official/, benchmarks/official_fedrap.py)
+ALLOWED_SUFFIXES = {".json", ".jsonl", ".csv", ".md", ".parquet", ".png", ".pdf", ".html", ".tsv"}
 #: File names that are data, splits or per-user recommendation lists, whatever their suffix.
 FORBIDDEN_NAMES = re.compile(
     r"^(train|test|validation|test_tr|test_te|validation_tr|validation_te|interactions|item_index|"
