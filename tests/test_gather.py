@@ -66,12 +66,24 @@ def _grads(backbone: str, loss: str) -> list[torch.Tensor]:
 @pytest.mark.parametrize("loss", ["directau", "mawu", "bpr"])
 @pytest.mark.parametrize("backbone", ["mf", "nlmf", "lightgcn"])
 def test_prism_batch_gradients_are_the_same_on_one_and_two_threads(backbone, loss, threads):
+    """The gathered tables' gradients (embeddings, MAWU's margins) have the same bits on one and on two
+    threads, and every gradient has the same bits on every run at one thread count. NL-MF's tower
+    weights are a matmul summed over the batch, whose split by thread changes its last bits on some
+    CPUs: across thread counts only the gathered tables are compared (README: records are byte-identical
+    at the same thread count)."""
+    names = [n for n, _ in build_net(backbone, N_USERS, N_ITEMS, 32, seed=0,
+                                      train=_train_matrix() if backbone == "lightgcn" else None).named_parameters()]
+    names += ["user_margin", "item_margin"] if loss == "mawu" else []
+    gathered = [i for i, n in enumerate(names) if "tower" not in n]
+    assert gathered and len(names) == len(_grads(backbone, loss))
     threads(1)
     reference = _grads(backbone, loss)
     threads(2)
-    for _ in range(3):
+    first = _grads(backbone, loss)
+    assert all(torch.equal(reference[i], first[i]) for i in gathered), (backbone, loss)
+    for _ in range(2):
         again = _grads(backbone, loss)
-        assert all(torch.equal(a, b) for a, b in zip(reference, again)), (backbone, loss)
+        assert all(torch.equal(a, b) for a, b in zip(first, again)), (backbone, loss)
 
 
 def test_mf_bpr_step_gradients_are_the_same_on_one_and_two_threads(threads):
