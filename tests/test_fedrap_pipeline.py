@@ -97,6 +97,44 @@ def test_negative_pool_decides_what_training_negatives_avoid(tiny_split, tmp_pat
     assert read_json(tmp_path / pool / "metrics.json")["negative_pool"] == pool
 
 
+@pytest.mark.parametrize("variant", ["fedmf-g03", "fedmf"])
+def test_a_grid_point_that_diverges_is_recorded_as_diverged_and_any_other_run_stops(tiny_split, tmp_path,
+                                                                                    monkeypatch, variant):
+    import recrepro.papers.fedrap.variants as models
+    from recrepro.records import NonFiniteError
+
+    real = models.make_variant
+
+    def blows_up_in_round_3(settings, **kw):
+        model = real(settings, **kw)
+        train_round = model.train_round
+
+        def step():
+            if model.round == 2:
+                raise NonFiniteError("inf in client losses at round 3 local epoch 1 (0 NaN and 1 infinite of 8 values)")
+            return train_round()
+
+        model.train_round = step
+        return model
+
+    monkeypatch.setattr(models, "make_variant", blows_up_in_round_3)
+    kw = dict(split_dir=tiny_split, variant=variant,
+              settings={"method": "fedmf", "mode": "code", "dim": 4, "rounds": 5, "local_epochs": 1},
+              seed=0, out_dir=tmp_path / variant, meta={"tier": "smoke", "paper": "fedrap"}, evaluation=EVAL,
+              checkpoint=tmp_path / f"{variant}.ckpt")
+    if variant == "fedmf":
+        with pytest.raises(NonFiniteError, match="round 3"):
+            driver.run_variant(**kw)
+        assert not (tmp_path / variant / "metrics.json").exists()
+        return
+    driver.run_variant(**kw)
+    metrics = read_json(tmp_path / variant / "metrics.json")
+    assert metrics["diverged"]["round"] == 3 and "inf in client losses" in metrics["diverged"]["error"]
+    assert metrics["rounds_trained"] == 2 and metrics["selected_round"] in (1, 2)
+    assert list(pd.read_parquet(tmp_path / variant / "history.parquet")["round"]) == [1, 2]
+    assert not (tmp_path / f"{variant}.ckpt").exists()  # a rerun does not resume into the same blow-up
+
+
 def test_negative_pool_default_and_variant_override(repo_root):
     import yaml
 

@@ -55,7 +55,7 @@ def test_grid_run_settings_put_the_point_over_the_dataset_flags(repo_root):
     s = driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g01")
     assert (s["lam"], s["mu"], s["lr_network"], s["lr_args"], s["l2"]) == (0.1, 1.0, 0.5, 1000.0, 1.0e-4)
     assert (s["method"], s["mode"], s["negative_pool"]) == ("fedrap", "code", "train")
-    with pytest.raises(ValueError, match="g00..g24, not g99"):
+    with pytest.raises(ValueError, match="g00..g29, not g99"):
         driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g99")
 
 
@@ -128,6 +128,41 @@ def test_tuning_table_says_when_a_grid_is_incomplete_or_empty(tmp_path):
     md = tuning.tuning_markdown(tuning.tuning_table(block, dirs), block, "paper")
     assert "(1 of 3 points run)" in md and "provisional: 2 point(s) not run yet" in md
     assert "No grid run is recorded yet." in tuning.tuning_markdown(tuning.tuning_table(block, []), block, "paper")
+
+
+def test_extra_points_come_after_the_product_so_earlier_points_keep_their_numbers():
+    spec = {"points": [{"lam": 0.1}], "product": {"lam": [1.0, 2.0]}}
+    before = tuning.grid_points(spec)
+    after = tuning.grid_points({**spec, "extra": [{"lam": 4.0}, {"lam": 8.0}]})
+    assert after[:len(before)] == before and after[len(before):] == [{"lam": 4.0}, {"lam": 8.0}]
+
+
+def test_a_pick_on_the_grids_edge_is_flagged_and_an_interior_one_is_not(tmp_path):
+    block = {"grids": {"fedmf": {"product": {"lr_network": [0.5, 0.01, 1.0e-4], "l2": [1.0e-4]}}}}
+    edge = [_grid_record(tmp_path / "a", "ml-100k", "fedmf-g00", 0.30, 0.3),
+            _grid_record(tmp_path / "a", "ml-100k", "fedmf-g01", 0.20, 0.3),
+            _grid_record(tmp_path / "a", "ml-100k", "fedmf-g02", 0.40, 0.3)]
+    md = tuning.tuning_markdown(tuning.tuning_table(block, edge), block, "paper")
+    # g02 holds the smallest lr_network; l2 was searched at one value, so it is no edge
+    assert "edge in lr_network (smallest):" in md and "l2" not in md.split("edge in")[1].split(":")[0]
+    inner = [_grid_record(tmp_path / "b", "ml-100k", "fedmf-g00", 0.30, 0.3),
+             _grid_record(tmp_path / "b", "ml-100k", "fedmf-g01", 0.40, 0.3),
+             _grid_record(tmp_path / "b", "ml-100k", "fedmf-g02", 0.20, 0.3)]
+    assert "edge" not in tuning.tuning_markdown(tuning.tuning_table(block, inner), block, "paper")
+    assert tuning.grid_edges([{"a": 1.0}, {"a": 2.0}], {"a": 2.0}) == ["a (largest)"]
+
+
+def test_a_diverged_grid_point_is_shown_and_never_picked_even_with_the_best_validation(tmp_path):
+    block = {"grids": {"fedmf": {"product": {"lr_network": [0.5, 0.01]}}}}
+    dirs = [_grid_record(tmp_path, "ml-100k", "fedmf-g00", 0.60, 0.5),
+            _grid_record(tmp_path, "ml-100k", "fedmf-g01", 0.40, 0.3)]
+    m = json.loads((dirs[0] / "metrics.json").read_text())
+    (dirs[0] / "metrics.json").write_text(json.dumps({**m, "diverged": {"round": 52, "error": "inf in client losses"}}))
+    frame = tuning.grid_frame(dirs)
+    assert tuning.pick_from_records(frame) == {"ml-100k": {"fedmf": "g01"}}
+    md = tuning.tuning_markdown(tuning.tuning_table(block, dirs), block, "paper")
+    assert "(2 of 2 points run)" in md and "diverged in round 52 (never picked)" in md
+    assert "| g01 | lr_network=0.01 | 0.4000 |" in md.replace(" **pick**", "")
 
 
 def _run(root: Path, dataset: str, method: str, seed: int, hr: float) -> Path:

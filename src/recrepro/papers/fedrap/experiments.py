@@ -24,6 +24,7 @@ The verbs ``recrepro fedrap <verb>`` (:mod:`recrepro.papers.fedrap.cli`, called 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import write_parquet
-from recrepro.records import read_history, write_history
+from recrepro.records import NonFiniteError, read_history, write_history
+from recrepro.papers.fedrap.tuning import parse_grid_run
 from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_settings
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
@@ -138,10 +140,23 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
                 "_counts": test.counts}
 
     resume = {} if checkpoint is None else {"checkpoint": Path(checkpoint), "checkpoint_state": results}
-    model.fit(train, touched=touched, eval_fn=eval_fn, **resume)
+    diverged = None
+    try:
+        model.fit(train, touched=touched, eval_fn=eval_fn, **resume)
+    except NonFiniteError as err:
+        # A grid point whose training blows up is a result of the grid (the README's ML-100K flags
+        # do on amazon-video): its record keeps the rounds before, marked, and it is never picked.
+        # Any other run stops with the error.
+        if parse_grid_run(variant) is None or not any("val_hr@10" in h for h in model.history):
+            raise
+        diverged = {"round": len(model.history) + 1, "error": str(err)}
+        print(f"WARNING: {variant} diverged in round {diverged['round']}: {err}; recorded as diverged "
+              "(the grid never picks it)", file=sys.stderr)
     per_round_users = results.per_user  # read after fit: a restore replaces the dict
     hist = pd.DataFrame([{k: v for k, v in h.items() if not k.startswith("_")} for h in model.history])
     best_val, overall, selection = _select_round(hist, settings, pool)
+    if diverged is not None:
+        selection["diverged"] = diverged
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_history(out_dir, hist, "history.parquet")

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["GRID_RUN", "grid_frame", "grid_points", "grid_run_name", "parse_grid_run", "pick_from_records", "tuned_point",
+__all__ = ["GRID_RUN", "grid_edges", "grid_frame", "grid_points", "grid_run_name", "parse_grid_run", "pick_from_records", "tuned_point",
            "tuning_block", "tuning_grid_runs", "tuning_table", "tuning_markdown", "tuned_runs"]
 
 #: a grid run's variant name: ``<grid variant>-g<index>``
@@ -40,20 +40,44 @@ def tuning_block(config: Mapping[str, Any], tier: str) -> dict[str, Any]:
 
 
 def grid_points(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The points of one grid: ``points`` in their order, then ``product`` in key order.
+    """The points of one grid: ``points`` in their order, then ``product`` in key order, then
+    ``extra`` (points added after the grid first ran, e.g. beyond an edge a pick sat on: appended,
+    so that the earlier points keep their numbers and records).
 
     The numbering follows the order the product's keys are written in: whatever hands a grid on
     (a rule's JSON parameter) keeps that order, and :func:`tuning_table` refuses a record whose
     settings are not its point's.
 
-    >>> grid_points({"points": [{"lam": 0.1}], "product": {"lam": [1.0, 2.0], "mu": [3.0]}})
-    [{'lam': 0.1}, {'lam': 1.0, 'mu': 3.0}, {'lam': 2.0, 'mu': 3.0}]
+    >>> grid_points({"points": [{"lam": 0.1}], "product": {"lam": [1.0, 2.0], "mu": [3.0]},
+    ...              "extra": [{"lam": 4.0, "mu": 3.0}]})
+    [{'lam': 0.1}, {'lam': 1.0, 'mu': 3.0}, {'lam': 2.0, 'mu': 3.0}, {'lam': 4.0, 'mu': 3.0}]
     """
     points = [dict(p) for p in spec.get("points", [])]
     product = spec.get("product") or {}
     keys = list(product)
     points += [dict(zip(keys, values)) for values in itertools.product(*(product[k] for k in keys))]
+    points += [dict(p) for p in spec.get("extra", [])]
     return points
+
+
+def grid_edges(points: Sequence[Mapping[str, Any]], pick: Mapping[str, Any]) -> list[str]:
+    """The keys at whose searched range's end ``pick`` sits, e.g. ``["lam (smallest)"]``: a
+    pick on an edge may have a better point beyond it (keys with one searched value are not edges).
+
+    >>> grid_edges([{"lam": 0.1, "mu": 1.0}, {"lam": 0.01, "mu": 1.0}, {"lam": 0.001, "mu": 1.0}],
+    ...            {"lam": 0.001, "mu": 1.0})
+    ['lam (smallest)']
+    """
+    edges = []
+    for key, value in pick.items():
+        values = sorted({p[key] for p in points if isinstance(p.get(key), (int, float))})
+        if len(values) < 2 or not isinstance(value, (int, float)):
+            continue
+        if value == values[0]:
+            edges.append(f"{key} (smallest)")
+        elif value == values[-1]:
+            edges.append(f"{key} (largest)")
+    return edges
 
 
 def grid_run_name(grid: str, index: int) -> str:
@@ -137,17 +161,22 @@ def grid_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
         parsed = parse_grid_run(str(m["method"]))
         if parsed is None:
             continue
+        diverged = m.get("diverged") or {}
         rows.append({"dataset": m["dataset"], "grid": parsed[0], "point": f"g{parsed[1]:02d}",
                      "val_hr@10": m.get("val_hr@10_at_selected"), "val_ndcg@10": m.get("val_ndcg@10_at_selected"),
                      "selected_round": m.get("selected_round"), "test_hr@10": m["overall"]["hr@10"],
-                     "test_ndcg@10": m["overall"]["ndcg@10"], "dir": str(d)})
+                     "test_ndcg@10": m["overall"]["ndcg@10"], "diverged_round": diverged.get("round"),
+                     "dir": str(d)})
     return pd.DataFrame(rows)
 
 
 def pick_from_records(frame: pd.DataFrame, select: str = "val_hr@10") -> dict[str, dict[str, str]]:
     """``{dataset: {grid: gNN}}``: each grid's point with the best ``select`` (validation; the
-    lower index wins a tie, so a tie keeps the earlier, reference point)."""
+    lower index wins a tie, so a tie keeps the earlier, reference point).  A point whose training
+    diverged is never picked: the comparison runs its pick for every round on every seed."""
     picks: dict[str, dict[str, str]] = {}
+    if "diverged_round" in frame:
+        frame = frame[frame["diverged_round"].isna()]
     for (dataset, grid), g in frame.groupby(["dataset", "grid"], sort=True):
         values = g[select].to_numpy(dtype=float)
         if not np.isfinite(values).any():
@@ -215,8 +244,16 @@ def tuning_markdown(table: pd.DataFrame, block: Mapping[str, Any], tier: str) ->
                 mismatches.append(f"{dataset}/{grid}")
             elif r["config_pick"]:
                 mark += " (config)"
+            if pd.notna(r.get("diverged_round")):
+                mark = f"diverged in round {r['diverged_round']:.0f} (never picked)"
             lines.append(f"| {r['point']} | {r['settings']} | {r['val_hr@10']:.4f} | {r['val_ndcg@10']:.4f} | "
                          f"{r['selected_round']:.0f} | {r['test_hr@10']:.4f} | {r['test_ndcg@10']:.4f} | {mark} |")
+        points = grid_points(block.get("grids", {}).get(grid, {}))
+        picked = g[g["records_pick"]]
+        if len(picked):
+            edges = grid_edges(points, points[int(picked["point"].iloc[0][1:])])
+            if edges:
+                lines.append(f"\nThe pick sits on the grid's edge in {', '.join(edges)}: a better point may lie beyond it.")
         if len(g) < expected:
             lines.append(f"\nThe pick is provisional: {expected - len(g)} point(s) not run yet.")
         lines.append("")
