@@ -225,6 +225,30 @@ def test_official_agreement_pairs_each_released_curve_with_our_run_of_the_same_f
     bad.write_text("")
     with pytest.raises(ValueError, match="ml-100k_other_seed0.jsonl"):
         official_agreement([bad], tmp_path / "runs")
+    # a harness run just started has written no round yet: it is left out, not an error
+    started = tmp_path / "official" / "ml-100k_ml1m_seed0.jsonl"
+    started.write_text("")
+    assert official_agreement([curve, started], tmp_path / "runs")["flags"].tolist() == ["readme"]
+
+
+def test_official_figure_draws_each_released_curve_over_our_run(tmp_path):
+    import pandas as pd
+    from matplotlib.image import imread
+
+    from recrepro.papers.fedrap.comparison import official_figure
+
+    curve = tmp_path / "official" / "ml-100k_ml1m_seed0.jsonl"
+    curve.parent.mkdir()
+    curve.write_text("".join(json.dumps({"round": a, "test_hr@10": v, "test_ndcg@10": v / 2}) + "\n"
+                             for a, v in [(1, 0.18), (2, 0.28)]))
+    ours = tmp_path / "runs" / "ml-100k" / "leave_one_out" / "fedrap_code_pool_ml1m" / "seed0"
+    ours.mkdir(parents=True)
+    pd.DataFrame({"round": [1, 2, 3], "test_hr@10": [0.2, 0.3, 0.4],
+                  "test_ndcg@10": [0.1, 0.15, 0.2]}).to_parquet(ours / "history.parquet")
+    official_figure([curve], tmp_path / "runs", str(tmp_path / "o.pdf"), str(tmp_path / "o.png"), "smoke")
+    assert (tmp_path / "o.pdf").stat().st_size > 0 and imread(tmp_path / "o.png").shape[0] > 100
+    with pytest.raises(ValueError, match="no released-code curve"):
+        official_figure([], tmp_path / "runs", str(tmp_path / "x.pdf"), str(tmp_path / "x.png"), "smoke")
 
 
 def test_a_grid_record_whose_settings_are_not_its_points_is_refused_by_name(tmp_path):

@@ -12,6 +12,9 @@ from recrepro.papers.fedrap.experiments import (
     rule_split_dir as fedrap_split_dir,
     rule_splits as fedrap_splits,
 )
+from recrepro.papers.fedrap.comparison import (
+    official_curve_files as fedrap_official_curves,
+)
 
 FEDRAP = config.get("fedrap", {})
 
@@ -20,6 +23,7 @@ localrules:
     fedrap_table,
     fedrap_tuning_table,
     fedrap_figure,
+    fedrap_official_figure,
     fedrap_ablation_figure,
     fedrap_embeddings_figure,
     fedrap_scorecard,
@@ -30,9 +34,7 @@ rule fedrap_table:
         redraw=REDRAW,
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
         stats="results/{tier}/fedrap/tables/dataset_stats.csv",
-        official=lambda wc: sorted(
-            str(p) for p in Path(f"results/{wc.tier}/fedrap/official").glob("*.jsonl")
-        ),
+        official=lambda wc: fedrap_official_curves(wc.tier),
     output:
         md="results/{tier}/fedrap/tables/results.md",
         csv="results/{tier}/fedrap/tables/results.csv",
@@ -112,6 +114,37 @@ rule fedrap_figure:
     shell:
         "recrepro fedrap figure --tier {wildcards.tier:q} "
         "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.runs:q} > {log:q} 2>&1"
+
+
+rule fedrap_official_figure:
+    input:
+        redraw=REDRAW,
+        official=lambda wc: fedrap_official_curves(wc.tier),
+        runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
+    output:
+        pdf="results/{tier}/fedrap/figures/official.pdf",
+        png=report(
+            "results/{tier}/fedrap/figures/official.png",
+            caption="../report/fedrap_official.rst",
+            category="FedRAP",
+            subcategory="Figures",
+            labels={"figure": "4 · the released code beside ours, per round"},
+        ),
+    log:
+        "logs/fedrap/{tier}/official_figure.log",
+    benchmark:
+        "logs/benchmarks/fedrap/{tier}/official_figure.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        runs_root=lambda wc: f"results/{wc.tier}/fedrap/runs",
+    shell:
+        "recrepro fedrap official --tier {wildcards.tier:q} --runs-root {params.runs_root:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.official:q} > {log:q} 2>&1"
 
 
 rule fedrap_ablation_figure:
@@ -210,6 +243,11 @@ PAPER_TARGETS["fedrap"] = (
     + (
         [f"results/{TIER}/fedrap/tables/tuning.md"]
         if fedrap_grid_runs(config, TIER)
+        else []
+    )
+    + (
+        [f"results/{TIER}/fedrap/figures/official.pdf"]
+        if fedrap_official_curves(TIER)
         else []
     )
     + (

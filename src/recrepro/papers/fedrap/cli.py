@@ -95,6 +95,12 @@ def cmd_figure(args: argparse.Namespace) -> None:
     draw(_run_dirs(args.runs), args.out_pdf, args.out_png, args.tier)
 
 
+def cmd_official(args: argparse.Namespace) -> None:
+    from recrepro.papers.fedrap.comparison import official_figure
+
+    official_figure(args.official, args.runs_root, args.out_pdf, args.out_png, args.tier)
+
+
 def cmd_embeddings(args: argparse.Namespace) -> None:
     from recrepro.papers.fedrap.experiments import embeddings_figure
 
@@ -146,6 +152,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_figure_outputs(p)
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
     p.set_defaults(func=cmd_figure)
+
+    p = verbs.add_parser("official", help="the released code's per-round curves over ours (same flags and split)")
+    add_tier(p)
+    p.add_argument("--runs-root", required=True, help="<tier>/fedrap/runs: where our runs of the same flags are")
+    add_figure_outputs(p)
+    p.add_argument("official", nargs="+", help="<tier>/fedrap/official/<dataset>_<flags>_seed<k>.jsonl")
+    p.set_defaults(func=cmd_official)
 
     p = verbs.add_parser("embeddings", help="PCA of the global item table C vs the private D⁽ⁱ⁾")
     add_tier(p)

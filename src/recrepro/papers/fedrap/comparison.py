@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["COMPARISON_ROWS", "COMPARISON_DATASETS", "comparison_frame", "comparison_markdown", "paired_rows"]
+__all__ = ["COMPARISON_ROWS", "COMPARISON_DATASETS", "comparison_frame", "comparison_markdown", "official_agreement",
+           "official_curve_files", "official_figure", "official_markdown", "paired_rows"]
 
 #: columns, in the poster's order (any other dataset after them); TaFeng stays out (docs/deviations.md#fedrap-tafeng-qb)
 COMPARISON_DATASETS = ("ml-100k", "amazon-video", "hetrec2011-lastfm-2k")
@@ -178,19 +179,34 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
 OFFICIAL_FLAGS = {"readme": "fedrap_code_pool", "ml1m": "fedrap_code_pool_ml1m"}
 
 
-def official_agreement(official_files: Sequence[str | Path], runs_root: str | Path) -> pd.DataFrame:
-    """Per released-code curve (``official/<dataset>_<flags>_seed<k>.jsonl``): the rounds it has, the
-    largest and mean per-round |Δ test HR@10| against our run of the same flags, split and seed, and both
-    curves' peaks.  Our run missing: its columns are empty."""
+def official_curve_files(tier: str) -> list[str]:
+    """The released code's per-round curves committed for ``tier`` (``benchmarks/official_fedrap.py``)."""
+    return sorted(str(p) for p in Path(f"results/{tier}/fedrap/official").glob("*.jsonl"))
+
+
+def _official_curves(official_files: Sequence[str | Path]) -> list[tuple[Mapping[str, str], pd.DataFrame]]:
+    """``(name fields, per-round frame)`` of each released-code curve with at least one round (a run
+    just started has written none yet)."""
     import json
     import re
 
-    rows = []
+    curves = []
     for path in sorted(map(Path, official_files)):
         m = re.fullmatch(r"(?P<dataset>.+)_(?P<flags>[a-z0-9]+)_seed(?P<seed>\d+)\.jsonl", path.name)
         if m is None or m["flags"] not in OFFICIAL_FLAGS:
             raise ValueError(f"{path}: expected <dataset>_<{'|'.join(OFFICIAL_FLAGS)}>_seed<k>.jsonl")
         official = pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+        if len(official):
+            curves.append((m.groupdict(), official))
+    return curves
+
+
+def official_agreement(official_files: Sequence[str | Path], runs_root: str | Path) -> pd.DataFrame:
+    """Per released-code curve (``official/<dataset>_<flags>_seed<k>.jsonl``): the rounds it has, the
+    largest and mean per-round |Δ test HR@10| against our run of the same flags, split and seed, and both
+    curves' peaks.  Our run missing: its columns are empty."""
+    rows = []
+    for m, official in _official_curves(official_files):
         variant = OFFICIAL_FLAGS[m["flags"]]
         row = {"dataset": m["dataset"], "flags": m["flags"], "seed": int(m["seed"]), "ours": variant,
                "rounds": len(official), "official_peak": official["test_hr@10"].max(),
@@ -230,3 +246,37 @@ def official_markdown(table: pd.DataFrame) -> str:
                     f"{r['official_last']:.4f} / —")
         lines.append(f"| {r['dataset']} | {r['flags']} | {r['seed']} | `{r['ours']}` | {r['rounds']} | {ours} |")
     return "\n".join(lines) + "\n"
+
+
+def official_figure(official_files: Sequence[str | Path], runs_root: str | Path, out_pdf: str, out_png: str,
+                    tier: str) -> None:
+    """The released code's per-round test HR@10 and NDCG@10 (hollow markers) over our run of the same flags,
+    split, seed and negative pool (line): one row per released-code curve, one column per metric."""
+    from recrepro.plotting import figure_legend, new_figure, plot_published, save_figure
+
+    curves = []
+    for m, official in _official_curves(official_files):
+        history = (Path(runs_root) / m["dataset"] / "leave_one_out" / OFFICIAL_FLAGS[m["flags"]]
+                   / f"seed{m['seed']}" / "history.parquet")
+        ours = pd.read_parquet(history) if history.is_file() else None
+        curves.append((m, official, ours))
+    if not curves:
+        raise ValueError("fedrap official figure: no released-code curve given")
+    fig, axes = new_figure(2, len(curves), width=7.0, height=2.6 * len(curves) + 0.8)
+    axes = np.atleast_2d(axes)
+    for row, (m, official, ours) in enumerate(curves):
+        for col, (metric, label) in enumerate((("test_hr@10", "test HR@10"), ("test_ndcg@10", "test NDCG@10"))):
+            ax = axes[row, col]
+            if ours is not None:
+                ax.plot(ours["round"], ours[metric], color="C0", lw=1.2, label="ours, code mode under the code's pool")
+            else:
+                ax.text(0.5, 0.5, "our run not recorded", transform=ax.transAxes, ha="center", fontsize=7)
+            plot_published(ax, official["round"], official[metric], color="C1", marker="o",
+                           label="released code (mtics/FedRAP) on our split")
+            ax.set(xlabel="round", ylabel=label)
+            ax.set_title(f"{m['dataset']} · {m['flags']} flags · seed {m['seed']} ({len(official)} released rounds)",
+                         loc="left", fontsize=8)
+    figure_legend(fig, axes.ravel()[:1])
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(dict.fromkeys(m["dataset"] for m, _, _ in curves)),
+                caption="FedRAP: the released code (hollow) against our code mode under the code's negative pool "
+                        "(line), per round, same split, evaluation negatives and flags")
