@@ -249,6 +249,15 @@ def test_beats_strongest_baseline(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
     [r] = evaluate_check(check(**spec), ctx(tmp_path))
     assert r.status == NOT_TESTABLE and "`ours` on toy (ndcg@20)" in r.numbers
+    # Gini: lower is better, so the strongest baseline is the one with the lowest value
+    gini = [{**row, "metric": "gini@20", "mean": v, "paper_mean": 0.50} for row, v in zip(rows, (0.40, 0.60))]
+    pd.DataFrame(gini).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(kind="beats_strongest_baseline", metric="gini@20"), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "strongest `ease` 0.4000" in r.numbers
+    gini[0]["mean"] = 0.55
+    pd.DataFrame(gini).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(kind="beats_strongest_baseline", metric="gini@20"), ctx(tmp_path))
+    assert r.status == SUPPORTED and "strongest `ease` 0.5500" in r.numbers
 
 
 def test_waits_is_never_testable(tmp_path):

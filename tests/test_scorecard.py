@@ -125,7 +125,8 @@ def write_expected(tmp_path: Path, text: str = EXPECTED_YAML) -> Path:
     return path
 
 
-def run_scorecard(tmp_path: Path, run_dirs: list[Path], tier: str = "smoke", expected: Path | None = None):
+def run_scorecard(tmp_path: Path, run_dirs: list[Path], tier: str = "smoke", expected: Path | None = None,
+                  strong: Path | None = None):
     docs = tmp_path / "docs"
     docs.mkdir(exist_ok=True)
     (docs / "deviations.md").write_text("# Deviations\n\n## Toy split differs\n\nBecause.\n")
@@ -135,7 +136,7 @@ def run_scorecard(tmp_path: Path, run_dirs: list[Path], tier: str = "smoke", exp
         card = build_scorecard(
             "demo", tier, expected or write_expected(tmp_path), run_dirs,
             out_dir / "scorecard.md", out_dir / "scorecard.csv", deviations_doc="docs/deviations.md",
-            generated_on=TODAY,
+            generated_on=TODAY, strong_baselines=strong,
         )
     csv = pd.read_csv(out_dir / "scorecard.csv", keep_default_na=False, na_values=[""])
     md = (out_dir / "scorecard.md").read_text()
@@ -232,6 +233,26 @@ def test_markdown_header_smoke_and_deviation_link(tmp_path, fake_runs):
     assert "deviation: [docs/deviations.md#toy-split-differs](../../../docs/deviations.md#toy-split-differs) |" in md
     assert "| Table 2 | toy | s1 | mf | recall_lgcn@20 | 0.2500 | 0.0100 | 0.2100 |" in md
     assert "**deviates**" in md
+
+
+def test_strong_baselines_block_shows_the_strongest_per_metric_in_its_direction(tmp_path, fake_runs):
+    _, _, md = run_scorecard(tmp_path, fake_runs)
+    assert "## Tuned simple baselines" not in md  # no table given: no block
+    rows = [{"dataset": "toy", "split": "s1", "method": m, "settings": s, "budget": "", "metric": metric,
+             "mean": v, "sd": 0.0, "n_seeds": n, "paper_method": "mf", "paper_mean": ours, "paper_n_seeds": 3,
+             "p_value": p, "p_note": ""}
+            for m, s, metric, v, n, ours, p in [
+                ("ease", "lam=500", "ndcg@20", 0.30, 1, 0.25, 0.01), ("itemknn", "k=20", "ndcg@20", 0.20, 1, 0.25, 0.02),
+                ("ease", "lam=500", "gini@20", 0.90, 1, 0.80, float("nan")),
+                ("itemknn", "k=20", "gini@20", 0.70, 1, 0.80, float("nan"))]]
+    table = tmp_path / "strong_baselines.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    _, _, md = run_scorecard(tmp_path, fake_runs, strong=table)
+    block = md.split("## Tuned simple baselines")[1].split("## Our runs")[0]
+    assert "| toy · s1 | ndcg@20 | `ease` (lam=500) | 0.3000 (1) | `mf` | 0.2500 (3) | -0.0500 | 0.0100 | the baseline |" in block
+    # Gini: the lowest is the strongest, and the paper's method is ahead only below it
+    assert "| toy · s1 | gini@20 | `itemknn` (k=20) | 0.7000 (1) | `mf` | 0.8000 (3) | 0.1000 | — | the baseline |" in block
+    assert "[tables/strong_baselines.md](tables/strong_baselines.md)" in block
 
 
 def test_full_tier_has_no_smoke_warning(tmp_path):

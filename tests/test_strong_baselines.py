@@ -165,6 +165,18 @@ def test_table_from_records_with_a_paired_test(tmp_path):
     for column in ("dataset", "split", "method", "settings", "budget", "metric", "mean", "sd", "n_seeds",
                    "paper_method", "paper_mean", "p_value"):
         assert column in csv.columns
+    # a list of the paper's methods in preference order: the first with records is compared
+    preferred = {"toy/random_ratio": {"metrics": ["ndcg@20"], "paper_method": [
+        {"method": "m_tuned", "runs": "paper/runs/m_tuned"}, {"method": "m", "runs": "paper/runs/m"}]}}
+    frame = strong_table(grids, preferred, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy")
+    assert set(frame["paper_method"]) == {"m"} and frame["paper_mean"].iloc[0] == pytest.approx(0.2)
+    _run(tmp_path / "paper/runs/m_tuned/seed0", 0.25, theirs)
+    _run(tmp_path / "paper/runs/m_tuned/seed1", 0.35, theirs)
+    frame = strong_table(grids, preferred, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy")
+    assert set(frame["paper_method"]) == {"m_tuned"} and frame["paper_mean"].iloc[0] == pytest.approx(0.30)
+    assert frame["paper_n_seeds"].iloc[0] == 2
 
 
 def test_tune_and_test_on_a_synthetic_split(tmp_path):

@@ -212,6 +212,7 @@ def cmd_scorecard(args: argparse.Namespace) -> None:
         out_csv=Path(args.out_csv),
         deviations_doc=Path(args.deviations_doc) if args.deviations_doc else repo_root() / "docs" / "deviations.md",
         seeds_required=args.seeds_required,
+        strong_baselines=next((Path(p) for p in args.strong_baselines if p), None),
     )
 
 
@@ -437,6 +438,8 @@ def _add_scorecard(sub: argparse._SubParsersAction) -> None:
                    help="the digest the workflow planned with: a warning when the file changed since")
     p.add_argument("--out-md")
     p.add_argument("--out-csv")
+    p.add_argument("--strong-baselines", nargs="*", default=[],
+                   help="the paper's tables/strong_baselines.csv: the scorecard shows the strongest tuned baselines")
     p.add_argument("--seeds-required", type=int, default=None,
                    help="seeds the tier runs per cell: fewer is reported as a cap")
     p.add_argument("--summary", action="store_true",

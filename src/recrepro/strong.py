@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recrepro.evaluation.exposure import lower_is_better
 from recrepro.io import read_json, write_json, write_text
 
 if TYPE_CHECKING:  # the rules import this module for its config helpers: no torch, no pandas at parse time
@@ -287,6 +288,22 @@ def _run_metrics(run_dir: Path, part: str | None = None) -> dict[str, float]:
     return read_json(run_dir / "metrics.json")["overall"]
 
 
+def _paper_runs(spec: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+                results_root: str | Path) -> tuple[dict[str, Any], list[Path]]:
+    """The paper's method to compare and its seeds' run folders: ``spec`` is one method or a list in
+    preference order (e.g. FedRAP at its validation-grid pick, else at the README's flags), of which
+    the first with records is taken (none recorded: the first, with no runs)."""
+    if not spec:
+        return {}, []
+    candidates = [spec] if isinstance(spec, Mapping) else list(spec)
+    for candidate in candidates:
+        dirs = sorted((Path(results_root) / candidate["runs"]).glob("seed*"))
+        dirs = [d for d in dirs if (d / "metrics.json").exists()]
+        if dirs:
+            return dict(candidate), dirs
+    return dict(candidates[0]), []
+
+
 def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, results_root: str | Path,
                  out_md: Path, out_csv: Path, title: str) -> pd.DataFrame:
     """The strong-baselines table of one paper from ``grid.json`` records.
@@ -310,9 +327,7 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
         sizes = sorted({g["grid_points"] for _, g in grids})
         budget = (f"{'/'.join(map(str, sizes))}-point grid, picked on validation {grids[0][1]['select']}"
                   + (f" of each of {len(grids)} splits" if len(grids) > 1 else ""))
-        paper = proto.get("paper_method") or {}
-        paper_dirs = sorted((Path(results_root) / paper["runs"]).glob("seed*")) if paper else []
-        paper_dirs = [d for d in paper_dirs if (d / "metrics.json").exists()]
+        paper, paper_dirs = _paper_runs(proto.get("paper_method"), results_root)
         for metric in proto["metrics"]:
             values = [_run_metrics(d).get(metric, np.nan) for d in run_dirs]
             theirs = [_run_metrics(d, paper.get("part")).get(metric, np.nan) for d in paper_dirs]
@@ -353,7 +368,7 @@ def render_markdown(frame: pd.DataFrame, title: str) -> str:
                   "| metric | method | settings | budget | mean ± sd (n) | paper method | paper | p |",
                   "|---|---|---|---|---|---|---|---|"]
         for metric, rows in block.groupby("metric", sort=True):
-            best = rows["mean"].min() if metric.startswith("gini") else rows["mean"].max()
+            best = rows["mean"].min() if lower_is_better(metric) else rows["mean"].max()
             for _, r in rows.iterrows():
                 value = f"{r['mean']:.4f} ± {r['sd']:.4f} ({r['n_seeds']})"
                 if r["mean"] == best:

@@ -323,3 +323,12 @@ if FROM_RECORDS:
     # new content each time: Snakemake skips an input that is newer but has the recorded checksum
     _stamp.write_text(f"{time.time_ns()}\n")
     REDRAW = [str(_stamp)]
+
+
+def strong_baselines_csv(tier, paper):
+    """The paper's tuned-simple-baselines table, if the tier has a protocol for it (its scorecard shows it)."""
+    import recrepro.strong as strong
+
+    if paper not in strong.papers(config, tier):
+        return []
+    return [f"results/{tier}/{paper}/tables/strong_baselines.csv"]

@@ -136,6 +136,7 @@ rule exadmm_scorecard:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(exadmm_wf.smk_runs(config, wc.tier)),
+        strong=lambda wc: strong_baselines_csv(wc.tier, "exadmm"),
     output:
         md="results/{tier}/exadmm/scorecard.md",
         csv="results/{tier}/exadmm/scorecard.csv",
@@ -155,7 +156,7 @@ rule exadmm_scorecard:
     shell:
         "recrepro scorecard --paper exadmm --tier {wildcards.tier:q} "
         "--expected-sha256 {params.expected:q} "
-        "--seeds-required {params.seeds:q} "
+        "--seeds-required {params.seeds:q} --strong-baselines {input.strong:q} "
         "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 

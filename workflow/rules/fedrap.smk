@@ -210,6 +210,7 @@ rule fedrap_scorecard:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
+        strong=lambda wc: strong_baselines_csv(wc.tier, "fedrap"),
     output:
         md="results/{tier}/fedrap/scorecard.md",
         csv="results/{tier}/fedrap/scorecard.csv",
@@ -229,7 +230,7 @@ rule fedrap_scorecard:
     shell:
         "recrepro scorecard --paper fedrap --tier {wildcards.tier:q} "
         "--expected-sha256 {params.expected:q} "
-        "--seeds-required {params.seeds:q} "
+        "--seeds-required {params.seeds:q} --strong-baselines {input.strong:q} "
         "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 

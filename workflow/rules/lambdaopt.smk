@@ -157,6 +157,7 @@ rule lambdaopt_scorecard:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(lambdaopt_runs(config, wc.tier)),
+        strong=lambda wc: strong_baselines_csv(wc.tier, "lambdaopt"),
     output:
         md="results/{tier}/lambdaopt/scorecard.md",
         csv="results/{tier}/lambdaopt/scorecard.csv",
@@ -176,7 +177,7 @@ rule lambdaopt_scorecard:
     shell:
         "recrepro scorecard --paper lambdaopt --tier {wildcards.tier:q} "
         "--expected-sha256 {params.expected:q} "
-        "--seeds-required {params.seeds:q} "
+        "--seeds-required {params.seeds:q} --strong-baselines {input.strong:q} "
         "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 

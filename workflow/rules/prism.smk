@@ -239,6 +239,7 @@ rule prism_scorecard:
             for d in prism_wf.entries(config, wc.tier)
             if recorded(prism_wf.selection_runs(config, wc.tier, d[0]))
         ],
+        strong=lambda wc: strong_baselines_csv(wc.tier, "prism"),
     output:
         md="results/{tier}/prism/scorecard.md",
         csv="results/{tier}/prism/scorecard.csv",
@@ -263,7 +264,7 @@ rule prism_scorecard:
     shell:
         "recrepro scorecard --paper prism --tier {wildcards.tier:q} "
         "--expected-sha256 {params.expected:q} "
-        "--seeds-required {params.seeds:q} "
+        "--seeds-required {params.seeds:q} --strong-baselines {input.strong:q} "
         "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} {params.tuned:q} > {log:q} 2>&1"
 
 

@@ -15,7 +15,7 @@ Data arrive as split parts with ``user``/``item`` columns; build the sparse inpu
 :func:`interactions_to_csr` (and :func:`negatives_from_frame` for ``negatives.parquet``).
 """
 
-from recrepro.evaluation.exposure import STRATA, coverage, exposure_counts, gini, item_strata
+from recrepro.evaluation.exposure import STRATA, coverage, exposure_counts, gini, item_strata, lower_is_better
 from recrepro.evaluation.inputs import canonical_csr, interactions_to_csr, negatives_from_frame
 from recrepro.evaluation.metrics import (
     dcg_discounts,
@@ -60,6 +60,7 @@ __all__ = [
     "ideal_dcg",
     "interactions_to_csr",
     "item_strata",
+    "lower_is_better",
     "ndcg",
     "negatives_from_frame",
     "precision",

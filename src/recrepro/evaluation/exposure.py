@@ -21,7 +21,22 @@ __all__ = [
     "coverage",
     "gini",
     "item_strata",
+    "lower_is_better",
 ]
+
+#: Metrics where a smaller value is the better one (exposure concentration); every other metric
+#: this package reports (accuracy, coverage) is better larger.
+LOWER_IS_BETTER: tuple[str, ...] = ("gini", "gini_pos")
+
+
+def lower_is_better(metric: str) -> bool:
+    """Whether a smaller value of ``metric`` (e.g. ``"gini@20"``) is the better one.
+
+    >>> lower_is_better("gini@20"), lower_is_better("ndcg@20"), lower_is_better("coverage@20")
+    (True, False, False)
+    """
+    return metric.split("@", 1)[0] in LOWER_IS_BETTER
+
 
 #: Stratum names in label order (label 0, 1, 2 of :func:`item_strata`).
 STRATA: tuple[str, str, str] = ("popular", "neutral", "unpopular")

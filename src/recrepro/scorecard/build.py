@@ -87,6 +87,7 @@ def build_scorecard(
     default_baselines: Mapping[str, str] = DEFAULT_BASELINES,
     generated_on: dt.date | None = None,
     seeds_required: int | None = None,
+    strong_baselines: str | Path | None = None,
 ) -> Scorecard:
     """Compare our runs with a paper's published numbers; write scorecard.csv and .md.
 
@@ -117,6 +118,9 @@ def build_scorecard(
         Date in the header (default: the latest ``finished_at`` of the runs' provenance,
         else today); the commit in the header is the runs' code commit(s), so that the
         scorecard of the same records is byte-identical wherever it is drawn.
+    strong_baselines:
+        The paper's ``tables/strong_baselines.csv`` (:mod:`recrepro.strong`): the md then shows the
+        strongest tuned simple baseline per metric beside the paper's method.
     seeds_required:
         Seeds the protocol runs per cell (the tier's seed list); a row with fewer says
         ``n of N seeds`` in its note and counts as capped in
@@ -169,6 +173,7 @@ def build_scorecard(
         paper=paper, tier=tier, expected=expected, md_rows=md_rows, unmatched=unmatched,
         generated_on=generated_on, commits=commits, dirty=dirty, n_runs=int(tidy["run_dir"].nunique()),
         smoke_md=smoke_md, hidden_not_run=hidden_not_run,
+        strong=pd.read_csv(strong_baselines) if strong_baselines is not None else None,
     )
     write_text(out_csv, csv_text(rows))
     write_text(out_md, md_text)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from recrepro.evaluation.exposure import lower_is_better
 from recrepro.io import write_text
 from recrepro.records import METRICS_FILE, read_record_json
 from recrepro.scorecard.claimspec import Check, Claim
@@ -495,7 +496,8 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
         table = table[table["metric"] == check.metric]
     out = []
     for (dataset, metric), rows in table.groupby(["dataset", "metric"], sort=True):
-        best = rows.sort_values(["mean", "method"], ascending=[False, True]).iloc[0]
+        lower = lower_is_better(str(metric))  # Gini: the strongest baseline exposes items most evenly
+        best = rows.sort_values(["mean", "method"], ascending=[lower, True]).iloc[0]
         ours = float(best["paper_mean"])
         if not np.isfinite(ours) or not np.isfinite(float(best["mean"])):
             # the paper's method (or the baseline) has no record on this split: nothing to compare
@@ -506,7 +508,8 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
             (f", p={float(p_value):.3g}" if p_value > 0 else ", p<1e-300")
         # the comparison rests on the fewer seeds of the two (a deterministic baseline may run one)
         n = min(int(best["n_seeds"]), int(best.get("paper_n_seeds", best["n_seeds"])))
-        out.append(Result(label=f"{dataset} {metric}", status=_status(ours > float(best["mean"])),
+        beats = ours < float(best["mean"]) if lower else ours > float(best["mean"])
+        out.append(Result(label=f"{dataset} {metric}", status=_status(beats),
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
                           numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
                                   f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}{p_text})"))

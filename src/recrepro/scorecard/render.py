@@ -428,6 +428,49 @@ def _unmatched_lines(unmatched: pd.DataFrame) -> list[str]:
     )
 
 
+def strongest_baselines(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, split, metric) of a paper's ``tables/strong_baselines.csv``, the strongest tuned
+    simple baseline (the highest mean; Gini: the lowest) beside the paper's method."""
+    from recrepro.evaluation.exposure import lower_is_better
+
+    rows = []
+    for (dataset, split, metric), g in table.groupby(["dataset", "split", "metric"], sort=True):
+        lower = lower_is_better(str(metric))
+        rows.append(g.sort_values(["mean", "method"], ascending=[lower, True]).iloc[0].to_dict()
+                    | {"lower_is_better": lower})
+    return pd.DataFrame(rows)
+
+
+def _strong_lines(strong: pd.DataFrame | None) -> list[str]:
+    """The "Tuned simple baselines" section: the strongest per metric against the paper's method."""
+    if strong is None:
+        return []
+    lines = ["", "## Tuned simple baselines", "",
+             "The strongest of the tuned simple baselines per metric (MostPop, ItemKNN, RP3beta, EASE, iALS, each "
+             "searched on the split's validation part; every setting and budget in "
+             "[tables/strong_baselines.md](tables/strong_baselines.md)) against our run of the paper's method on the "
+             "same split, with the same evaluator. Gini: lower is better.", ""]
+    if strong.empty:
+        return lines + ["(no tuned baseline recorded yet)"]
+    rows = []
+    for r in strongest_baselines(strong).to_dict("records"):
+        ours, theirs = float(r["paper_mean"]), float(r["mean"])
+        if not np.isfinite(ours):
+            ahead = f"`{r['paper_method']}` not recorded on this split"
+        elif (ours < theirs) if r["lower_is_better"] else (ours > theirs):
+            ahead = "the paper's method"
+        else:
+            ahead = "the baseline"
+        p = r.get("p_value")
+        rows.append([f"{r['dataset']} · {r['split']}", str(r["metric"]), f"`{r['method']}` ({r['settings']})",
+                     f"{md_cell(theirs)} ({int(r['n_seeds'])})", f"`{r['paper_method']}`",
+                     f"{md_cell(ours)} ({int(r.get('paper_n_seeds', 0) or 0)})" if np.isfinite(ours) else "—",
+                     md_cell(ours - theirs) if np.isfinite(ours) else "—",
+                     md_cell(float(p)) if isinstance(p, (int, float)) and np.isfinite(p) else "—", ahead])
+    return lines + md_table(["dataset · split", "metric", "strongest baseline (pick)", "mean (n)", "paper's method",
+                             "mean (n)", "paper − baseline", "p", "ahead"], rows)
+
+
 def render_markdown(
     *,
     paper: str,
@@ -441,11 +484,14 @@ def render_markdown(
     n_runs: int = 0,
     smoke_md: list[list[str]] | None = None,
     hidden_not_run: int = 0,
+    strong: pd.DataFrame | None = None,
 ) -> str:
-    """``scorecard.md``: header, smoke checks (smoke tier), published vs ours, our runs without a published value."""
+    """``scorecard.md``: header, smoke checks (smoke tier), published vs ours, the tuned simple baselines
+    (``strong``: the paper's ``tables/strong_baselines.csv``, if it has any), our runs without a published value."""
     lines = _intro_lines(paper, tier, expected, _stamp(generated_on, commits, dirty, n_runs))
     if smoke_md is not None:
         lines += _smoke_lines(expected, smoke_md)
     lines += _published_lines(md_rows, hidden_not_run)
+    lines += _strong_lines(strong)
     lines += _unmatched_lines(unmatched)
     return "\n".join(lines) + "\n"
