@@ -13,8 +13,9 @@ the checkout's ``SampleGenerator`` and ``FedRAPEngine`` (on CPU: ``use_cuda`` of
 pick exactly our validation and test items, and its 99 evaluation negatives per user are replaced by
 ours (``negatives.parquet``); everything else (its negative pool — all of a user's items, held-out
 included —, its initialisation, optimiser, schedule, random draws) is the released code's own.  After
-every round it appends the test and validation HR@10 / NDCG@10 to a JSON-lines file, so a killed run
-keeps its rounds.
+every round it appends the test and validation HR@10 / NDCG@10 to a JSON-lines file and saves its whole
+state (the engine with every client's parameters, the server's item table, the loader, every random
+state) to a git-ignored checkpoint, so a killed run resumes where it stopped, as if unbroken.
 
 ``--flags readme`` is the README's ML-100K command (λ 0.1, μ 1e-3, lr_network 1e-4, lr_args 1000, l2
 1e-6); ``--flags ml1m`` the maintainer's ML-1M log header in mtics/FedRAP issue #1 (λ = μ = 0.01,
@@ -84,6 +85,16 @@ engine = FedRAPEngine(config)
 generator = data.SampleGenerator(ratings=ratings)
 validate, test = generator.validate_data, generator.test_data
 commonality = torch.nn.Embedding(num_embeddings=config["num_items"], embedding_dim=config["latent_dim"])
+import os
+ckpt = spec["checkpoint"]
+if spec["start_round"]:
+    # resume: the engine (every client's parameters), the server's item table, the loader and every
+    # random state as they were after round start_round, so the rounds after are those of an unbroken run
+    state = torch.load(ckpt, weights_only=False)
+    assert state["round"] == spec["start_round"], (state["round"], spec["start_round"])
+    engine, commonality, generator = state["engine"], state["commonality"], state["generator"]
+    validate, test = generator.validate_data, generator.test_data
+    random.setstate(state["random"]); np.random.set_state(state["numpy"]); torch.set_rng_state(state["torch"])
 with open(spec["out"], "a") as out:
     for a in range(spec["start_round"], config["num_round"]):
         train = generator.store_all_train_data(config["num_negative"])
@@ -94,6 +105,14 @@ with open(spec["out"], "a") as out:
                               "val_ndcg@10": val_ndcg, "train_loss": sum(losses.values()) / len(losses),
                               "sparsity": float(sparsity)}) + "\n")
         out.flush()
+        torch.save({"round": a + 1, "engine": engine, "commonality": commonality, "generator": generator,
+                    "random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+                   ckpt + ".tmp")
+        os.replace(ckpt + ".tmp", ckpt)
+        with open(ckpt + ".json.tmp", "w") as side:
+            # the flags as given: the engine decays the learning rates in the dict it was handed
+            json.dump({"round": a + 1, "config": spec["config"], "split_dir": spec["split_dir"]}, side)
+        os.replace(ckpt + ".json.tmp", ckpt + ".json")
 '''
 
 
@@ -126,6 +145,18 @@ def compare(official: list[dict], ours_dir: Path) -> dict:
             "official_last": rounds[-1]["test_hr@10"], "ours_last": float(ours.loc[rounds[-1]["round"], "test_hr@10"])}
 
 
+def resume_round(done: list[dict], checkpoint: Path, config: dict, split_dir: str) -> int | None:
+    """The round to resume from: the checkpoint's, if it is of these flags, seed and split and the
+    JSON lines hold its rounds (one more line: the round after it is run again); else ``None``."""
+    side = Path(f"{checkpoint}.json")
+    if not done or not side.is_file() or not checkpoint.is_file():
+        return None
+    state = json.loads(side.read_text())
+    if state.get("config") != config or state.get("split_dir") != split_dir:
+        return None
+    return state["round"] if state["round"] in (len(done), len(done) - 1) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--checkout", type=Path, required=True, help="a checkout of mtics/FedRAP outside this repository")
@@ -133,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flags", choices=sorted(FLAG_SETS), default="readme")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True, help="JSON lines, one per round (appended: a rerun resumes "
-                                                                 "the count, not the state — delete it to start over)")
+    parser.add_argument("--out", type=Path, required=True, help="JSON lines, one per round (appended; a rerun resumes "
+                                                                 "from the checkpoint)")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="the driver's state after every round, to resume a killed run from "
+                             "(default: checkpoints/official_fedrap/<out name>.pt, git-ignored)")
     parser.add_argument("--compare", type=Path, default=None, help="our run folder (history.parquet) to compare with")
     args = parser.parse_args(argv)
     if not (args.checkout / "model" / "model.py").is_file() or not (args.checkout / "utils" / "data.py").is_file():
@@ -142,13 +176,19 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.split_dir / "negatives.parquet").is_file():
         return skip(f"no leave-one-out split at {args.split_dir}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = args.checkpoint or Path("checkpoints/official_fedrap") / f"{args.out.stem}.pt"
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
     done = read_rounds(args.out)
+    config = {**DEFAULTS, **FLAG_SETS[args.flags], "num_round": args.rounds, "seed": args.seed}
     if len(done) < args.rounds:
-        if done:  # the released code keeps no checkpoint: a partial file cannot be continued
-            return skip(f"{args.out} holds {len(done)} of {args.rounds} rounds; delete it to rerun from round 1")
-        config = {**DEFAULTS, **FLAG_SETS[args.flags], "num_round": args.rounds, "seed": args.seed}
+        start = resume_round(done, checkpoint, config, str(args.split_dir.resolve()))
+        if done and start is None:
+            return skip(f"{args.out} holds {len(done)} of {args.rounds} rounds and no checkpoint of them "
+                        f"({checkpoint}.json) matches; delete it to rerun from round 1")
+        if start is not None and start < len(done):  # killed between a round's line and its checkpoint
+            args.out.write_text("".join(json.dumps(r) + "\n" for r in done[:start]))
         spec = {"config": config, "split_dir": str(args.split_dir.resolve()), "out": str(args.out.resolve()),
-                "start_round": 0}
+                "start_round": start or 0, "checkpoint": str(checkpoint.resolve())}
         with tempfile.TemporaryDirectory() as tmp:
             driver = Path(tmp) / "driver.py"
             driver.write_text(DRIVER)
