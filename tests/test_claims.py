@@ -258,6 +258,15 @@ def test_beats_strongest_baseline(tmp_path):
     pd.DataFrame(gini).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
     [r] = evaluate_check(check(kind="beats_strongest_baseline", metric="gini@20"), ctx(tmp_path))
     assert r.status == SUPPORTED and "strongest `ease` 0.5500" in r.numbers
+    # two protocols on one dataset: one result per split, each named; `split` keeps one of them
+    other = [{**row, "split": "s2", "metric": "ndcg@20", "mean": 0.5, "paper_mean": float("nan")} for row in rows]
+    both = [{**row, "paper_mean": 0.11} for row in rows] + other
+    pd.DataFrame(both).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    results = evaluate_check(check(**spec), ctx(tmp_path))
+    assert [r.label for r in results] == ["toy · s1 ndcg@20", "toy · s2 ndcg@20"]
+    assert statuses(results) == [CONTRADICTED, NOT_TESTABLE]
+    [r] = evaluate_check(check(**spec, split="s1"), ctx(tmp_path))
+    assert r.label == "toy ndcg@20" and r.status == CONTRADICTED
 
 
 def test_waits_is_never_testable(tmp_path):

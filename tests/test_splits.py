@@ -147,6 +147,25 @@ def test_lightgcn_given_keeps_parts():
         split_lightgcn_given(table([(0, 0, 0)]))
 
 
+def test_lightgcn_given_val_carves_a_per_user_tenth_of_the_published_train():
+    # user 0: 25 train rows -> 2 to validation; user 1: 9 -> none; user 2: 10 -> 1; one test row each
+    rows, part = [], []
+    for user, n in ((0, 25), (1, 9), (2, 10)):
+        rows += [(user, item, item) for item in range(n)] + [(user, 40 + user, 99)]
+        part += ["train"] * n + ["test"]
+    data = table(rows, part=part)
+    s = make_split(data, "lightgcn_given_val", {}, 7)
+    given = split_lightgcn_given(data)
+    assert s.name == "lightgcn_given_val" and s.params == {"seed": 7, "validation": 0.1}
+    assert s.parts["validation"]["user"].value_counts().sort_index().to_dict() == {0: 2, 2: 1}
+    assert pairs(s.parts["test"]) == pairs(given.parts["test"])
+    assert pairs(pd.concat([s.parts["train"], s.parts["validation"]])) == pairs(given.parts["train"])
+    assert not set(pairs(s.parts["train"])) & set(pairs(s.parts["validation"]))
+    again, other = make_split(data, "lightgcn_given_val", {}, 7), make_split(data, "lightgcn_given_val", {}, 8)
+    assert pairs(again.parts["validation"]) == pairs(s.parts["validation"])
+    assert pairs(other.parts["validation"]) != pairs(s.parts["validation"])
+
+
 def test_write_split_manifest_and_byte_identical_rewrite(tmp_path):
     rows = [(u, i, u + i) for u in range(20) for i in range(6)]
     data = table(rows)

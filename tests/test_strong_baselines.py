@@ -210,6 +210,39 @@ def test_rule_helpers_read_the_config(repo_root):
     knn = strong.tune_params(config, "paper", "hetrec2011-lastfm-2k", "fedrap", "leave_one_out", "itemknn")
     assert len(expand_grid(knn["grid"], knn["fixed"])) == 20  # the tier's grid where the protocol has none
     grids = strong.grid_records(config, "paper", "prism")
-    assert len(grids) == 5 * 3 and all(g.endswith("grid.json") for g in grids)  # 5 models x 3 split seeds
+    # 5 models x 3 split seeds of PRISM's random split, then 5 on the LightGCN release's split
+    assert len(grids) == 5 * 3 + 5 and all(g.endswith("grid.json") for g in grids)
+    assert sum("/given/lightgcn_given_val/" in g for g in grids) == 5
     with pytest.raises(ValueError, match="no strong_baselines protocol"):
         strong.protocol_entry(config, "paper", "ml-100k", "prism", "random_ratio")
+
+
+def test_a_protocol_fitting_test_on_train_and_validation_tunes_on_train_and_refits_the_pick(tmp_path, monkeypatch):
+    import recrepro.strong as strong
+    from conftest import build_synthetic_split
+    from recrepro.datasets.synthetic import SyntheticSpec
+    from recrepro.runs import SplitData
+
+    split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
+                                  "prism", 5, "random_ratio", 123)
+    fitted_on = []
+    real = strong.make_model
+
+    def spy(model, settings, seed, device):
+        m = real(model, settings, seed, device)
+        fit = m.fit
+        m.fit = lambda x: (fitted_on.append(x.nnz), fit(x))[1]
+        return m
+
+    monkeypatch.setattr(strong, "make_model", spy)
+    evaluation = {"mode": "full", "fit": ["train", "validation"], "exclude": ["train", "validation"],
+                  "target": "test", "ks": [20]}
+    assert strong.validation_section(evaluation)["fit"] == ["train"]
+    out = strong.tune_and_test(split_dir=split, model="itemknn", grid={"k": [5, 20]}, fixed={"shrink": 0.0},
+                               evaluation=evaluation, select="ndcg@20", seeds=[0], out_dir=tmp_path / "out",
+                               meta={"dataset": "synthetic", "protocol": "prism", "split": "random_ratio", "tier": "smoke"})
+    data = SplitData(split)
+    n_train, n_both = data.csr(["train"]).nnz, data.csr(["train", "validation"]).nnz
+    assert n_both > n_train
+    # two grid points fitted on train, then the pick refitted on train + validation for test
+    assert fitted_on == [n_train, n_train, n_both] and out["runs"] == ["seed0"]

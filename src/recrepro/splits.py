@@ -13,6 +13,7 @@ random_ratio               PRISM       train, validation, test
 temporal_user_ratio        λOpt        train, validation, test
 leave_one_out              FedRAP      train, validation, test, negatives
 lightgcn_given             LightGCN    train, test
+lightgcn_given_val         LightGCN    train, validation (carved from the published train), test
 =========================  ==========  ===============================================
 """
 
@@ -271,6 +272,32 @@ def split_lightgcn_given(data: Interactions) -> Split:
     return Split("lightgcn_given", parts, data.n_users, data.n_items)
 
 
+def split_lightgcn_given_val(data: Interactions, *, seed: int, validation: float = 0.1) -> Split:
+    """The published parts, with a validation part carved out of ``train`` for tuning (issue 48).
+
+    The published release has no validation part. Per user, ``⌊validation·n_u⌋`` of her ``n_u``
+    published training rows, drawn at random (``numpy.random.default_rng(seed)``), become
+    ``validation``; the rest stay ``train``; ``test`` is the published one, untouched. A model is
+    tuned fitted on ``train`` and scored on ``validation``, then refitted on ``train`` + ``validation``
+    (the published training set) for ``test``, so the test numbers are on LightGCN's own protocol.
+    """
+    given = split_lightgcn_given(data)
+    train = given.parts["train"]
+    users = train["user"].to_numpy()
+    key = np.random.default_rng(seed).random(len(train))
+    order = np.lexsort((key, users))
+    sorted_users = users[order]
+    starts = np.flatnonzero(np.r_[True, sorted_users[1:] != sorted_users[:-1]])
+    counts = np.diff(np.r_[starts, len(order)])
+    position = np.arange(len(order)) - np.repeat(starts, counts)
+    n_val = np.floor(validation * counts).astype(np.int64)
+    held = np.zeros(len(train), dtype=bool)
+    held[order[position < np.repeat(n_val, counts)]] = True
+    parts = {"train": _rows(train, ~held), "validation": _rows(train, held), "test": given.parts["test"]}
+    return Split("lightgcn_given_val", parts, data.n_users, data.n_items,
+                 params={"seed": seed, "validation": validation})
+
+
 def split_exadmm_given(data: Interactions) -> Split:
     """exADMM's published strong-generalisation parts (train, validation_tr/te, test_tr/te), as they are."""
     if "part" not in data.frame.columns:
@@ -288,9 +315,10 @@ SPLITTERS: dict[str, Callable[..., Split]] = {
     "temporal_user_ratio": split_temporal_user_ratio,
     "leave_one_out": split_leave_one_out,
     "lightgcn_given": split_lightgcn_given,
+    "lightgcn_given_val": split_lightgcn_given_val,
     "exadmm_given": split_exadmm_given,
 }
-SEEDED = {"random_ratio", "leave_one_out"}
+SEEDED = {"random_ratio", "leave_one_out", "lightgcn_given_val"}
 
 
 def make_split(data: Interactions, name: str, params: dict[str, Any], seed: int) -> Split:

@@ -102,7 +102,9 @@ def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
     Fold-in splits (``fold_in: test_tr``): ``validation_tr`` is folded in and excluded,
     ``validation_te`` is the target.  Otherwise the target is ``validation`` and the
-    ``validation`` part leaves the excluded parts (it is the target now).
+    ``validation`` part leaves the excluded parts (it is the target now) and the fitted parts
+    (a protocol that fits its test model on ``train`` + ``validation``, e.g. ``lightgcn_given_val``,
+    tunes on ``train`` alone and refits the pick).
     """
     val = dict(evaluation)
     if "fold_in" in evaluation:
@@ -112,6 +114,7 @@ def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
         val["target"] = swap(evaluation["target"])
     else:
         val["target"] = "validation"
+        val["fit"] = [p for p in evaluation["fit"] if p != "validation"]
         if "exclude" in evaluation:
             val["exclude"] = [p for p in evaluation["exclude"] if p != "validation"]
     return val
@@ -147,8 +150,10 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
         raise ValueError("tune_and_test needs at least one seed")
     out_dir = Path(out_dir)
     split = SplitData(split_dir)
-    train = split.csr(evaluation["fit"])
     val_eval = validation_section(evaluation)
+    train = split.csr(val_eval["fit"])
+    # the test model is fitted on more than the tuned one (lightgcn_given_val: train + validation)
+    refit = list(val_eval["fit"]) != list(evaluation["fit"])
     points = expand_grid(grid, fixed)
     rows, best, best_model = [], -np.inf, None
     for i, settings in enumerate(points):
@@ -163,7 +168,7 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
                      "seconds": time.perf_counter() - started})
         print(f"{model} point {i} {_settings_text(settings)}: validation {select} {value:.5f}", flush=True)
         if value > best:  # strict: the first of equal scores stays (pick_point's rule)
-            best, best_model = value, fitted
+            best, best_model = value, (None if refit else fitted)  # refit: not needed again
         del fitted
     pick = pick_point([r[f"val:{select}"] for r in rows])
     chosen = points[pick]
@@ -171,7 +176,10 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
     runs = []
     for seed in run_seeds:
         started = time.time()
-        fitted = best_model if seed == seeds[0] else make_model(model, chosen, seed, device).fit(train)
+        if seed == seeds[0] and not refit:
+            fitted = best_model
+        else:
+            fitted = make_model(model, chosen, seed, device).fit(split.csr(evaluation["fit"]) if refit else train)
         result = _evaluate(fitted, split, evaluation, device, batch_size)
         run_dir = out_dir / f"seed{seed}"
         write_split_record(

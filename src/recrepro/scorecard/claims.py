@@ -492,16 +492,22 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
         raise ClaimsError(f"{ctx.results / STRONG_BASELINES}: lacks columns {sorted(need - set(table.columns))}")
     if check.datasets:
         table = table[table["dataset"].isin(check.datasets)]
+    if check.split and "split" in table:
+        table = table[table["split"] == check.split]
     if check.metric:
         table = table[table["metric"] == check.metric]
+    if "split" not in table:
+        table = table.assign(split="")
     out = []
-    for (dataset, metric), rows in table.groupby(["dataset", "metric"], sort=True):
+    for (dataset, split, metric), rows in table.groupby(["dataset", "split", "metric"], sort=True):
+        # a dataset with two protocols (gowalla: PRISM's random split, LightGCN's release) names its split
+        where = f"{dataset} · {split}" if table.loc[table["dataset"] == dataset, "split"].nunique() > 1 else dataset
         lower = lower_is_better(str(metric))  # Gini: the strongest baseline exposes items most evenly
         best = rows.sort_values(["mean", "method"], ascending=[lower, True]).iloc[0]
         ours = float(best["paper_mean"])
         if not np.isfinite(ours) or not np.isfinite(float(best["mean"])):
             # the paper's method (or the baseline) has no record on this split: nothing to compare
-            out.append(_missing(f"{dataset} {metric}", f"`{best['paper_method']}` on {dataset} ({metric})"))
+            out.append(_missing(f"{where} {metric}", f"`{best['paper_method']}` on {where} ({metric})"))
             continue
         p_value = best.get("p_value")
         p_text = "" if not isinstance(p_value, (int, float)) or pd.isna(p_value) else \
@@ -509,7 +515,7 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
         # the comparison rests on the fewer seeds of the two (a deterministic baseline may run one)
         n = min(int(best["n_seeds"]), int(best.get("paper_n_seeds", best["n_seeds"])))
         beats = ours < float(best["mean"]) if lower else ours > float(best["mean"])
-        out.append(Result(label=f"{dataset} {metric}", status=_status(beats),
+        out.append(Result(label=f"{where} {metric}", status=_status(beats),
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
                           numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
                                   f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}{p_text})"))

@@ -26,7 +26,7 @@ CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
     "frontier": (*_COMMON, "x", "y", "methods", "baselines"),
     "converges": (*_COMMON, "method", "series", "history", "max_ratio"),
     "cells": ("kind", "label", "methods", "sources"),
-    "beats_strongest_baseline": ("kind", "label", "datasets", "metric"),
+    "beats_strongest_baseline": ("kind", "label", "datasets", "split", "metric"),
     "waits": ("kind", "label", "waits_for"),
 }
 CHECK_REQUIRED: Mapping[str, tuple[str, ...]] = {
