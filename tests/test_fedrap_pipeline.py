@@ -45,6 +45,9 @@ def test_run_record_selects_on_validation(tiny_split, tmp_path):
     # table and figure from the run
     agg = driver.results_table([tmp_path / "run"])
     assert agg.loc[0, "hr_mean"] == pytest.approx(metrics["overall"]["hr@10"])
+    # the sparsity of C, read off the history at the selected round and the last
+    assert agg.loc[0, "c_sparsity_selected"] == pytest.approx(row["c_sparsity"])
+    assert agg.loc[0, "c_sparsity_last"] == pytest.approx(hist["c_sparsity"].iloc[-1])
     md = driver.table_markdown(agg, driver.dataset_stats([tiny_split]), "smoke")
     assert "fedrap_code" in md and "test-selected" in md
 

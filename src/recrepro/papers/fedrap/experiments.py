@@ -333,7 +333,8 @@ def _runs_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     rows = []
     for d in run_dirs:
         m = read_metrics(Path(d))
-        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": m["seed"],
+        sparsity = _c_sparsity(Path(d), m.get("selected_round"))
+        rows.append({"dataset": m["dataset"], "method": m["method"], "seed": m["seed"], **sparsity,
                      "hr@10": m["overall"]["hr@10"], "ndcg@10": m["overall"]["ndcg@10"],
                      "selected_round": m.get("selected_round"),
                      "code_best_test_round": m.get("code_best_test_round"),
@@ -343,6 +344,20 @@ def _runs_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
                      "rounds_trained": m.get("rounds_trained"), "dp_noise": m.get("dp_noise"),
                      "dp_epsilon": m.get("dp_epsilon"), "mode": m.get("mode"), "dir": str(d)})
     return pd.DataFrame(rows)
+
+
+def _c_sparsity(run_dir: Path, selected_round: Any) -> dict[str, float]:
+    """The share of entries of the server's item table C with |C| ≤ 1e-4 (the released code's sparsity)
+    at the selected round and the last, from the run's history (NaN where the method has no C)."""
+    history = run_dir / "history.parquet"
+    if not history.is_file():
+        return {"c_sparsity_selected": np.nan, "c_sparsity_last": np.nan}
+    h = read_history(run_dir, "history.parquet")
+    if "c_sparsity" not in h or not h["c_sparsity"].notna().any():
+        return {"c_sparsity_selected": np.nan, "c_sparsity_last": np.nan}
+    at = h.loc[h["round"] == selected_round, "c_sparsity"]
+    return {"c_sparsity_selected": float(at.iloc[0]) if len(at) else np.nan,
+            "c_sparsity_last": float(h["c_sparsity"].dropna().iloc[-1])}
 
 
 def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
@@ -355,7 +370,9 @@ def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
         code_best_test_ndcg=("code_best_test_ndcg@10", "mean"),
         code_best_test_round=("code_best_test_round", "mean"),
         seconds_per_round=("seconds_per_round", "mean"),
-        rounds=("rounds_trained", "max")).reset_index()
+        rounds=("rounds_trained", "max"),
+        c_sparsity_selected=("c_sparsity_selected", "mean"),
+        c_sparsity_last=("c_sparsity_last", "mean")).reset_index()
     return agg
 
 
@@ -375,13 +392,18 @@ def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str, com
     if "rounds" in agg and agg["rounds"].notna().any():
         lines += [f"Rounds trained (MF/NCF: epochs): {', '.join(sorted({str(int(x)) for x in agg['rounds'].dropna()}))}"
                   " (column `rounds`; fewer than the paper's 100 where `fedrap.tiers.<tier>.round_cap` is set).", ""]
-    lines += ["| dataset | method | seeds | rounds | HR@10 | NDCG@10 | sel. round | code best-test HR@10 | NDCG@10 | round | s/round |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["Column `C ≤ 1e-4`: the share of the server's item table C with |C| ≤ 1e-4 (the released code's "
+              "sparsity measure) at the selected round, mean over seeds; blank for a method without C.", ""]
+    lines += ["| dataset | method | seeds | rounds | HR@10 | NDCG@10 | sel. round | code best-test HR@10 | NDCG@10 | round "
+              "| s/round | C ≤ 1e-4 |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in agg.itertuples():
         rounds = "" if "rounds" not in agg or not np.isfinite(r.rounds) else f"{r.rounds:.0f}"
+        sparse = getattr(r, "c_sparsity_selected", np.nan)
+        sparse = f"{100 * sparse:.2f} %" if np.isfinite(sparse) else ""
         lines.append(f"| {r.dataset} | {r.method} | {r.seeds} | {rounds} | {_fmt(r.hr_mean, r.hr_sd)} | "
                      f"{_fmt(r.ndcg_mean, r.ndcg_sd)} | {r.selected_round:.0f} | {r.code_best_test_hr:.4f} | "
-                     f"{r.code_best_test_ndcg:.4f} | {r.code_best_test_round:.0f} | {r.seconds_per_round:.2f} |")
+                     f"{r.code_best_test_ndcg:.4f} | {r.code_best_test_round:.0f} | {r.seconds_per_round:.2f} | {sparse} |")
     if stats is not None and len(stats):
         lines += ["", "## Dataset statistics (after preprocessing; poster Table 1)", "",
                   "| dataset | #ratings | #users | #items | sparsity |", "|---|---|---|---|---|"]
