@@ -363,3 +363,18 @@ def test_interactions_to_csr_dedupes():
     m = interactions_to_csr(np.array([0, 0, 1]), np.array([2, 2, 0]), 3, 4)
     assert m.shape == (3, 4) and m.nnz == 2 and m.has_canonical_format
     assert m.toarray().tolist() == [[0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]]
+
+
+def test_nan_scores_are_a_non_finite_error_in_both_evaluators():
+    """A diverged model's NaN scores stop the evaluation with NonFiniteError (a ValueError), which a
+    FedRAP grid run records as a divergence instead of crashing (papers/fedrap/experiments.run_variant)."""
+    from recrepro.evaluation import sampled_ranks, select_topk
+    from recrepro.records import NonFiniteError
+
+    with pytest.raises(NonFiniteError, match="scores contain NaN"):
+        sampled_ranks(np.array([0.5, np.nan]), np.zeros((2, 3)))
+    scores = torch.zeros((2, 5))
+    scores[1, 3] = float("nan")
+    with pytest.raises(NonFiniteError, match="scores contain NaN"):
+        select_topk(scores, 2)
+    assert issubclass(NonFiniteError, ValueError)

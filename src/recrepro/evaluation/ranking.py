@@ -36,6 +36,7 @@ from recrepro.evaluation.exposure import STRATA, coverage, exposure_counts, gini
 from recrepro.evaluation.inputs import canonical_csr
 from recrepro.evaluation.results import EvaluationResult, TopKResult
 from recrepro.evaluation.scoring import ScoreSource, resolve_backend, resolve_score_source
+from recrepro.records import NonFiniteError  # a ValueError: NaN scores mean a diverged model
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -107,7 +108,7 @@ def select_topk(scores: np.ndarray | torch.Tensor, k: int) -> tuple[np.ndarray, 
     n_fetch = min(k_eff + 1, n)
     values, indices = torch.topk(scores, n_fetch, dim=1, largest=True, sorted=True)
     if torch.isnan(values).any():  # topk orders NaN above everything, so any NaN shows up here
-        raise ValueError("scores contain NaN")
+        raise NonFiniteError("scores contain NaN: the model diverged or its input holds NaN")
     kth = values[:, k_eff - 1]
     chosen_items = indices[:, :k_eff].clone()
     chosen_values = values[:, :k_eff].clone()
@@ -167,7 +168,7 @@ def select_topk_refined(approx: torch.Tensor, k: int, source: Any, user_ids: np.
     n_fetch = min(k_eff + _REFINE_MARGIN, n)
     values_t, indices_t = torch.topk(approx, n_fetch, dim=1, largest=True, sorted=True)
     if torch.isnan(values_t).any():
-        raise ValueError("scores contain NaN")
+        raise NonFiniteError("scores contain NaN: the model diverged or its input holds NaN")
     values = values_t.cpu().numpy()
     fetched = indices_t.cpu().numpy()
     kth = values[:, k_eff - 1].astype(np.float64)

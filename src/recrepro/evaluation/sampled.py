@@ -19,6 +19,7 @@ from recrepro.evaluation import metrics as M
 from recrepro.evaluation.inputs import negatives_from_frame
 from recrepro.evaluation.results import SampledResult
 from recrepro.evaluation.scoring import _to_numpy, embedding_pair
+from recrepro.records import NonFiniteError  # a ValueError: NaN scores mean a diverged model
 
 __all__ = ["evaluate_sampled", "sampled_ranks"]
 
@@ -50,7 +51,7 @@ def sampled_ranks(positive_scores: np.ndarray, negative_scores: np.ndarray, ties
     positive_scores = np.asarray(positive_scores)
     negative_scores = np.asarray(negative_scores)
     if np.isnan(positive_scores).any() or np.isnan(negative_scores).any():
-        raise ValueError("scores contain NaN")
+        raise NonFiniteError("scores contain NaN: the model diverged or its input holds NaN")
     if ties == "pessimistic":
         above = negative_scores >= positive_scores[:, None]
     elif ties == "optimistic":
