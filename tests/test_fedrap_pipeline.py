@@ -100,9 +100,9 @@ def test_negative_pool_decides_what_training_negatives_avoid(tiny_split, tmp_pat
     assert read_json(tmp_path / pool / "metrics.json")["negative_pool"] == pool
 
 
-@pytest.mark.parametrize("variant", ["fedmf-g03", "fedmf"])
+@pytest.mark.parametrize("variant, blow_up", [("fedmf-g03", 2), ("fedmf-g04", 0), ("fedmf", 2)])
 def test_a_grid_point_that_diverges_is_recorded_as_diverged_and_any_other_run_stops(tiny_split, tmp_path,
-                                                                                    monkeypatch, variant):
+                                                                                    monkeypatch, variant, blow_up):
     import recrepro.papers.fedrap.variants as models
     from recrepro.records import NonFiniteError
 
@@ -113,8 +113,9 @@ def test_a_grid_point_that_diverges_is_recorded_as_diverged_and_any_other_run_st
         train_round = model.train_round
 
         def step():
-            if model.round == 2:
-                raise NonFiniteError("inf in client losses at round 3 local epoch 1 (0 NaN and 1 infinite of 8 values)")
+            if model.round == blow_up:
+                raise NonFiniteError(f"inf in client losses at round {blow_up + 1} local epoch 1 (0 NaN and 1 "
+                                     "infinite of 8 values)")
             return train_round()
 
         model.train_round = step
@@ -132,6 +133,19 @@ def test_a_grid_point_that_diverges_is_recorded_as_diverged_and_any_other_run_st
         return
     driver.run_variant(**kw)
     metrics = read_json(tmp_path / variant / "metrics.json")
+    if blow_up == 0:
+        # diverged before any evaluated round: a record with no metric, never a made-up one
+        assert metrics["diverged"]["round"] == 1 and metrics["overall"] == {} and metrics["selected_round"] is None
+        assert len(pd.read_parquet(tmp_path / variant / "history.parquet")) == 0
+        assert len(pd.read_parquet(tmp_path / variant / "per_user.parquet")) == 0
+        from recrepro.papers.fedrap import tuning
+
+        frame = tuning.grid_frame([tmp_path / variant])
+        assert frame["diverged_round"].tolist() == [1] and frame["val_hr@10"].isna().all()
+        block = {"grids": {"fedmf": {"product": {"lr_network": [0.5, 0.1, 0.01, 0.001, 1e-4]}}}}
+        md = tuning.tuning_markdown(tuning.tuning_table(block, [tmp_path / variant]), block, "smoke")
+        assert "| g04 | lr_network=0.0001 | — | — | — | — | — | diverged in round 1 (never picked) |" in md
+        return
     assert metrics["diverged"]["round"] == 3 and "inf in client losses" in metrics["diverged"]["error"]
     assert metrics["rounds_trained"] == 2 and metrics["selected_round"] in (1, 2)
     assert list(pd.read_parquet(tmp_path / variant / "history.parquet")["round"]) == [1, 2]

@@ -147,22 +147,31 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
         # A grid point whose training blows up is a result of the grid (the README's ML-100K flags
         # do on amazon-video): its record keeps the rounds before, marked, and it is never picked.
         # Any other run stops with the error.
-        if parse_grid_run(variant) is None or not any("val_hr@10" in h for h in model.history):
+        if parse_grid_run(variant) is None:
             raise
         diverged = {"round": len(model.history) + 1, "error": str(err)}
         print(f"WARNING: {variant} diverged in round {diverged['round']}: {err}; recorded as diverged "
               "(the grid never picks it)", file=sys.stderr)
     per_round_users = results.per_user  # read after fit: a restore replaces the dict
-    hist = pd.DataFrame([{k: v for k, v in h.items() if not k.startswith("_")} for h in model.history])
-    best_val, overall, selection = _select_round(hist, settings, pool)
-    if diverged is not None:
-        selection["diverged"] = diverged
+    hist = pd.DataFrame([{k: v for k, v in h.items() if not k.startswith("_")} for h in model.history],
+                        columns=None if model.history else ["round"])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_history(out_dir, hist, "history.parquet")
-    _save_projection(model, out_dir / "projection.parquet")
-    per_user = per_round_users[best_val][["user", "hr@10", "ndcg@10"]]
-    counts = dict(model.history[best_val - 1].get("_counts", {}))
+    if "val_hr@10" in hist and hist["val_hr@10"].notna().any():
+        best_val, overall, selection = _select_round(hist, settings, pool)
+        _save_projection(model, out_dir / "projection.parquet")
+        per_user = per_round_users[best_val][["user", "hr@10", "ndcg@10"]]
+        counts = dict(model.history[best_val - 1].get("_counts", {}))
+    else:
+        # diverged before its first evaluated round: a record with no metric at all (never a made-up
+        # one), which says so; the tuning table lists the point as diverged
+        overall, per_user, counts = {}, pd.DataFrame({"user": pd.Series(dtype=np.int64)}), {}
+        selection = {"selected_round": None, "selected_by": "validation hr@10", "rounds_trained": len(hist),
+                     "round_cap": settings.get("round_cap"), "mode": settings.get("mode"), "negative_pool": pool}
+        _save_projection(None, out_dir / "projection.parquet")
+    if diverged is not None:
+        selection["diverged"] = diverged
     counts.setdefault("n_users_skipped_no_targets", 0)
     write_run_record(
         out_dir, overall=overall, strata={}, per_user=per_user, counts=counts,

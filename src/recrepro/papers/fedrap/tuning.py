@@ -163,9 +163,12 @@ def grid_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
             continue
         diverged = m.get("diverged") or {}
         rows.append({"dataset": m["dataset"], "grid": parsed[0], "point": f"g{parsed[1]:02d}",
-                     "val_hr@10": m.get("val_hr@10_at_selected"), "val_ndcg@10": m.get("val_ndcg@10_at_selected"),
-                     "selected_round": m.get("selected_round"), "test_hr@10": m["overall"]["hr@10"],
-                     "test_ndcg@10": m["overall"]["ndcg@10"], "diverged_round": diverged.get("round"),
+                     "val_hr@10": m.get("val_hr@10_at_selected", np.nan),
+                     "val_ndcg@10": m.get("val_ndcg@10_at_selected", np.nan),
+                     "selected_round": m.get("selected_round") or np.nan,
+                     # a point that diverged before its first evaluation has no metric at all
+                     "test_hr@10": m["overall"].get("hr@10", np.nan),
+                     "test_ndcg@10": m["overall"].get("ndcg@10", np.nan), "diverged_round": diverged.get("round"),
                      "dir": str(d)})
     return pd.DataFrame(rows)
 
@@ -246,8 +249,10 @@ def tuning_markdown(table: pd.DataFrame, block: Mapping[str, Any], tier: str) ->
                 mark += " (config)"
             if pd.notna(r.get("diverged_round")):
                 mark = f"diverged in round {r['diverged_round']:.0f} (never picked)"
-            lines.append(f"| {r['point']} | {r['settings']} | {r['val_hr@10']:.4f} | {r['val_ndcg@10']:.4f} | "
-                         f"{r['selected_round']:.0f} | {r['test_hr@10']:.4f} | {r['test_ndcg@10']:.4f} | {mark} |")
+            cells = [f"{r[c]:.4f}" if pd.notna(r[c]) else "—" for c in ("val_hr@10", "val_ndcg@10")]
+            cells.append(f"{r['selected_round']:.0f}" if pd.notna(r["selected_round"]) else "—")
+            cells += [f"{r[c]:.4f}" if pd.notna(r[c]) else "—" for c in ("test_hr@10", "test_ndcg@10")]
+            lines.append(f"| {r['point']} | {r['settings']} | {' | '.join(cells)} | {mark} |")
         points = grid_points(block.get("grids", {}).get(grid, {}))
         picked = g[g["records_pick"]]
         if len(picked):
