@@ -331,4 +331,6 @@ def strong_baselines_csv(tier, paper):
 
     if paper not in strong.papers(config, tier):
         return []
+    if FROM_RECORDS and not recorded(strong.grid_records(config, tier, paper)):
+        return []  # a redraw draws it from records: none yet
     return [f"results/{tier}/{paper}/tables/strong_baselines.csv"]
