@@ -85,6 +85,26 @@ def test_better_prefers_the_first_candidate_that_ran_and_one_seed_is_provisional
     assert r.seeds == (1, 3) and r.provisional and "(1 of 3 seeds)" in r.numbers
 
 
+def test_paired_better_compares_like_with_like_never_a_tuned_run_with_an_untuned_one(tmp_path):
+    spec = dict(kind="better", paired=True, datasets=["toy"], metric="m", method=["a_tuned", "a"],
+                than=["b_tuned", "b"])
+    for seed in range(3):
+        run(tmp_path, "a", seed, {"m": 0.1})
+        run(tmp_path, "b_tuned", seed, {"m": 0.4})
+    # a ran untuned, b only tuned: no like-with-like pair yet (unpaired lists would pit `a` against `b_tuned`)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "`a_tuned` with `b_tuned` or `a` with `b`" in r.numbers
+    assert evaluate_check(check(**{**spec, "paired": False}), ctx(tmp_path))[0].label.endswith("`a` vs `b_tuned`")
+    for seed in range(3):
+        run(tmp_path, "b", seed, {"m": 0.05})
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == SUPPORTED and "`a` vs `b`" in r.label
+    for seed in range(3):
+        run(tmp_path, "a_tuned", seed, {"m": 0.3})
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "`a_tuned` vs `b_tuned`" in r.label
+
+
 def test_better_on_a_table_per_group(tmp_path):
     (tmp_path / "figures").mkdir()
     pd.DataFrame({"method": ["x", "y", "x", "y"], "group": ["low", "low", "high", "high"],

@@ -179,16 +179,27 @@ def _missing(label: str, what: str) -> Result:
 
 
 def _pair(check: Check, ctx: Context, dataset: str) -> tuple[str | None, str | None]:
+    if check.paired:
+        if len(check.method) != len(check.than):
+            raise ClaimsError(f"a paired check needs method and than lists of one length: {check.method}, {check.than}")
+        for method, than in zip(check.method, check.than):
+            if (ctx.records.first_ran(dataset, check.split, (method,), check.metric or "")
+                    and ctx.records.first_ran(dataset, check.split, (than,), check.metric or "")):
+                return method, than
+        return None, None  # no position has both (_pair_missing names the pairs)
     method = ctx.records.first_ran(dataset, check.split, check.method, check.metric or "")
     than = ctx.records.first_ran(dataset, check.split, check.than, check.metric or "")
     return method, than
 
 
 def _pair_missing(check: Check, dataset: str, method: str | None, than: str | None) -> Result:
+    label = f"{dataset} {check.label}" if check.label else dataset
+    if check.paired:
+        pairs = " or ".join(f"`{m}` with `{t}`" for m, t in zip(check.method, check.than))
+        return _missing(label, f"{pairs} on {dataset} ({check.metric})")
     lacking = [" or ".join(f"`{m}`" for m in group) for ran, group in ((method, check.method), (than, check.than))
                if ran is None]
-    return _missing(f"{dataset} {check.label}" if check.label else dataset,
-                    " and ".join(lacking) + f" on {dataset} ({check.metric})")
+    return _missing(label, " and ".join(lacking) + f" on {dataset} ({check.metric})")
 
 
 def _place(dataset: str, check: Check, method: str, than: str) -> str:

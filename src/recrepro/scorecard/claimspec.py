@@ -18,7 +18,7 @@ CHECK_KINDS = ("better", "relative_change", "monotone", "correlation", "frontier
                "beats_strongest_baseline", "waits")
 _COMMON = ("kind", "label", "datasets", "split")
 CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
-    "better": (*_COMMON, "metric", "method", "than", "lower_is_better", "table", "per", "where"),
+    "better": (*_COMMON, "metric", "method", "than", "lower_is_better", "table", "per", "where", "paired"),
     "relative_change": (*_COMMON, "metric", "method", "than", "published", "tolerance", "denominator",
                         "or_better", "lower_is_better"),
     "monotone": (*_COMMON, "metric", "methods", "direction", "table", "along", "method", "where"),
@@ -51,7 +51,9 @@ _ANCHOR = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 @dataclass(frozen=True)
 class Check:
     """One check of a claim. ``method`` / ``than`` are candidate lists: the first that ran is used
-    (so a tuned variant is preferred to a fixed-flag one while both exist)."""
+    (so a tuned variant is preferred to a fixed-flag one while both exist); with ``paired``, the lists
+    go in step: the first position at which both ran (tuned against tuned, else the fixed flags against
+    the fixed flags, never one against the other)."""
 
     kind: str
     label: str | None = None
@@ -63,6 +65,7 @@ class Check:
     methods: tuple[str, ...] = ()
     baselines: tuple[str, ...] = ()
     lower_is_better: bool = False
+    paired: bool = False
     published: float | None = None
     tolerance: float | None = None
     denominator: str = "than"
@@ -166,14 +169,15 @@ def _check_from_mapping(raw: Any) -> Check:
     denominator = raw.get("denominator", "than")
     if denominator not in ("than", "method"):
         raise ValueError(f"denominator must be than or method, got {denominator!r}")
-    for flag in ("lower_is_better", "or_better"):
+    for flag in ("lower_is_better", "or_better", "paired"):
         if flag in raw and not isinstance(raw[flag], bool):
             raise ValueError(f"{flag} must be true or false, got {raw[flag]!r}")
     check = Check(
         kind=kind, label=_text(raw, "label"), datasets=_names(raw, "datasets"), split=_text(raw, "split"),
         metric=_text(raw, "metric"), method=_names(raw, "method"), than=_names(raw, "than"),
         methods=_names(raw, "methods"), baselines=_names(raw, "baselines"),
-        lower_is_better=bool(raw.get("lower_is_better", False)), published=_float(raw, "published"),
+        lower_is_better=bool(raw.get("lower_is_better", False)), paired=bool(raw.get("paired", False)),
+        published=_float(raw, "published"),
         tolerance=_float(raw, "tolerance"), denominator=denominator, or_better=bool(raw.get("or_better", False)),
         direction=direction, table=_text(raw, "table"), per=_text(raw, "per"), along=_text(raw, "along"),
         where=tuple(sorted(where.items())), file=_text(raw, "file"), x=_text(raw, "x"), y=_text(raw, "y"),
