@@ -214,3 +214,15 @@ def test_a_run_is_priced_by_its_own_methods_other_seeds_before_its_family(tmp_pa
     page = compute_markdown(frame, {"ref": "mirror"}, sizes={"ref": 1_000})
     assert "| demo | ref | 2 | 8.00 |" in page  # the queue's row: 5 + 3
     assert _remaining_row(page, "ref") == "| demo | ref | yes | 2 | 2 | 8.00 |  |"
+
+
+def test_the_released_fedrap_code_curves_are_queued_with_their_rounds_left(tmp_path):
+    from recrepro.compute import OFFICIAL_ROUNDS, official_lines
+
+    assert official_lines([]) == []
+    curve = tmp_path / "ml-100k_ml1m_seed2.jsonl"
+    curve.write_text("".join(f'{{"round": {a}}}\n' for a in range(1, 5)))
+    text = "\n".join(official_lines([curve]))
+    assert "## Outside the workflow" in text
+    assert f"| `ml-100k_ml1m_seed2.jsonl` | 4 | {OFFICIAL_ROUNDS - 4} |" in text
+    assert "--flags ml1m --seed 2" in text and "data/splits/ml-100k/fedrap/leave_one_out/seed0" in text

@@ -291,7 +291,8 @@ def cmd_report_compute(args: argparse.Namespace) -> None:
     availability = (read_json(args.availability)["datasets"]
                     if args.availability and Path(args.availability).is_file() else {})
     picked = json_list(args.picked_runs) if args.picked_runs else []
-    write_text(args.out, compute_markdown(compute_table(runs), availability, picked_runs=picked))
+    write_text(args.out, compute_markdown(compute_table(runs), availability, picked_runs=picked,
+                                          official=[f for f in args.official if f]))
 
 
 # ----------------------------------------------------------------------------- parser
@@ -500,6 +501,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--picked-runs", default=None,
                    help="run records of the weight decays picked for tuned cells (a JSON list, or a file "
                         "holding one): their other seeds queue with the published cells' other seeds")
+    p.add_argument("--official", nargs="*", default=[],
+                   help="the released FedRAP code's per-round curves (results/paper/fedrap/official/*.jsonl)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report_compute)
 

@@ -185,8 +185,35 @@ def _on_cpu(frame: pd.DataFrame) -> pd.Series:
     return kind.fillna("cpu").astype(str) == "cpu"
 
 
+#: rounds a released-code curve of ``benchmarks/official_fedrap.py`` runs (its ``--rounds`` default)
+OFFICIAL_ROUNDS = 100
+
+
+def official_lines(official_files: Sequence[str | Path]) -> list[str]:
+    """The "Outside the workflow" section: each released-code curve (``benchmarks/official_fedrap.py``),
+    its rounds so far of :data:`OFFICIAL_ROUNDS` and the command that resumes it from its checkpoint."""
+    if not official_files:
+        return []
+    lines = ["## Outside the workflow", "",
+             "The released FedRAP code, run on our split by `benchmarks/official_fedrap.py` (a checkout of "
+             "mtics/FedRAP outside the repository; about 40 s a round on one CPU core). It checkpoints every "
+             "round (git-ignored, under `checkpoints/official_fedrap/`) and resumes where it stopped; rerun "
+             "its command with the same `--out` (on a machine without its checkpoint, delete the curve first: it "
+             "restarts from round 1).", "",
+             "| curve | rounds | left | command |", "|---|---:|---:|---|"]
+    for path in sorted(map(Path, official_files)):
+        rounds = sum(1 for line in path.read_text().splitlines() if line.strip())
+        dataset, flags, seed = path.stem.rsplit("_", 2)
+        command = (f"`python benchmarks/official_fedrap.py --checkout <mtics/FedRAP> --split-dir "
+                   f"data/splits/{dataset}/fedrap/leave_one_out/seed0 --flags {flags} --seed {seed[4:]} "
+                   f"--out {path.as_posix()}`")
+        lines.append(f"| `{path.name}` | {rounds} | {max(OFFICIAL_ROUNDS - rounds, 0)} | {command} |")
+    return lines + [""]
+
+
 def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
-                     sizes: Mapping[str, int] | None = None, picked_runs: Sequence[str] = ()) -> str:
+                     sizes: Mapping[str, int] | None = None, picked_runs: Sequence[str] = (),
+                     official: Sequence[str | Path] = ()) -> str:
     """The markdown of ``docs/compute.md`` (see the module docstring).
 
     Parameters
@@ -201,6 +228,8 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     picked_runs:
         Run records of the weight decays picked for tuned cells (any seed): their other
         seeds are queued with the published cells' other seeds (:func:`queue_priority`).
+    official:
+        The released FedRAP code's per-round curves (:func:`official_lines`).
     """
     done = frame[frame["recorded"]] if not frame.empty else frame
     on_gpu = done[~_on_cpu(done)] if not frame.empty else done
@@ -229,6 +258,7 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
             priority = queue_priority(frame, _published_cells(sorted(set(frame["paper"]))), picked)
             here["priority"] = priority.loc[here.index]
             lines += _queue_lines(here)
+    lines += official_lines(official)
     gpu = (f"; {len(on_gpu)} of them on a GPU, {_hours(float(on_gpu['wall_hours'].astype(float).sum()))} "
            "GPU-hours (wall hours), not in the CPU-hours" if len(on_gpu) else "")
     lines += [f"Recorded: {len(done)} of {len(frame)} paper-tier jobs, "

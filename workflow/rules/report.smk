@@ -232,6 +232,7 @@ rule compute_doc:
         runs=lambda wc: recorded(tier_run_records("paper")),
         availability="results/paper/datasets.json",
         selections=lambda wc: prism_selections("paper"),
+        official=lambda wc: fedrap_official_curves("paper"),
     output:
         "docs/compute.md",
     log:
@@ -252,7 +253,8 @@ rule compute_doc:
         # exec'd command's arguments do (the tier's planned runs are thousands of paths)
         "recrepro report compute --expected-runs <(printf '%s' {params.expected:q}) "
         "--picked-runs <(printf '%s' {params.picked:q}) "
-        "--availability {input.availability:q} --out {output:q} > {log:q} 2>&1"
+        "--availability {input.availability:q} --official {input.official:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 if TIER == "paper":
