@@ -589,41 +589,10 @@ def evaluate_full_ranking(
             raise ValueError(f"item_degree must have shape ({n_items},), got {item_degree.shape}")
         strata_labels = item_strata(item_degree)
 
-    topk_parts: list[np.ndarray] = []
-    hit_parts: list[np.ndarray] = []
-    n_excluded_targets = 0
-    # Per-positive ranks (pp metrics) and per-user AUC sums, collected per batch.
-    rank_parts: list[np.ndarray] = []
-    rank_user_parts: list[np.ndarray] = []
-    auc_parts: list[np.ndarray] = []
-    offset = 0
-    for batch, scores, items, _ in _iter_ranked_batches(source, eval_users, exclude_csr, k_max, batch_size,
-                                                          need_exact_rows=want_rank):
-        b = len(batch)
-        t_rows, t_items = _csr_rows(targets_csr, batch)
-        target_keys = t_rows * n_items + t_items  # sorted: rows ascending, indices sorted
-        list_keys = np.arange(b, dtype=np.int64)[:, None] * n_items + items
-        hit_parts.append(_membership(target_keys, list_keys) & (items >= 0))
-        topk_parts.append(items.astype(np.int32))
-        if exclude_csr is not None:
-            e_rows, e_items = _csr_rows(exclude_csr, batch)
-            n_excluded_targets += int(_membership(e_rows * n_items + e_items, target_keys).sum())
-        if want_rank:
-            scores_np = scores.cpu().numpy()
-            ranks, n_neg = rank_positives(scores_np, t_rows, t_items, ties=rank_ties)
-            rank_parts.append(ranks)
-            rank_user_parts.append(t_rows + offset)
-            if "auc" in families:
-                # Pairs ordered right for target p: negatives below it = n_neg - (rank - 1).
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    share = np.where(np.isfinite(ranks), (n_neg[t_rows] - (ranks - 1.0)) / n_neg[t_rows], 0.0)
-                auc_sum = np.bincount(t_rows, weights=share, minlength=b)
-                auc_parts.append(np.where(n_neg > 0, auc_sum / n_targets[offset : offset + b], np.nan))
-        offset += b
-
+    topk, hits, n_excluded_targets, ranks, rank_users, auc = _ranked_hits(
+        source, eval_users, n_targets, exclude_csr, targets_csr, k_max, batch_size,
+        want_rank=want_rank, want_auc="auc" in families, rank_ties=rank_ties)
     n_eval = eval_users.size
-    topk = np.concatenate(topk_parts) if topk_parts else np.empty((0, k_max), np.int32)
-    hits = np.concatenate(hit_parts) if hit_parts else np.empty((0, k_max), bool)
 
     per_user: dict[str, np.ndarray] = {"user": eval_users, "n_targets": n_targets}
     overall: dict[str, float] = {}
@@ -649,10 +618,8 @@ def evaluate_full_ranking(
                 with np.errstate(invalid="ignore", divide="ignore"):
                     per_user[f"ndcg_{stratum}@{k}"] = dcg / idcg
     if want_rank:
-        ranks = np.concatenate(rank_parts) if rank_parts else np.empty(0)
-        rank_users = np.concatenate(rank_user_parts) if rank_user_parts else np.empty(0, np.int64)
-        if "auc" in families:
-            per_user["auc"] = np.concatenate(auc_parts) if auc_parts else np.empty(0)
+        if auc is not None:
+            per_user["auc"] = auc
         for k in ks:
             for name, fn in (("pp_hr", M.rank_hit), ("pp_ndcg", M.rank_ndcg)):
                 if name in families:
@@ -665,16 +632,9 @@ def evaluate_full_ranking(
     for column in metric_columns:
         values = per_user_frame[column].to_numpy(dtype=np.float64)
         overall[column] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
-    for k in ks:
-        if "coverage" in families or "gini" in families:
-            uniform = exposure_counts(topk, n_items, k, "uniform")
-            if "coverage" in families:
-                overall[f"coverage@{k}"] = coverage(uniform)
-            if "gini" in families:
-                overall[f"gini@{k}"] = gini(uniform)
-        if "gini_pos" in families:
-            overall[f"gini_pos@{k}"] = gini(exposure_counts(topk, n_items, k, "log_rank"))
-        if strata_labels is not None:
+    overall.update(_exposure_metrics(topk, n_items, ks, families))
+    if strata_labels is not None:
+        for k in ks:
             for stratum in STRATA:
                 strata.setdefault(stratum, {})[f"ndcg@{k}"] = overall[f"ndcg_{stratum}@{k}"]
     overall = dict(sorted(overall.items(), key=lambda kv: _sort_key(kv[0])))
@@ -709,6 +669,64 @@ def evaluate_full_ranking(
         settings=settings,
         topk=topk if return_topk else None,
     )
+
+
+def _ranked_hits(source: Any, eval_users: np.ndarray, n_targets: np.ndarray, exclude_csr: sp.csr_matrix | None,
+                 targets_csr: sp.csr_matrix, k_max: int, batch_size: int, *, want_rank: bool, want_auc: bool,
+                 rank_ties: RankTies) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Rank ``eval_users`` batch by batch: top-``k_max`` lists, their hit mask, the excluded targets' count,
+    and (``want_rank``) every target's rank with its user's row and the per-user AUC."""
+    n_items = targets_csr.shape[1]
+    topk_parts: list[np.ndarray] = []
+    hit_parts: list[np.ndarray] = []
+    n_excluded_targets = 0
+    rank_parts: list[np.ndarray] = []
+    rank_user_parts: list[np.ndarray] = []
+    auc_parts: list[np.ndarray] = []
+    offset = 0
+    for batch, scores, items, _ in _iter_ranked_batches(source, eval_users, exclude_csr, k_max, batch_size,
+                                                          need_exact_rows=want_rank):
+        b = len(batch)
+        t_rows, t_items = _csr_rows(targets_csr, batch)
+        target_keys = t_rows * n_items + t_items  # sorted: rows ascending, indices sorted
+        list_keys = np.arange(b, dtype=np.int64)[:, None] * n_items + items
+        hit_parts.append(_membership(target_keys, list_keys) & (items >= 0))
+        topk_parts.append(items.astype(np.int32))
+        if exclude_csr is not None:
+            e_rows, e_items = _csr_rows(exclude_csr, batch)
+            n_excluded_targets += int(_membership(e_rows * n_items + e_items, target_keys).sum())
+        if want_rank:
+            ranks, n_neg = rank_positives(scores.cpu().numpy(), t_rows, t_items, ties=rank_ties)
+            rank_parts.append(ranks)
+            rank_user_parts.append(t_rows + offset)
+            if want_auc:
+                # Pairs ordered right for target p: negatives below it = n_neg - (rank - 1).
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    share = np.where(np.isfinite(ranks), (n_neg[t_rows] - (ranks - 1.0)) / n_neg[t_rows], 0.0)
+                auc_sum = np.bincount(t_rows, weights=share, minlength=b)
+                auc_parts.append(np.where(n_neg > 0, auc_sum / n_targets[offset : offset + b], np.nan))
+        offset += b
+    topk = np.concatenate(topk_parts) if topk_parts else np.empty((0, k_max), np.int32)
+    hits = np.concatenate(hit_parts) if hit_parts else np.empty((0, k_max), bool)
+    ranks_all = np.concatenate(rank_parts) if rank_parts else np.empty(0)
+    rank_users = np.concatenate(rank_user_parts) if rank_user_parts else np.empty(0, np.int64)
+    auc = (np.concatenate(auc_parts) if auc_parts else np.empty(0)) if want_rank and want_auc else None
+    return topk, hits, n_excluded_targets, ranks_all, rank_users, auc
+
+
+def _exposure_metrics(topk: np.ndarray, n_items: int, ks: Sequence[int], families: Sequence[str]) -> dict[str, float]:
+    """Coverage and Gini of the top-K lists' exposure over all ``n_items`` items, per cut-off."""
+    out: dict[str, float] = {}
+    for k in ks:
+        if "coverage" in families or "gini" in families:
+            uniform = exposure_counts(topk, n_items, k, "uniform")
+            if "coverage" in families:
+                out[f"coverage@{k}"] = coverage(uniform)
+            if "gini" in families:
+                out[f"gini@{k}"] = gini(uniform)
+        if "gini_pos" in families:
+            out[f"gini_pos@{k}"] = gini(exposure_counts(topk, n_items, k, "log_rank"))
+    return out
 
 
 def _sort_key(key: str) -> tuple[int, str]:
