@@ -201,7 +201,7 @@ def test_the_queue_puts_the_picks_other_seeds_second(tmp_path, monkeypatch):
             _run("ref", "mf_ssm_wd1em4", seed=1), _run("ref", "mf_ssm_wd0", seed=1)]
     page = compute_markdown(compute_table(runs, tmp_path), {"ref": "mirror"}, sizes={},
                             picked_runs=[_run("ref", "mf_ssm_wd1em4", 0)])
-    assert "| 2: published cells, other seeds | demo | ref | 1 | 1.00 | `mf_ssm_wd1em4` (seed 1) |" in page
+    assert "| 2: published cells and claimed runs, other seeds | demo | ref | 1 | 1.00 | `mf_ssm_wd1em4` (seed 1) |" in page
     assert "| 3: figure sweeps and unpublished runs | demo | ref | 1 | 1.00 | `mf_ssm_wd0` |" in page
 
 
@@ -226,3 +226,28 @@ def test_the_released_fedrap_code_curves_are_queued_with_their_rounds_left(tmp_p
     assert "## Outside the workflow" in text
     assert f"| `ml-100k_ml1m_seed2.jsonl` | 4 | {OFFICIAL_ROUNDS - 4} |" in text
     assert "--flags ml1m --seed 2" in text and "data/splits/ml-100k/fedrap/leave_one_out/seed0" in text
+
+
+def test_runs_a_claim_names_queue_first_on_their_first_seed(tmp_path):
+    # a claim compares lambdaopt_dui with lambdafix on ref (and lambdaopt_* on any dataset):
+    # their first seed is 0, their other seeds join the published cells' other seeds (2)
+    runs = [_run("ref", "lambdaopt_dui", seed=0), _run("ref", "lambdaopt_dui", seed=1),
+            _run("ref", "lambdafix", seed=0), _run("other", "lambdafix", seed=0),
+            _run("other", "lambdaopt_du", seed=0), _run("ref", "neumf", seed=0)]
+    frame = compute_table(runs, tmp_path)
+    claimed = {(PAPER, "ref", "lambdaopt_dui"), (PAPER, "ref", "lambdafix"), (PAPER, "*", "lambdaopt_*")}
+    got = dict(zip(zip(frame["dataset"], frame["method"], frame["run_dir"].str[-1]),
+                   queue_priority(frame, set(), claimed=claimed)))
+    assert got == {("ref", "lambdaopt_dui", "0"): 0, ("ref", "lambdaopt_dui", "1"): 2, ("ref", "lambdafix", "0"): 0,
+                   ("other", "lambdafix", "0"): 3,  # the check names ref only
+                   ("other", "lambdaopt_du", "0"): 0, ("ref", "neumf", "0"): 3}
+
+
+def test_the_claimed_runs_come_from_the_expected_files_checks():
+    from recrepro.compute import _claimed_runs
+
+    claimed = _claimed_runs(["lambdaopt", "fedrap"])
+    assert ("lambdaopt", "ml-100k", "lambdaopt_dui") in claimed and ("lambdaopt", "amazon-video", "lambdafix") in claimed
+    assert any(p == "fedrap" and m == "fedmf_tuned" for p, _, m in claimed)
+    # the N(0, 0.01²) switch runs sit beside the claims, not in them: a figure sweep
+    assert not any(m.startswith("lambdafix_init") for _, _, m in claimed)

@@ -18,6 +18,7 @@ with the most interactions, times the ratio of the two datasets' interactions
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -133,10 +134,13 @@ def _published_cells(papers: Sequence[str]) -> set[tuple[str, str, str]]:
 
 
 def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
-                   picked: set[tuple[str, str, str]] | frozenset = frozenset()) -> pd.Series:
-    """0: a validation-grid point (``<method>-gNN``) or a comparison at a grid's pick (``<method>_tuned``),
-    the runs a claim's verdict waits for; 1: a run of a published cell on its first seed; 2: its other
-    seeds; 3: everything else (figure sweeps).
+                   picked: set[tuple[str, str, str]] | frozenset = frozenset(),
+                   claimed: set[tuple[str, str, str]] | frozenset = frozenset()) -> pd.Series:
+    """0: a validation-grid point (``<method>-gNN``), a comparison at a grid's pick (``<method>_tuned``)
+    or, on its first seed, a run that a claim's check names (``claimed``: (paper, dataset, method
+    pattern), dataset ``*`` for any; the runs a claim's verdict waits for); 1: a run of a published cell
+    on its first seed; 2: its other seeds, and a claimed run's other seeds; 3: everything else (figure
+    sweeps).
 
     A tuned-weight-decay cell (``<backbone>_<loss>_tunedwd``) needs its grid runs
     (``<backbone>_<loss>_wd*``) on the first seed; its other seeds follow the pick: a grid run
@@ -155,8 +159,37 @@ def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
     priority = pd.Series(3, index=frame.index)
     priority[is_published & (seeds == first_seed)] = 1
     priority[is_published & (seeds != first_seed) & ~grid_other_seed] = 2
+    is_claimed = pd.Series([_claimed(claimed, p, d, m) for p, d, m in
+                            zip(frame["paper"], frame["dataset"], frame["method"])], index=frame.index, dtype=bool)
+    priority[is_claimed & (seeds != first_seed) & (priority > 2)] = 2
+    priority[is_claimed & (seeds == first_seed)] = 0
     priority[frame["method"].str.contains(r"(?:-g\d{2,}|_tuned)$", regex=True)] = 0
     return priority
+
+
+def _claimed(claimed: set[tuple[str, str, str]] | frozenset, paper: str, dataset: str, method: str) -> bool:
+    return any(p == paper and d in ("*", dataset) and fnmatch.fnmatchcase(method, pattern)
+               for p, d, pattern in claimed)
+
+
+def _claimed_runs(papers: Sequence[str]) -> set[tuple[str, str, str]]:
+    """(paper, dataset, method pattern) of every method a claim's check compares (``method``, ``than``,
+    ``methods``, ``baselines``) or a claim's pending protocol names; dataset ``*`` where the check names
+    none.  Patterns are the checks' own (``ials*``)."""
+    from recrepro.scorecard import expected_path, load_expected
+
+    out: set[tuple[str, str, str]] = set()
+    for paper in papers:
+        try:
+            expected = load_expected(expected_path(paper))
+        except (FileNotFoundError, ValueError):
+            continue
+        for claim in expected.claims:
+            for check in claim.checks:
+                names = (*check.method, *check.than, *check.methods, *check.baselines)
+                out |= {(paper, d, n) for d in (check.datasets or ("*",)) for n in names}
+            out |= {(paper, "*", n) for pending in claim.pending for n in pending.methods}
+    return out
 
 
 def _hours(x: float) -> str:
@@ -255,7 +288,8 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
         if len(here):
             picked = {(i["paper"], i["dataset"], i["method"]) for i in map(_run_identity, picked_runs) if i}
             # on every job, recorded or not: a dataset's first seed is the tier's, not the first one left
-            priority = queue_priority(frame, _published_cells(sorted(set(frame["paper"]))), picked)
+            papers = sorted(set(frame["paper"]))
+            priority = queue_priority(frame, _published_cells(papers), picked, _claimed_runs(papers))
             here["priority"] = priority.loc[here.index]
             lines += _queue_lines(here)
     lines += official_lines(official)
@@ -459,13 +493,13 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
 
 def _queue_lines(here: pd.DataFrame) -> list[str]:
     """The "Queue" table: the jobs whose data is here, in :func:`queue_priority` order."""
-    names = {0: "validation grids and the comparisons at their picks", 1: "published cells, first seed", 2: "published cells, other seeds",
-             3: "figure sweeps and unpublished runs"}
+    names = {0: "validation grids, comparisons at their picks, runs a claim names", 1: "published cells, first seed",
+             2: "published cells and claimed runs, other seeds", 3: "figure sweeps and unpublished runs"}
     lines = ["## Queue (data here, in order)", "",
-             "What to run next with the data at hand: the validation grids a claim's verdict waits for and the "
-             "comparisons at their picks, then published cells at the paper's budget on one seed, then "
-             "their other seeds (a tuned weight decay's other seeds follow its pick on the first seed), then "
-             "the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
+             "What to run next with the data at hand: the validation grids a claim's verdict waits for, the "
+             "comparisons at their picks and the first seed of every run a claim's check names, then published "
+             "cells at the paper's budget on one seed, then their other seeds and a claimed run's (a tuned "
+             "weight decay's other seeds follow its pick on the first seed), then the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
              "`snakemake --cores 2 results/paper/<paper>/runs/<dataset>/.../<method>/seed<k>/metrics.json "
              "--config tier=paper`.", ""]
     gpu = "gpu" in here
