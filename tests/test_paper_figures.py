@@ -120,3 +120,17 @@ def test_exadmm_scalability_is_drawn_from_its_timings_record(tmp_path, saved_fig
     text = " ".join(t.get_text() for t in fig.texts)
     assert "dataset: epinions" in text and "(mean of 3)" in text and "k 20" in text and "2 threads, cpu" in text
     assert (tmp_path / "f.png").exists()
+
+
+def test_fedrap_curves_draw_a_method_at_its_grid_pick_where_that_run_is_recorded():
+    import pandas as pd
+
+    from recrepro.papers.fedrap.experiments import _prefer_tuned
+
+    runs = pd.DataFrame({"dataset": ["video", "video", "video", "ml", "ml"],
+                         "method": ["fedrap", "fedrap_tuned", "fedmf", "fedrap", "fedmf"]})
+    kept = _prefer_tuned(runs, {"fedrap_tuned": "fedrap", "fedmf_tuned": "fedmf"})
+    # on video fedrap's README-flag run gives way to its pick; fedmf has no pick there; ml keeps both
+    assert list(zip(kept["dataset"], kept["method"], kept["drawn"])) == [
+        ("video", "fedrap", "fedrap_tuned"), ("video", "fedmf", "fedmf"), ("ml", "fedrap", "fedrap"),
+        ("ml", "fedmf", "fedmf")]

@@ -455,6 +455,9 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
     """Per dataset (two rows of three panels): validation HR@10 and NDCG@10, training loss and wall
     seconds per round, sparsity of C and upload size per round (mean over seeds); one legend.
 
+    A method is drawn at its validation-grid pick (``<method>_tuned``, labelled "(tuned)") on a
+    dataset where that run is recorded, else at its fixed flags (the README's).
+
     Published test values that name their round (the maintainer's logs in ``expected/fedrap.yaml``)
     are hollow markers at that round on the HR@10 / NDCG@10 panels.
     """
@@ -462,8 +465,10 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
                                    save_figure)
 
     runs = _runs_frame(run_dirs)
+    tuned = {f"{m}_tuned": m for m in MAIN_METHODS}
     if runs["method"].isin(MAIN_METHODS).any():
-        runs = runs[runs["method"].isin(MAIN_METHODS)]
+        runs = runs[runs["method"].isin([*MAIN_METHODS, *tuned])]
+    runs = _prefer_tuned(runs, tuned)
     datasets = list(dict.fromkeys(runs["dataset"]))
     methods = [m for m in METHOD_ORDER if m in set(runs["method"])] + sorted(set(runs["method"]) - set(METHOD_ORDER))
     styles = method_styles([*COLOR_ORDER, *methods])
@@ -478,7 +483,9 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
             if not hists:
                 continue
             h = pd.concat(hists).groupby("round").mean(numeric_only=True).reset_index()
-            kw = {**styles[method], "label": method, "lw": 1.2, "markersize": 3,
+            drawn = sub[sub["method"] == method]["drawn"].iloc[0]
+            kw = {**styles[method], "label": drawn if drawn == method else f"{method} (tuned)", "lw": 1.2,
+                  "markersize": 3,
                   "markevery": max(1, len(h) // 10)}
             for ax, (column, _) in zip(panel_axes, CURVE_PANELS, strict=True):
                 if column == "upload":
@@ -502,8 +509,19 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
         panel_axes[3].set_title("shared machine: indicative", fontsize=7)
     figure_legend(fig, extra=published_handles("maintainer's log, test HR/NDCG") if drawn_published else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
-                caption="FedRAP vs baselines: learning curves, loss, time, sparsity of C, communication per round"
+                caption="FedRAP vs baselines: learning curves, loss, time, sparsity of C, communication per round; "
+                        "(tuned): at the validation-grid pick, else the README flags"
                         + ("; hollow: published test values at their round" if drawn_published else ""))
+
+
+def _prefer_tuned(runs: pd.DataFrame, tuned: Mapping[str, str]) -> pd.DataFrame:
+    """Per dataset, a method's runs at its grid pick (``tuned``: run method -> method) replace its
+    fixed-flag runs; ``method`` becomes the method's name and ``drawn`` the run's."""
+    runs = runs.assign(drawn=runs["method"], method=runs["method"].map(lambda m: tuned.get(m, m)))
+    has_tuned = runs[runs["drawn"] != runs["method"]].groupby("dataset")["method"].agg(set)
+    keep = [row.drawn != row.method or row.method not in has_tuned.get(row.dataset, set())
+            for row in runs.itertuples(index=False)]
+    return runs[keep]
 
 
 ABLATION_ORDER = ("fedrap", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_sin", "fedrap_square", "fedrap_frac",
