@@ -134,3 +134,29 @@ def test_fedrap_curves_draw_a_method_at_its_grid_pick_where_that_run_is_recorded
     assert list(zip(kept["dataset"], kept["method"], kept["drawn"])) == [
         ("video", "fedrap", "fedrap_tuned"), ("video", "fedmf", "fedmf"), ("ml", "fedrap", "fedrap"),
         ("ml", "fedmf", "fedmf")]
+
+
+def test_fedrap_curves_draw_the_released_codes_curve_beside_our_run_with_the_same_flags(tmp_path):
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from recrepro.papers.fedrap.experiments import _draw_official
+
+    curve = tmp_path / "ml-100k_readme_seed0.jsonl"
+    curve.write_text("".join(json.dumps({"round": r, "val_hr@10": 0.1 * r, "val_ndcg@10": 0.05 * r}) + "\n"
+                             for r in range(1, 4)))
+    styles = {"fedrap_code_pool": {"color": "#123456"}}
+    _, axes = plt.subplots(1, 2)
+    # our README-flag run with the code's pool is not drawn on ml-100k: nothing to put it beside
+    assert not _draw_official(list(axes), [curve], "ml-100k", {"fedrap_code_pool_tuned"}, styles)
+    assert not _draw_official(list(axes), [curve], "amazon-video", {"fedrap_code_pool"}, styles)
+    assert all(not ax.lines for ax in axes)
+    assert _draw_official(list(axes), [curve], "ml-100k", {"fedrap_code_pool"}, styles)
+    (hr,), (ndcg,) = axes[0].lines, axes[1].lines
+    assert list(hr.get_xdata()) == [1, 2, 3] and list(ndcg.get_ydata()) == [0.05, 0.1, 0.15000000000000002]
+    assert hr.get_markerfacecolor() == "none" and hr.get_color() == "#123456"
+    plt.close("all")

@@ -92,6 +92,7 @@ rule fedrap_figure:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
+        official=lambda wc: fedrap_official_curves(wc.tier),
     output:
         pdf="results/{tier}/fedrap/figures/curves.pdf",
         png=report(
@@ -112,8 +113,8 @@ rule fedrap_figure:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     shell:
-        "recrepro fedrap figure --tier {wildcards.tier:q} "
-        "--out-pdf {output.pdf:q} --out-png {output.png:q} {input.runs:q} > {log:q} 2>&1"
+        "recrepro fedrap figure --tier {wildcards.tier:q} --official {input.official:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} -- {input.runs:q} > {log:q} 2>&1"
 
 
 rule fedrap_official_figure:

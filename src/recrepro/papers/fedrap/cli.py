@@ -91,8 +91,10 @@ def cmd_picks(args: argparse.Namespace) -> None:
 def cmd_figure(args: argparse.Namespace) -> None:
     from recrepro.papers.fedrap.experiments import ablation_figure, curves_figure
 
-    draw = ablation_figure if args.kind == "ablation" else curves_figure
-    draw(_run_dirs(args.runs), args.out_pdf, args.out_png, args.tier)
+    if args.kind == "ablation":
+        ablation_figure(_run_dirs(args.runs), args.out_pdf, args.out_png, args.tier)
+    else:
+        curves_figure(_run_dirs(args.runs), args.out_pdf, args.out_png, args.tier, official_files=args.official)
 
 
 def cmd_official(args: argparse.Namespace) -> None:
@@ -148,6 +150,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
     p = verbs.add_parser("figure", help="learning curves, sparsity of C and upload size (--kind ablation: ablation)")
     p.add_argument("--kind", choices=["curves", "ablation"], default="curves")
+    p.add_argument("--official", nargs="*", default=[],
+                   help="curves: the released code's per-round curves (<dataset>_<flags>_seed<k>.jsonl), drawn "
+                        "beside our run with the same flags")
     add_tier(p)
     add_figure_outputs(p)
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["COMPARISON_ROWS", "COMPARISON_DATASETS", "comparison_frame", "comparison_markdown", "official_agreement",
-           "official_curve_files", "official_figure", "official_markdown", "paired_rows"]
+           "official_curve_files", "official_curves", "official_figure", "official_markdown", "paired_rows"]
 
 #: columns, in the poster's order (any other dataset after them); TaFeng stays out (docs/deviations.md#fedrap-tafeng-qb)
 COMPARISON_DATASETS = ("ml-100k", "amazon-video", "hetrec2011-lastfm-2k")
@@ -184,7 +184,7 @@ def official_curve_files(tier: str) -> list[str]:
     return sorted(str(p) for p in Path(f"results/{tier}/fedrap/official").glob("*.jsonl"))
 
 
-def _official_curves(official_files: Sequence[str | Path]) -> list[tuple[Mapping[str, str], pd.DataFrame]]:
+def official_curves(official_files: Sequence[str | Path]) -> list[tuple[Mapping[str, str], pd.DataFrame]]:
     """``(name fields, per-round frame)`` of each released-code curve with at least one round (a run
     just started has written none yet)."""
     import json
@@ -206,7 +206,7 @@ def official_agreement(official_files: Sequence[str | Path], runs_root: str | Pa
     largest and mean per-round |Δ test HR@10| against our run of the same flags, split and seed, and both
     curves' peaks.  Our run missing: its columns are empty."""
     rows = []
-    for m, official in _official_curves(official_files):
+    for m, official in official_curves(official_files):
         variant = OFFICIAL_FLAGS[m["flags"]]
         row = {"dataset": m["dataset"], "flags": m["flags"], "seed": int(m["seed"]), "ours": variant,
                "rounds": len(official), "official_peak": official["test_hr@10"].max(),
@@ -255,7 +255,7 @@ def official_figure(official_files: Sequence[str | Path], runs_root: str | Path,
     from recrepro.plotting import figure_legend, new_figure, plot_published, save_figure
 
     curves = []
-    for m, official in _official_curves(official_files):
+    for m, official in official_curves(official_files):
         history = (Path(runs_root) / m["dataset"] / "leave_one_out" / OFFICIAL_FLAGS[m["flags"]]
                    / f"seed{m['seed']}" / "history.parquet")
         ours = pd.read_parquet(history) if history.is_file() else None

@@ -451,7 +451,8 @@ def _published_curve_points(dataset: str) -> dict[tuple[str, str], tuple[int, fl
     return points
 
 
-def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str) -> None:
+def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str,
+                  official_files: Sequence[str | Path] = ()) -> None:
     """Per dataset (two rows of three panels): validation HR@10 and NDCG@10, training loss and wall
     seconds per round, sparsity of C and upload size per round (mean over seeds); one legend.
 
@@ -459,8 +460,12 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
     dataset where that run is recorded, else at its fixed flags (the README's).
 
     Published test values that name their round (the maintainer's logs in ``expected/fedrap.yaml``)
-    are hollow markers at that round on the HR@10 / NDCG@10 panels.
+    are hollow markers at that round on the HR@10 / NDCG@10 panels.  The released code's own
+    validation curves (``official_files``, ``benchmarks/official_fedrap.py``) are hollow squares in
+    the colour of our run with the same flags, where that run is drawn.
     """
+    from matplotlib.lines import Line2D
+
     from recrepro.plotting import (figure_legend, method_styles, new_figure, plot_published, published_handles,
                                    save_figure)
 
@@ -474,7 +479,7 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
     styles = method_styles([*COLOR_ORDER, *methods])
     fig, axes = new_figure(3, 2 * len(datasets), width=7.5, height=4.4 * len(datasets) + 0.6)
     axes = np.atleast_2d(axes)
-    drawn_published = False
+    drawn_published = drawn_official = False
     for row, dataset in enumerate(datasets):
         panel_axes = list(axes[2 * row]) + list(axes[2 * row + 1])
         sub = runs[runs["dataset"] == dataset]
@@ -496,6 +501,7 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
                 if column not in h or not h[column].notna().any():
                     continue
                 ax.plot(h["round"], (100 if column == "c_sparsity" else 1) * h[column], **kw)
+        drawn_official |= _draw_official(panel_axes, official_files, dataset, set(sub["drawn"]), styles)
         for (method, metric), (rnd, value) in _published_curve_points(dataset).items():
             column = {"hr@10": 0, "ndcg@10": 1}.get(metric)
             if column is not None and method in styles:
@@ -507,11 +513,37 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
                 ax.set_title(dataset, loc="left", fontsize=9)
         panel_axes[5].set_title("sparse (solid) vs dense (dotted)", fontsize=7)
         panel_axes[3].set_title("shared machine: indicative", fontsize=7)
-    figure_legend(fig, extra=published_handles("maintainer's log, test HR/NDCG") if drawn_published else None)
+    extra = published_handles("maintainer's log, test HR/NDCG") if drawn_published else ([], [])
+    if drawn_official:
+        extra = ([*extra[0], Line2D([], [], color="0.3", marker="s", markerfacecolor="none", linestyle="none")],
+                 [*extra[1], "released code, same flags (validation)"])
+    figure_legend(fig, extra=extra if extra[0] else None, ncols=3)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
                 caption="FedRAP vs baselines: learning curves, loss, time, sparsity of C, communication per round; "
                         "(tuned): at the validation-grid pick, else the README flags"
-                        + ("; hollow: published test values at their round" if drawn_published else ""))
+                        + ("; hollow: published test values at their round" if drawn_published else "")
+                        + ("; hollow squares: the released code's run" if drawn_official else ""))
+
+
+def _draw_official(panel_axes: Sequence[Any], official_files: Sequence[str | Path], dataset: str,
+                   drawn: set[str], styles: Mapping[str, Mapping[str, Any]]) -> bool:
+    """The released code's validation HR@10 / NDCG@10 on ``dataset`` as hollow squares (every tenth
+    round) on the first two panels, for each curve whose flags match a run drawn there."""
+    from recrepro.papers.fedrap.comparison import OFFICIAL_FLAGS, official_curves
+
+    done = False
+    for fields, official in official_curves(official_files):
+        variant = OFFICIAL_FLAGS[fields["flags"]]
+        if fields["dataset"] != dataset or variant not in drawn:
+            continue
+        step = 10 if len(official) >= 20 else 1  # a short curve (a run under way): every round
+        every = official[(official["round"] - 1) % step == 0]
+        for ax, column in zip(panel_axes[:2], ("val_hr@10", "val_ndcg@10"), strict=True):
+            if column in every:
+                ax.plot(every["round"], every[column], marker="s", linestyle="none", markersize=4,
+                        markerfacecolor="none", color=styles[variant]["color"], gid="recrepro-published")
+                done = True
+    return done
 
 
 def _prefer_tuned(runs: pd.DataFrame, tuned: Mapping[str, str]) -> pd.DataFrame:
