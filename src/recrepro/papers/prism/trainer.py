@@ -221,6 +221,41 @@ def checkpoint_key(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None
 
 
 # Long on purpose: seeding, resume and the epoch loop share RNG and early-stopping state whose order a resumed run must replay exactly
+def _train_epoch(net: torch.nn.Module, optimizer: torch.optim.Optimizer, e_users: torch.Tensor,
+                 e_items: torch.Tensor, settings: TrainSettings, margins: tuple[torch.Tensor, torch.Tensor] | None,
+                 item_deg_t: torch.Tensor, gen: torch.Generator, n_neg: int, epoch: int) -> float:
+    """One pass over the training edges in a shuffled order (``gen``), ``n_neg`` negatives per edge
+    drawn as ``settings.negatives`` says; returns the mean batch loss."""
+    device = item_deg_t.device
+    n_items = item_deg_t.numel()
+    n_edges = e_users.numel()
+    net.train()
+    order = torch.randperm(n_edges, generator=gen)
+    total, batches = 0.0, 0
+    for start in range(0, n_edges, settings.batch_size):
+        idx = order[start:start + settings.batch_size]
+        bu, bi = e_users[idx], e_items[idx]
+        negs = None
+        if n_neg:
+            if settings.negatives == "uniform":
+                negs = torch.randint(n_items, (idx.numel(), n_neg), generator=gen)
+            else:
+                negs = bi[torch.randint(idx.numel(), (idx.numel(), n_neg), generator=gen)]
+            negs = negs.to(device)
+        loss = batch_loss(net, bu.to(device), bi.to(device), negs, settings, margins, item_deg_t)
+        check_finite("training loss", loss, f"epoch {epoch}, batch starting at edge {start}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if margins is not None:
+            with torch.no_grad():
+                margins[0].clamp_(0.0, 1.0)
+                margins[1].clamp_(0.0, 1.0)
+        total += float(loss.detach())
+        batches += 1
+    return total / max(batches, 1)
+
+
 def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings,
           *, on_epoch: Any = None, checkpoint: str | Path | None = None,
           checkpoint_min_seconds: float = 0.0) -> tuple[torch.nn.Module, dict[str, Any]]:
@@ -270,7 +305,6 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
         params += list(margins)
     optimizer = _make_optimizer(params, settings)
     e_users, e_items = _edges(train_matrix)
-    n_edges = e_users.numel()
     n_neg = 0 if settings.loss in ("directau", "mawu") else max(1, settings.n_negatives if settings.loss == "ssm" else 1)
 
     history: dict[str, Any] = {"val_ndcg": [], "epoch_seconds": [], "loss": [], "settings": settings.as_dict()}
@@ -311,32 +345,10 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
         if finished:
             break
         started = time.perf_counter()
-        net.train()
-        order = torch.randperm(n_edges, generator=gen)
-        total, batches = 0.0, 0
-        for start in range(0, n_edges, settings.batch_size):
-            idx = order[start:start + settings.batch_size]
-            bu, bi = e_users[idx], e_items[idx]
-            negs = None
-            if n_neg:
-                if settings.negatives == "uniform":
-                    negs = torch.randint(n_items, (idx.numel(), n_neg), generator=gen)
-                else:
-                    negs = bi[torch.randint(idx.numel(), (idx.numel(), n_neg), generator=gen)]
-                negs = negs.to(device)
-            loss = batch_loss(net, bu.to(device), bi.to(device), negs, settings, margins, item_deg_t)
-            check_finite("training loss", loss, f"epoch {epoch}, batch starting at edge {start}")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            if margins is not None:
-                with torch.no_grad():
-                    margins[0].clamp_(0.0, 1.0)
-                    margins[1].clamp_(0.0, 1.0)
-            total += float(loss.detach())
-            batches += 1
+        mean_loss = _train_epoch(net, optimizer, e_users, e_items, settings, margins, item_deg_t, gen, n_neg,
+                                 epoch)
         history["epoch_seconds"].append(time.perf_counter() - started)
-        history["loss"].append(total / max(batches, 1))
+        history["loss"].append(mean_loss)
         check_finite("user embeddings", net.user_emb, f"epoch {epoch}")
         check_finite("item embeddings", net.item_emb, f"epoch {epoch}")
         stop = epoch == settings.epochs
