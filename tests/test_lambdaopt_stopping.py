@@ -156,3 +156,78 @@ def test_checkpoint_key_includes_the_stopping_rule(small_split):
     assert len(keys) == 3
     assert torch.equal(MFBPR({**BASE, "epochs": 1}).fit(train).snapshot()["P"],
                        MFBPR({**BASE, "epochs": 1}).fit(train).P)
+
+
+def test_the_held_out_share_of_validation_is_disjoint_complete_and_fixed_by_the_seed():
+    import scipy.sparse as sp
+
+    from recrepro.papers.lambdaopt.experiments import held_out_validation
+
+    rng = np.random.default_rng(3)
+    validation = sp.random(50, 40, density=0.2, format="csr", random_state=rng, data_rvs=lambda n: np.ones(n))
+    learn, held = held_out_validation(validation, 0.5, seed=7)
+    assert learn.multiply(held).nnz == 0                                   # no interaction in both parts
+    assert ((learn + held) != validation).nnz == 0                         # and none lost
+    assert 0.35 < held.nnz / validation.nnz < 0.65
+    again_learn, again_held = held_out_validation(validation, 0.5, seed=7)
+    assert (again_held != held).nnz == 0 and (again_learn != learn).nnz == 0
+    assert (held_out_validation(validation, 0.5, seed=8)[1] != held).nnz > 0
+    with pytest.raises(ValueError, match="select_share"):
+        held_out_validation(validation, 1.0, seed=7)
+
+
+def test_a_validation_learner_stops_on_the_held_out_share_and_learns_on_the_rest(small_split, tmp_path, monkeypatch,
+                                                                                 one_torch_thread):
+    """λOpt with ``select_share``: its λ step sees only the learning share of the validation, the
+    stopping rule scores only the held-out share (with the learning share masked), and the record
+    says so; λFix under the same settings ignores the share."""
+    from recrepro.papers.lambdaopt import experiments as driver
+    from recrepro.papers.lambdaopt.mf_lambdaopt import MFLambdaOpt
+    from recrepro.runs import SplitData
+
+    validation = SplitData(small_split).csr(["validation"])
+    learn, held = driver.held_out_validation(validation, 0.5, seed=0)
+    seen = {}
+    real_fit = MFLambdaOpt.fit
+
+    def spy_fit(self, train, validation=None, **kw):
+        seen["fit_validation"] = validation
+        return real_fit(self, train, validation=validation, **kw)
+
+    def spy_auc(model, held_out, section, device, batch_size):
+        seen["exclude"], seen["targets"] = held_out
+        return 0.5
+
+    monkeypatch.setattr(MFLambdaOpt, "fit", spy_fit)
+    monkeypatch.setattr(driver, "_held_out_auc", spy_auc)
+    monkeypatch.setattr(driver, "_validation_auc", lambda *a, **k: pytest.fail("scored the whole validation"))
+    kw = {"split_dir": small_split, "seed": 0, "evaluation": EVALUATION, "meta": {"tier": "smoke", "paper": "lambdaopt"}}
+    settings = {**BASE, "method": "lambdaopt", "granularity": "dui", "val_batch_size": 64, "epochs": 3, "patience": 2,
+                "select_share": 0.5}
+    driver.run_variant(out_dir=tmp_path / "dui", variant="lambdaopt_dui", settings=settings, **kw)
+    assert (seen["fit_validation"] != learn).nnz == 0 and (seen["targets"] != held).nnz == 0
+    train = SplitData(small_split).csr(["train"])
+    assert ((seen["exclude"] > 0) != ((train + learn) > 0)).nnz == 0
+    rec = json.loads((tmp_path / "dui" / "metrics.json").read_text())
+    assert rec["select_share"] == 0.5 and rec["n_select_targets"] == held.nnz
+
+    monkeypatch.undo()
+    calls = []
+    monkeypatch.setattr(driver, "_held_out_auc", lambda *a, **k: pytest.fail("lambdafix learns nothing on validation"))
+    monkeypatch.setattr(driver, "_validation_auc", lambda *a, **k: calls.append(1) or 0.5)
+    driver.run_variant(out_dir=tmp_path / "fix", variant="lambdafix",
+                       settings={**BASE, "method": "lambdafix", "lambdafix_grid": [0.0], "epochs": 2, "patience": 2,
+                                 "select_share": 0.5}, **kw)
+    assert calls and "select_share" not in json.loads((tmp_path / "fix" / "metrics.json").read_text())
+
+
+def test_only_the_validation_learners_settings_carry_the_select_share():
+    from recrepro.config import load_config
+    from recrepro.papers.lambdaopt.experiments import rule_settings
+
+    from pathlib import Path
+
+    config = load_config(Path(__file__).resolve().parents[1] / "config.yaml")
+    shares = {v: rule_settings(config, "paper", "ml-100k", v).get("select_share")
+              for v in ("lambdafix", "neumf", "amf", "sgda", "lambdaopt_dui")}
+    assert shares == {"lambdafix": None, "neumf": None, "amf": None, "sgda": 0.5, "lambdaopt_dui": 0.5}

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import pandas as pd
 
 from recrepro.io import write_parquet
@@ -70,7 +71,14 @@ def rule_settings(config: Mapping[str, Any], tier: str, dataset: str, variant: s
     cap = conf.get("epoch_cap")
     if cap is not None and "epochs" in settings:     # compute cap (config comment, docs/deviations.md)
         settings["epochs"] = min(int(settings["epochs"]), int(cap))
+    if settings.get("method") not in VALIDATION_LEARNERS:    # nothing of theirs learns on validation
+        settings.pop("select_share", None)
     return settings
+
+
+#: Methods whose λ learns on the validation loss (λOpt, SGDA): ``select_share`` holds part of the
+#: validation out of their λ step for the stopping rule; the others stop on the whole validation.
+VALIDATION_LEARNERS = ("lambdaopt", "sgda")
 
 
 def rule_sensitivity_epochs(config: Mapping[str, Any], tier: str) -> int:
@@ -113,7 +121,7 @@ def _validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Settings of the stopping rule (the driver's, not the model's: they are left out of the model config).
-STOPPING_KEYS = ("patience", "eval_every")
+STOPPING_KEYS = ("patience", "eval_every", "select_share")
 
 
 def _model_settings(settings: Mapping[str, Any], device: str) -> dict[str, Any]:
@@ -188,17 +196,57 @@ def _validation_auc(model: Any, split: Any, section: Mapping[str, Any], device: 
 
 
 def make_monitor(settings: Mapping[str, Any], split: Any, section: Mapping[str, Any], device: str,
-                 batch_size: int):
+                 batch_size: int, held_out: tuple[sp.csr_matrix, sp.csr_matrix] | None = None):
     """The converging budget's :class:`~recrepro.papers.lambdaopt.stopping.ValidationMonitor` when the
     settings name a ``patience`` (``null``: to the cap, still selecting the best epoch); ``None``
-    otherwise (the last epoch is reported, as the smoke tier does)."""
+    otherwise (the last epoch is reported, as the smoke tier does).
+
+    ``held_out``: ``(exclude, targets)`` — the monitor scores the AUC of ``targets`` (the held-out share
+    of the validation, :func:`held_out_validation`) with ``exclude`` masked, instead of the whole
+    validation part."""
     if "patience" not in settings:
         return None
     from recrepro.papers.lambdaopt.stopping import ValidationMonitor
 
-    return ValidationMonitor(lambda m: _validation_auc(m, split, section, device, batch_size),
-                             patience=settings["patience"], cap=int(settings["epochs"]),
+    if held_out is None:
+        def evaluate(m: Any) -> float:
+            return _validation_auc(m, split, section, device, batch_size)
+    else:
+        def evaluate(m: Any) -> float:
+            return _held_out_auc(m, held_out, section, device, batch_size)
+    return ValidationMonitor(evaluate, patience=settings["patience"], cap=int(settings["epochs"]),
                              eval_every=int(settings.get("eval_every", 1)))
+
+
+def held_out_validation(validation: sp.csr_matrix, share: float, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Split the validation interactions into the part a model may learn from and a held-out part
+    for stopping and selection (docs/deviations.md#lambdaopt-protocol, item 11).
+
+    Each interaction is held out with probability ``share``, by a generator of its own seeded from
+    the training ``seed`` (the same split for every method and λ of a seed).  Returns
+    ``(learn, held_out)``: two CSR matrices of the validation's shape whose entries are disjoint and
+    together are the validation's."""
+    if not 0.0 < float(share) < 1.0:
+        raise ValueError(f"select_share must lie strictly between 0 and 1, got {share!r}")
+    coo = sp.coo_matrix(validation)
+    held = np.random.default_rng([int(seed), 0x5E1EC7]).random(coo.nnz) < float(share)
+
+    def part(mask: np.ndarray) -> sp.csr_matrix:
+        return sp.csr_matrix((coo.data[mask], (coo.row[mask], coo.col[mask])), shape=validation.shape)
+
+    return part(~held), part(held)
+
+
+def _held_out_auc(model: Any, held_out: tuple[sp.csr_matrix, sp.csr_matrix], section: Mapping[str, Any],
+                  device: str, batch_size: int) -> float:
+    """AUC of the held-out validation targets (full ranking, ``exclude`` masked)."""
+    from recrepro.evaluation.ranking import evaluate_full_ranking
+
+    exclude, targets = held_out
+    users = np.flatnonzero(np.diff(targets.indptr))
+    result = evaluate_full_ranking(model, exclude, targets, [1], users=users, batch_size=batch_size, device=device,
+                                   metrics=["auc"], rank_ties=section.get("rank_ties", "optimistic"))
+    return float(result.overall["auc"])
 
 
 def _with_curve(history: list[dict[str, Any]], monitor: Any, **extra: Any) -> pd.DataFrame:
@@ -257,9 +305,16 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
         model, monitor = best[2], best[3]
     else:
         model = make_model(settings, seed, device)
-        monitor = make_monitor(settings, split, val_section, device, batch_size)
+        learn, held_out = validation, None
+        if getattr(model, "learns_on_validation", False) and settings.get("select_share") is not None:
+            # λ learns on one share of the validation, the stopping rule reads the other (item 11)
+            learn, targets = held_out_validation(validation, settings["select_share"], seed)
+            held_out = ((train + learn).tocsr(), targets)
+            selection["select_share"] = float(settings["select_share"])
+            selection["n_select_targets"] = int(targets.nnz)
+        monitor = make_monitor(settings, split, val_section, device, batch_size, held_out=held_out)
         files.append(None if checkpoint is None else Path(checkpoint))
-        model.fit(train, validation=validation, **_resume_kwargs(model, files[-1]),
+        model.fit(train, validation=learn, **_resume_kwargs(model, files[-1]),
                   **({} if monitor is None else {"monitor": monitor}))
     last = None
     if monitor is not None:     # the last epoch's test metrics, then the best validation epoch's
