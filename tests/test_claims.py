@@ -287,6 +287,20 @@ def test_beats_strongest_baseline(tmp_path):
     assert statuses(results) == [CONTRADICTED, NOT_TESTABLE]
     [r] = evaluate_check(check(**spec, split="s1"), ctx(tmp_path))
     assert r.label == "toy ndcg@20" and r.status == CONTRADICTED
+    # a configured baseline not run (no mean): the paper's method beating the others run is not yet a win,
+    # but one that ran and beats it still contradicts
+    not_run = {**rows[0], "method": "ials", "mean": float("nan"), "n_seeds": 0, "paper_mean": 0.11}
+    ran = [{**row, "paper_mean": 0.11, "mean": v} for row, v in zip(rows, (0.10, 0.09))]
+    pd.DataFrame(ran + [not_run]).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "`ials` on toy (not run" in r.numbers and "`ease` 0.1000" in r.numbers
+    ran[1]["mean"] = 0.12
+    pd.DataFrame(ran + [not_run]).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "strongest `itemknn` 0.1200" in r.numbers
+    pd.DataFrame([not_run]).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "tuned simple baselines on toy" in r.numbers
 
 
 def test_waits_is_never_testable(tmp_path):

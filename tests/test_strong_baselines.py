@@ -177,6 +177,15 @@ def test_table_from_records_with_a_paired_test(tmp_path):
                          out_csv=tmp_path / "t.csv", title="toy")
     assert set(frame["paper_method"]) == {"m_tuned"} and frame["paper_mean"].iloc[0] == pytest.approx(0.30)
     assert frame["paper_n_seeds"].iloc[0] == 2
+    # a configured model with no record shows as not run; one run on fewer splits than configured says so
+    configured = {"toy/random_ratio": {**protocols["toy/random_ratio"], "models": ["mostpop", "ials", "ease"],
+                                       "split_seeds": [0, 1]}}
+    frame = strong_table(grids, configured, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy").set_index("method")
+    assert frame.loc["ease", "budget"] == "not run" and frame.loc["ease", "n_seeds"] == 0
+    assert pd.isna(frame.loc["ease", "mean"]) and frame.loc["ease", "paper_mean"] == pytest.approx(0.2)
+    assert frame.loc["ials", "budget"].endswith("(1 of 2 splits run)")
+    assert "| ndcg@20 | ease |  | not run | not run | m |" in (tmp_path / "t.md").read_text()
 
 
 def test_tune_and_test_on_a_synthetic_split(tmp_path):

@@ -253,7 +253,9 @@ def job_key(wildcards: Any) -> tuple[str, str, str, str, str]:
 
 def table_protocols(config: Mapping[str, Any], tier: str, paper: str) -> dict[str, Any]:
     """``"<dataset>/<split>"`` -> the metrics and paper method :func:`strong_table` needs."""
-    return {f"{e['dataset']}/{e['split']}": {"metrics": e["metrics"], "paper_method": e.get("paper_method")}
+    return {f"{e['dataset']}/{e['split']}": {"metrics": e["metrics"], "paper_method": e.get("paper_method"),
+                                               "models": list(entry_models(config, tier, e)),
+                                               "split_seeds": list(e["split_seeds"])}
             for e in tier_block(config, tier).get("protocols", []) if e["paper"] == paper}
 
 
@@ -318,7 +320,10 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
 
     ``entry`` maps ``"<dataset>/<split>"`` to that protocol's ``metrics`` (reported),
     ``paper_method`` (its run directory relative to ``results_root``, the name and the part
-    whose metrics it compares) — the config's protocol entries.
+    whose metrics it compares) — the config's protocol entries — and, where given, its ``models``
+    and ``split_seeds``: a configured model with no grid record gets a "not run" row (no mean) on a
+    protocol where another model ran, and one recorded on fewer splits than configured says so, so
+    that "the strongest baseline" never silently means the strongest of those that happened to run.
     """
     import pandas as pd
 
@@ -333,8 +338,10 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
         run_dirs = [f.parent / r for f, g in grids for r in g["runs"]]
         picks = list(dict.fromkeys(_settings_text(g["settings"]) or "-" for _, g in grids))
         sizes = sorted({g["grid_points"] for _, g in grids})
+        n_splits = len(proto.get("split_seeds") or []) or len(grids)
         budget = (f"{'/'.join(map(str, sizes))}-point grid, picked on validation {grids[0][1]['select']}"
-                  + (f" of each of {len(grids)} splits" if len(grids) > 1 else ""))
+                  + (f" of each of {len(grids)} splits" if len(grids) > 1 else "")
+                  + (f" ({len(grids)} of {n_splits} splits run)" if len(grids) < n_splits else ""))
         paper, paper_dirs = _paper_runs(proto.get("paper_method"), results_root)
         for metric in proto["metrics"]:
             values = [_run_metrics(d).get(metric, np.nan) for d in run_dirs]
@@ -350,6 +357,7 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
                 "paper_method": paper.get("method", ""),
                 "paper_mean": float(np.nanmean(theirs)) if theirs else np.nan, "paper_n_seeds": len(theirs),
                 "p_value": p, "p_note": note})
+    rows += _not_run_rows(entry, _ran_models(groups), results_root)
     frame = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     if frame.empty:
         raise ValueError("strong_table: no grid records given")
@@ -361,6 +369,36 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
     return frame
 
 
+def _ran_models(groups: Mapping[tuple[str, str, str], Any]) -> dict[tuple[str, str], set[str]]:
+    ran: dict[tuple[str, str], set[str]] = {}
+    for dataset, split, model in groups:
+        ran.setdefault((dataset, split), set()).add(model)
+    return ran
+
+
+def _not_run_rows(entry: Mapping[str, Any], ran: Mapping[tuple[str, str], set[str]],
+                  results_root: str | Path) -> list[dict[str, Any]]:
+    """A "not run" row per metric for each configured model without a grid record, on the protocols
+    where another model ran (a protocol with none stays out of the table)."""
+    rows = []
+    for (dataset, split), models in sorted(ran.items()):
+        proto = entry[f"{dataset}/{split}"]
+        missing = [m for m in proto.get("models") or [] if m not in models]
+        if not missing:
+            continue
+        paper, paper_dirs = _paper_runs(proto.get("paper_method"), results_root)
+        for model in missing:
+            for metric in proto["metrics"]:
+                theirs = [_run_metrics(d, paper.get("part")).get(metric, np.nan) for d in paper_dirs]
+                rows.append({
+                    "dataset": dataset, "split": split, "method": model, "settings": "", "budget": "not run",
+                    "metric": metric, "mean": np.nan, "sd": np.nan, "n_seeds": 0,
+                    "paper_method": paper.get("method", ""),
+                    "paper_mean": float(np.nanmean(theirs)) if theirs else np.nan, "paper_n_seeds": len(theirs),
+                    "p_value": None, "p_note": "not run"})
+    return rows
+
+
 def render_markdown(frame: pd.DataFrame, title: str) -> str:
     """The table as Markdown, one section per dataset/split; the best baseline per metric in bold."""
     import pandas as pd
@@ -370,7 +408,9 @@ def render_markdown(frame: pd.DataFrame, title: str) -> str:
              "grid is searched on the validation part with the paper's metric, and the pick is tested "
              "on every seed (deterministic models: one run). `paper` is our reproduction's run of the "
              "paper's method on the same split; `p` a two-sided paired t-test over users where both "
-             "sides' per-user rows exist. Bold: the best baseline per metric (Gini: the lowest).", ""]
+             "sides' per-user rows exist. Bold: the best baseline per metric (Gini: the lowest). A configured "
+             "model shown as not run leaves the strongest baseline open: the claims then never say the "
+             "paper's method beats it.", ""]
     for (dataset, split), block in frame.groupby(["dataset", "split"], sort=True):
         lines += [f"## {dataset} · {split}", "",
                   "| metric | method | settings | budget | mean ± sd (n) | paper method | paper | p |",
@@ -378,7 +418,10 @@ def render_markdown(frame: pd.DataFrame, title: str) -> str:
         for metric, rows in block.groupby("metric", sort=True):
             best = rows["mean"].min() if lower_is_better(metric) else rows["mean"].max()
             for _, r in rows.iterrows():
-                value = f"{r['mean']:.4f} ± {r['sd']:.4f} ({r['n_seeds']})"
+                if not r["n_seeds"]:
+                    value = "not run"
+                else:
+                    value = f"{r['mean']:.4f} ± {r['sd']:.4f} ({r['n_seeds']})"
                 if r["mean"] == best:
                     value = f"**{value}**"
                 paper = "" if pd.isna(r["paper_mean"]) else f"{r['paper_mean']:.4f} ({r['paper_n_seeds']})"

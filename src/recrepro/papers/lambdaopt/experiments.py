@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import pandas as pd
+import scipy.sparse as sp
 
 from recrepro.io import write_parquet
 from recrepro.records import write_history
