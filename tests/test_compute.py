@@ -251,3 +251,39 @@ def test_the_claimed_runs_come_from_the_expected_files_checks():
     assert any(p == "fedrap" and m == "fedmf_tuned" for p, _, m in claimed)
     # the N(0, 0.01²) switch runs sit beside the claims, not in them: a figure sweep
     assert not any(m.startswith("lambdafix_init") for _, _, m in claimed)
+
+
+def _strong_grid(root: Path, dataset: str, model: str, split_seed: int = 0, point_seconds=(600.0, 1200.0),
+                 runs: dict[str, tuple[float, float]] | None = None, write: bool = True) -> str:
+    """A tuned baseline's job (``grid.json``: its points' seconds; its test runs' wall and CPU seconds)."""
+    path = f"results/paper/baselines/strong/{dataset}/proto/split_a/{model}/split{split_seed}/grid.json"
+    if write:
+        split_dir = (root / path).parent
+        split_dir.mkdir(parents=True)
+        runs = runs or {"seed0": (1800.0, 3600.0)}
+        (split_dir / "grid.json").write_text(json.dumps({
+            "points": [{"point": i, "seconds": s} for i, s in enumerate(point_seconds)], "runs": list(runs)}))
+        for name, (wall, cpu) in runs.items():
+            (split_dir / name).mkdir()
+            (split_dir / name / "provenance.json").write_text(json.dumps({
+                "wall_seconds": wall, "cpu_seconds": cpu, "threads": {"torch_num_threads": 1},
+                "peak_rss_mb": 50.0, "device": "cpu"}))
+    return path
+
+
+def test_a_tuned_baselines_job_is_priced_from_its_grid_and_test_runs_and_queued_first(tmp_path):
+    # wall: 600 + 1200 (grid) + 1800 + 900 (two test runs) = 4500 s = 1.25 h; CPU: the last run's 5400 s = 1.5 h
+    done = _strong_grid(tmp_path, "ds", "ials", runs={"seed0": (1800.0, 3600.0), "seed1": (900.0, 5400.0)})
+    todo = [_strong_grid(tmp_path, "ds", "ials", split_seed=s, write=False) for s in (123, 246)]
+    frame = compute_table([done, *todo, _run("ds")], tmp_path)
+    strong = frame[frame["paper"] == "strong"].reset_index(drop=True)
+    assert strong["method"].tolist() == ["ials"] * 3 and strong["recorded"].tolist() == [True, False, False]
+    assert strong.loc[0, "wall_hours"] == 1.25 and strong.loc[0, "cpu_hours"] == 1.5
+    assert queue_priority(frame, set()).tolist() == [0, 0, 0, 3]
+    page = compute_markdown(frame, {"ds": "mirror"})
+    assert "| strong | ds | 1 | 1.50 | 1.25 | 1.50 |" in page  # Recorded: jobs, CPU-h, wall h, mean
+    # the two splits not run are priced at the recorded split's 1.5 CPU-hours each, and named as splits
+    assert "| strong | ds | yes | 2 | 2 | 3.00 |" in page
+    assert "`ials` (splits 123, 246)" in page
+    # a grid record outside the strong layout is not a job
+    assert compute_table(["results/paper/baselines/strong/ds/grid.json"], tmp_path).empty

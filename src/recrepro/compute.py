@@ -33,9 +33,25 @@ from recrepro.records import PROVENANCE_FILE, TIMINGS_FILE
 __all__ = ["compute_table", "compute_markdown"]
 
 
+#: the ``paper`` of a tuned simple baseline's job (issue 48): one job per model and split, its grid on
+#: validation and the pick's test on every seed (``results/<tier>/baselines/strong/.../split<s>/grid.json``)
+STRONG = "strong"
+
+#: a job's seed (a run's training seed; a tuned baseline's split seed) at the end of its folder
+SEED_PATTERN = r"(?:seed|split)(\d+)$"
+
+
 def _run_identity(path: str | Path) -> dict[str, str] | None:
-    """paper, dataset, method of ``results/<tier>/<paper>/runs/<dataset>/.../<method>/seed<k>/...``."""
+    """paper, dataset, method of ``results/<tier>/<paper>/runs/<dataset>/.../<method>/seed<k>/...``, or
+    of a tuned baseline's ``results/<tier>/baselines/strong/<dataset>/<protocol>/<split>/<model>/split<s>/grid.json``
+    (paper :data:`STRONG`)."""
     parts = Path(path).parts
+    if "strong" in parts and parts[-1] == "grid.json":
+        i = parts.index("strong")
+        tail = parts[i + 1:-1]
+        if parts[i - 1] == "baselines" and len(tail) == 5 and tail[-1].startswith("split"):
+            return {"paper": STRONG, "dataset": tail[0], "method": tail[3], "run_dir": str(Path(*parts[:-1]))}
+        return None
     if "runs" not in parts:
         return None
     i = parts.index("runs")
@@ -84,8 +100,29 @@ def _whole_run_seconds(prov: Mapping[str, Any], run_dir: Path) -> tuple[float, f
     return steps, (None if cpu is None or wall <= 0 else float(cpu) * steps / wall), True
 
 
+def _strong_usage(split_dir: Path) -> dict[str, Any]:
+    """A tuned baseline's job cost: wall time = its grid points' seconds + its test runs' (their
+    ``provenance.json``); CPU time = the largest of the test runs' (each measures the whole process,
+    the grid included, so the last one's is the job's)."""
+    grid = read_json(split_dir / "grid.json")
+    provs = [read_json(split_dir / run / PROVENANCE_FILE) for run in grid.get("runs", [])
+             if (split_dir / run / PROVENANCE_FILE).is_file()]
+    wall = sum(float(p.get("seconds") or 0.0) for p in grid.get("points", []) if isinstance(p, dict))
+    wall += sum(float(p.get("wall_seconds") or 0.0) for p in provs)
+    cpus = [float(p["cpu_seconds"]) for p in provs if p.get("cpu_seconds") is not None]
+    threads = max([int((p.get("threads") or {}).get("torch_num_threads") or 1) for p in provs] or [1])
+    device = next((str(p.get("device")) for p in provs if p.get("device")), "cpu")
+    return {"wall_hours": wall / 3600, "pieces_estimated": False,
+            "cpu_hours": (max(cpus) if cpus else wall * threads) / 3600, "threads": threads,
+            "peak_rss_mb": max([p["peak_rss_mb"] for p in provs if p.get("peak_rss_mb") is not None] or [None],
+                               key=lambda x: -1 if x is None else x),
+            "device": next((str(p.get("device_name")) for p in provs if p.get("device_name")), device),
+            "device_type": device.split(":")[0]}
+
+
 def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") -> pd.DataFrame:
-    """One row per expected run: identity, whether its record exists, and its measured cost."""
+    """One row per expected run (or tuned baseline's job): identity, whether its record exists, and its
+    measured cost."""
     rows = []
     root = Path(results_root)
     for path in dict.fromkeys(expected_runs):
@@ -93,8 +130,14 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
         if ident is None:
             continue
         run_dir = root / ident["run_dir"]
+        if ident["paper"] == STRONG:
+            row: dict[str, Any] = {**ident, "recorded": (run_dir / "grid.json").is_file()}
+            if row["recorded"]:
+                row.update(_strong_usage(run_dir))
+            rows.append(row)
+            continue
         prov_path = run_dir / PROVENANCE_FILE
-        row: dict[str, Any] = {**ident, "recorded": (run_dir / "metrics.json").is_file()}
+        row = {**ident, "recorded": (run_dir / "metrics.json").is_file()}
         if row["recorded"] and prov_path.is_file():
             prov = read_json(prov_path)
             threads = (prov.get("threads") or {}).get("torch_num_threads") or 1
@@ -136,7 +179,8 @@ def _published_cells(papers: Sequence[str]) -> set[tuple[str, str, str]]:
 def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
                    picked: set[tuple[str, str, str]] | frozenset = frozenset(),
                    claimed: set[tuple[str, str, str]] | frozenset = frozenset()) -> pd.Series:
-    """0: a validation-grid point (``<method>-gNN``), a comparison at a grid's pick (``<method>_tuned``)
+    """0: a validation-grid point (``<method>-gNN``), a tuned simple baseline's job (paper :data:`STRONG`),
+    a comparison at a grid's pick (``<method>_tuned``)
     or, on its first seed, a run that a claim's check names (``claimed``: (paper, dataset, method
     pattern), dataset ``*`` for any; the runs a claim's verdict waits for); 1: a run of a published cell
     on its first seed; 2: its other seeds, and a claimed run's other seeds; 3: everything else (figure
@@ -147,7 +191,7 @@ def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
     on another seed is 2 when ``picked`` (paper, dataset, method) names its method as the
     cell's pick, else 3 (a figure's sweep).
     """
-    seeds = frame["run_dir"].str.extract(r"seed(\d+)$")[0].astype(int)
+    seeds = frame["run_dir"].str.extract(SEED_PATTERN)[0].astype(int)
     first_seed = seeds.groupby([frame["paper"], frame["dataset"]]).transform("min")
     tuned = frame["method"].str.replace(r"_wd[0-9a-z]+$", "_tunedwd", regex=True)
     is_published = pd.Series([(p, d, m) in published or (p, d, t) in published
@@ -164,6 +208,7 @@ def queue_priority(frame: pd.DataFrame, published: set[tuple[str, str, str]],
     priority[is_claimed & (seeds != first_seed) & (priority > 2)] = 2
     priority[is_claimed & (seeds == first_seed)] = 0
     priority[frame["method"].str.contains(r"(?:-g\d{2,}|_tuned)$", regex=True)] = 0
+    priority[frame["paper"] == STRONG] = 0  # a tuned baseline's grid: what a "beats the strongest" claim waits for
     return priority
 
 
@@ -330,7 +375,11 @@ def _intro_lines(on_gpu: pd.DataFrame, estimated: int = 0) -> list[str]:
         "upper bound); a job not run yet is priced at the mean of the recorded jobs of the same paper, "
         "dataset and method (its other seeds; else of the same method family, else of the same paper and "
         "dataset; else not priced, and given a "
-        "scaled estimate from another dataset where one can be made: see Remaining). " + pieces.rstrip(),
+        "scaled estimate from another dataset where one can be made: see Remaining). The tuned simple "
+        "baselines (paper `strong`, `docs/strong-baselines.md`) are one job per model and split: its grid "
+        "searched on validation, then the pick tested on every seed; its wall time is the sum of the grid "
+        "points' seconds (`grid.json`) and the test runs', its CPU time the last test run's (each measures "
+        "the whole job). " + pieces.rstrip(),
         "",
         devices,
         "",
@@ -501,7 +550,8 @@ def _queue_lines(here: pd.DataFrame) -> list[str]:
              "cells at the paper's budget on one seed, then their other seeds and a claimed run's (a tuned "
              "weight decay's other seeds follow its pick on the first seed), then the figures' sweeps. Ask Snakemake for the run records of a row, e.g. "
              "`snakemake --cores 2 results/paper/<paper>/runs/<dataset>/.../<method>/seed<k>/metrics.json "
-             "--config tier=paper`.", ""]
+             "--config tier=paper`; for a `strong` row, its model's grid record on each split: "
+             "`results/paper/baselines/strong/<dataset>/<protocol>/<split>/<model>/split<s>/grid.json`.", ""]
     gpu = "gpu" in here
     if gpu:
         lines += ["The GPU column is the Remaining table's: one job at a time on one GPU (an upper bound when "
@@ -512,8 +562,9 @@ def _queue_lines(here: pd.DataFrame) -> list[str]:
         est = g["estimate"].dropna()
         methods = sorted(set(g["method"]))
         if prio < 3:  # the cells' runs, each with its seeds: the queue to act on, in full
-            seeds = g["run_dir"].str.extract(r"seed(\d+)$")[0].astype(int).groupby(g["method"]).agg(sorted)
-            shown = ", ".join(f"`{m}` (seed{'s' if len(seeds[m]) > 1 else ''} {', '.join(map(str, seeds[m]))})"
+            seeds = g["run_dir"].str.extract(SEED_PATTERN)[0].astype(int).groupby(g["method"]).agg(sorted)
+            word = "split" if paper == STRONG else "seed"
+            shown = ", ".join(f"`{m}` ({word}{'s' if len(seeds[m]) > 1 else ''} {', '.join(map(str, seeds[m]))})"
                               for m in methods)
         else:
             shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6

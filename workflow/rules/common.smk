@@ -199,6 +199,14 @@ def tier_run_records(tier):
         for seed in LRS_TIERS.get(tier, {}).get("seeds", [0])
         for split, method in LRS_ACCEPTANCE_RUNS
     ]
+    import recrepro.strong as strong
+
+    # the tuned simple baselines: one job per model and split (its grid record)
+    runs += [
+        grid
+        for paper in strong.papers(config, tier)
+        for grid in strong.grid_records(config, tier, paper)
+    ]
     return runs
 
 
