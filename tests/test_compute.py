@@ -277,13 +277,17 @@ def test_a_tuned_baselines_job_is_priced_from_its_grid_and_test_runs_and_queued_
     todo = [_strong_grid(tmp_path, "ds", "ials", split_seed=s, write=False) for s in (123, 246)]
     frame = compute_table([done, *todo, _run("ds")], tmp_path)
     strong = frame[frame["paper"] == "strong"].reset_index(drop=True)
-    assert strong["method"].tolist() == ["ials"] * 3 and strong["recorded"].tolist() == [True, False, False]
+    assert strong["method"].tolist() == ["ials · split_a"] * 3 and strong["recorded"].tolist() == [True, False, False]
     assert strong.loc[0, "wall_hours"] == 1.25 and strong.loc[0, "cpu_hours"] == 1.5
     assert queue_priority(frame, set()).tolist() == [0, 0, 0, 3]
     page = compute_markdown(frame, {"ds": "mirror"})
     assert "| strong | ds | 1 | 1.50 | 1.25 | 1.50 |" in page  # Recorded: jobs, CPU-h, wall h, mean
     # the two splits not run are priced at the recorded split's 1.5 CPU-hours each, and named as splits
     assert "| strong | ds | yes | 2 | 2 | 3.00 |" in page
-    assert "`ials` (splits 123, 246)" in page
+    assert "`ials · split_a` (splits 123, 246)" in page
+    # on a dataset with no record of the job, no scaled estimate: a tuned baseline is not linear in interactions
+    big = [_strong_grid(tmp_path, "big", "ease", write=False)]
+    page = compute_markdown(compute_table([done, *big], tmp_path), {"ds": "mirror"}, sizes={"ds": 10, "big": 1_000})
+    assert "| strong | big | no | 1 | 0 | not measured |  |" in page
     # a grid record outside the strong layout is not a job
     assert compute_table(["results/paper/baselines/strong/ds/grid.json"], tmp_path).empty

@@ -50,7 +50,9 @@ def _run_identity(path: str | Path) -> dict[str, str] | None:
         i = parts.index("strong")
         tail = parts[i + 1:-1]
         if parts[i - 1] == "baselines" and len(tail) == 5 and tail[-1].startswith("split"):
-            return {"paper": STRONG, "dataset": tail[0], "method": tail[3], "run_dir": str(Path(*parts[:-1]))}
+            # the split in the name: a dataset may have two protocols (gowalla: PRISM's and LightGCN's)
+            return {"paper": STRONG, "dataset": tail[0], "method": f"{tail[3]} · {tail[2]}",
+                    "run_dir": str(Path(*parts[:-1]))}
         return None
     if "runs" not in parts:
         return None
@@ -379,7 +381,8 @@ def _intro_lines(on_gpu: pd.DataFrame, estimated: int = 0) -> list[str]:
         "baselines (paper `strong`, `docs/strong-baselines.md`) are one job per model and split: its grid "
         "searched on validation, then the pick tested on every seed; its wall time is the sum of the grid "
         "points' seconds (`grid.json`) and the test runs', its CPU time the last test run's (each measures "
-        "the whole job). " + pieces.rstrip(),
+        "the whole job); they get no scaled estimate (EASE inverts an items × items matrix, and every grid "
+        "point ranks all items for every user: their cost is not linear in interactions). " + pieces.rstrip(),
         "",
         devices,
         "",
@@ -475,7 +478,9 @@ def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame, sizes: Mapping[str
     for r in todo.itertuples(index=False):
         ref = reference.get((r.paper, r.family)) or paper_reference.get(r.paper)
         n = sizes.get(r.dataset)
-        if (pd.notna(r.estimate) and not every_job) or ref is None or not n:
+        # a tuned baseline is not linear in interactions (EASE inverts an items × items matrix; every
+        # grid point ranks all items for every user): no scaled estimate rather than a wrong one
+        if (pd.notna(r.estimate) and not every_job) or ref is None or not n or r.paper == STRONG:
             values.append(None)
             names.append(None)
         else:
