@@ -187,6 +187,30 @@ def test_table_from_records_with_a_paired_test(tmp_path):
     assert frame.loc["ials", "budget"].endswith("(1 of 2 splits run)")
     assert "| ndcg@20 | ease |  | not run | not run | m |" in (tmp_path / "t.md").read_text()
 
+    # the paper's method compared on another part than its record's (exADMM's fixture records validation and
+    # compares test): the paired test reads that part's own per-user rows, never the record's
+    exadmm = tmp_path / "paper/runs/x/seed0"
+    _run(exadmm, 0.9, [0.9, 0.9, 0.9, 0.9])  # the record: validation, another set of values
+    (exadmm / "test.json").write_text(json.dumps({"overall": {"ndcg@20": 0.2}}))
+    (exadmm / "provenance.json").write_text(json.dumps({"config": {"target": "validation_te"}}))
+    on_part = {"toy/random_ratio": {"metrics": ["ndcg@20"],
+                                    "paper_method": {"method": "x", "runs": "paper/runs/x", "part": "test"}}}
+    frame = strong_table(grids, on_part, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy").set_index("method")
+    assert frame.loc["ials", "paper_mean"] == pytest.approx(0.2) and pd.isna(frame.loc["ials", "p_value"])
+    assert frame.loc["ials", "p_note"] == "per-user rows of the paper's method's test part not kept"
+    pd.DataFrame({"user": np.arange(4), "ndcg@20": theirs}).to_parquet(exadmm / "test_per_user.parquet")
+    frame = strong_table(grids, on_part, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy").set_index("method")
+    assert frame.loc["ials", "p_value"] == pytest.approx(expected_p)
+    # a record that is of the compared part already serves as it is
+    (exadmm / "test_per_user.parquet").unlink()
+    (exadmm / "provenance.json").write_text(json.dumps({"config": {"target": "test_te"}}))
+    _run(exadmm, 0.2, theirs)
+    frame = strong_table(grids, on_part, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy").set_index("method")
+    assert frame.loc["ials", "p_value"] == pytest.approx(expected_p)
+
 
 def test_tune_and_test_on_a_synthetic_split(tmp_path):
     from conftest import build_synthetic_split

@@ -260,15 +260,22 @@ def table_protocols(config: Mapping[str, Any], tier: str, paper: str) -> dict[st
 
 
 # ----------------------------------------------------------------------------- table
-def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str) -> tuple[float | None, str]:
-    """Two-sided paired t-test over users of ``metric`` (each side averaged over its seeds)."""
+def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str,
+              part: str | None = None) -> tuple[float | None, str]:
+    """Two-sided paired t-test over users of ``metric`` (each side averaged over its seeds).
+
+    ``part``: the paper's method's held-out part compared (its ``<part>_per_user.parquet``, where
+    its record is of another part: exADMM's fixture records validation and compares test).
+    """
     import pandas as pd
     from scipy import stats
 
-    def per_user(dirs: Sequence[Path]) -> pd.Series | str:
+    def per_user(dirs: Sequence[Path], name: str = "per_user.parquet") -> pd.Series | str:
         frames = []
         for d in dirs:
-            f = Path(d) / "per_user.parquet"
+            f = Path(d) / name
+            if name != "per_user.parquet" and not f.exists() and _record_part(Path(d)) == part:
+                f = Path(d) / "per_user.parquet"  # the record is of that part already
             if not f.exists():
                 return "missing"
             frame = pd.read_parquet(f)
@@ -280,9 +287,10 @@ def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str) -> tupl
     if metric.split("@")[0] in LIST_METRICS:
         return None, f"{metric} is a property of all users' lists, not a per-user value"
     # the paper's side first: the note must not depend on which git-ignored files a checkout holds
-    b = per_user(theirs)
+    b = per_user(theirs, f"{part}_per_user.parquet" if part else "per_user.parquet")
     if isinstance(b, str):
-        return None, "per-user rows of the paper's method not kept (git-ignored)"
+        return None, (f"per-user rows of the paper's method's {part} part not kept" if part else
+                      "per-user rows of the paper's method not kept (git-ignored)")
     a = per_user(ours)
     if isinstance(a, str):
         return None, "no per-user rows of the baseline"
@@ -290,6 +298,13 @@ def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str) -> tupl
     if len(joined) < 2 or np.allclose(joined["a"], joined["b"]):
         return None, "fewer than two users, or identical per-user values"
     return float(stats.ttest_rel(joined["a"], joined["b"]).pvalue), f"paired t-test over {len(joined)} users"
+
+
+def _record_part(run_dir: Path) -> str | None:
+    """The held-out part a run record scores (its provenance's ``target``, ``<part>_te``), if it says."""
+    path = run_dir / "provenance.json"
+    target = str((read_json(path).get("config") or {}).get("target", "")) if path.exists() else ""
+    return target[:-3] if target.endswith("_te") else None
 
 
 def _run_metrics(run_dir: Path, part: str | None = None) -> dict[str, float]:
@@ -347,7 +362,7 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
             values = [_run_metrics(d).get(metric, np.nan) for d in run_dirs]
             theirs = [_run_metrics(d, paper.get("part")).get(metric, np.nan) for d in paper_dirs]
             if paper_dirs:
-                p, note = _paired_p(run_dirs, paper_dirs, metric)
+                p, note = _paired_p(run_dirs, paper_dirs, metric, paper.get("part"))
             else:
                 p, note = None, "no records of the paper's method on this split"
             rows.append({

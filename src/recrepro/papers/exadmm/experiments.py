@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.io import read_json, write_json, write_text
+from recrepro.io import read_json, write_json, write_parquet, write_text
 from recrepro.records import build_provenance, read_history, read_record_json, write_history
 
 # torch, the evaluation core and the models are imported where they are used, so the
@@ -203,6 +203,9 @@ def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str,
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, result in results.items():  # validation.json selects operating points
         write_json(out_dir / f"{name}.json", {"overall": result.overall, "counts": result.counts})
+        if name != record_part:  # the record's own part is per_user.parquet; a paired test of another part needs its own
+            columns = ["user", *[c for c in result.overall if c in result.per_user.columns]]
+            write_parquet(out_dir / f"{name}_per_user.parquet", result.per_user[columns])
     write_history(out_dir, {"train": getattr(model, "history", []),
                             "fold_in": getattr(model, "fold_in_history", [])})
     return write_split_record(
