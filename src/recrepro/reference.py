@@ -172,7 +172,7 @@ def _figure_dataset(name: str, datasets: Sequence[str]) -> str | None:
 
 
 def _undrawn_line(undrawn: Sequence[str], availability: Mapping[str, str]) -> str:
-    """One sentence on a paper's figures that are not drawn: for want of data, or not run yet."""
+    """One sentence on a paper's figures that are not drawn: for want of data, or not run or drawn yet."""
     no_data: dict[str, int] = {}
     pending = []
     for name in undrawn:
@@ -186,8 +186,12 @@ def _undrawn_line(undrawn: Sequence[str], availability: Mapping[str, str]) -> st
         text.append("no data here for " + ", ".join(
             f"{d} ({n} figure{'s' if n > 1 else ''})" for d, n in sorted(no_data.items())))
     if pending:
-        text.append("not run yet: " + ", ".join(f"`{name}`" for name in pending))
-    return "Figures not drawn: " + "; ".join(text) + "."
+        text.append("not run or not drawn yet: " + ", ".join(f"`{name}`" for name in pending))
+    line = "Figures not drawn: " + "; ".join(text) + "."
+    if pending:  # a redraw redraws what was drawn before: a figure whose runs came since is asked for by name
+        line += (" A figure whose runs are recorded is drawn by asking for it: `snakemake --cores 1 "
+                 "results/<tier>/<paper>/figures/<name>.pdf --config tier=<tier> from_records=true`.")
+    return line
 
 
 def undrawn_figures(results: Path, expected: Sequence[str | Path]) -> dict[str, list[str]]:
