@@ -75,6 +75,22 @@ def test_better_supported_contradicted_and_not_testable(tmp_path):
     assert r.status == NOT_TESTABLE and r.numbers == "waits for `c_tuned` or `c` on toy (ndcg@20)"
 
 
+def test_a_run_that_never_left_its_initialisation_is_not_compared(tmp_path):
+    # stopped on patience with its best validation score at its first evaluation (epoch 5, every 5th epoch)
+    stuck = {"stopping": {"stopped": "patience", "best_epoch": 5, "eval_every": 5}}
+    run(tmp_path, "a", 0, {"auc": 0.65}, extra={"stopping": {"stopped": "patience", "best_epoch": 1425,
+                                                              "eval_every": 5}})
+    run(tmp_path, "b", 0, {"auc": 0.50}, extra=stuck)
+    run(tmp_path, "c", 0, {"auc": 0.70}, extra={"stopping": {"stopped": "cap", "best_epoch": 5, "eval_every": 5}})
+    records = ClaimRecords.under(tmp_path)
+    assert records.untrained == {("toy", "b")}
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="auc", method=["a"], than=["b"]), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "`b` stopped at its first evaluation, never leaving its initialisation" in r.numbers
+    # stopped at the cap (or improving after its first evaluation): compared as usual
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="auc", method=["a"], than=["c"]), ctx(tmp_path))
+    assert r.status == CONTRADICTED
+
+
 def test_better_prefers_the_first_candidate_that_ran_and_one_seed_is_provisional(tmp_path):
     run(tmp_path, "fedrap", 0, {"hr@10": 0.2})
     run(tmp_path, "fedrap_tuned", 0, {"hr@10": 0.5})

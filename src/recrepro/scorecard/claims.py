@@ -46,6 +46,18 @@ class ClaimsError(ValueError):
 # ------------------------------------------------------------------------------------------ records
 
 
+def never_left_initialisation(metrics: Mapping[str, Any]) -> bool:
+    """A run stopped on patience whose best validation score is its first evaluation: it never
+    improved on where it started, so a comparison with it says nothing about its method (λOpt's
+    MF variants on amazon-video under the official N(0, 1) initialisation sit on a plateau at chance
+    longer than the patience: docs/deviations.md#lambdaopt-video-init). Claims leave such records out."""
+    stopping = metrics.get("stopping")
+    if not isinstance(stopping, Mapping) or stopping.get("stopped") != "patience":
+        return False
+    best, first = stopping.get("best_epoch"), stopping.get("eval_every") or 1
+    return isinstance(best, (int, float)) and best <= first
+
+
 class ClaimRecords:
     """Every run record of one paper and tier: ``{seed: value}`` per (dataset, split, method, metric).
 
@@ -56,6 +68,8 @@ class ClaimRecords:
     def __init__(self, run_dirs: Sequence[str | Path]) -> None:
         self.values: dict[tuple[str, str, str], dict[int, dict[str, float]]] = {}
         self.dirs: dict[tuple[str, str, str], dict[int, Path]] = {}
+        #: (dataset, method) of the records left out as untrained (:func:`never_left_initialisation`)
+        self.untrained: set[tuple[str, str]] = set()
         for run_dir in sorted(map(Path, run_dirs)):
             metrics = read_record_json(run_dir / METRICS_FILE)
             try:
@@ -65,6 +79,9 @@ class ClaimRecords:
                 raise ClaimsError(f"{run_dir / METRICS_FILE}: lacks {error}") from error
             if seed in self.values.get(key, {}):
                 raise ClaimsError(f"{run_dir} and {self.dirs[key][seed]} are both {key} seed {seed}")
+            if never_left_initialisation(metrics):
+                self.untrained.add((key[0], key[2]))
+                continue
             flat: dict[str, float] = {}
             for source in (metrics.get("counts") or {}, metrics, metrics.get("overall") or {}):
                 flat.update({k: float(v) for k, v in source.items()
@@ -192,14 +209,19 @@ def _pair(check: Check, ctx: Context, dataset: str) -> tuple[str | None, str | N
     return method, than
 
 
-def _pair_missing(check: Check, dataset: str, method: str | None, than: str | None) -> Result:
+def _pair_missing(check: Check, dataset: str, method: str | None, than: str | None,
+                  records: ClaimRecords | None = None) -> Result:
     label = f"{dataset} {check.label}" if check.label else dataset
+    untrained = sorted(m for m in (*check.method, *check.than)
+                       if records is not None and (dataset.split(",")[0].split(" · ")[0], m) in records.untrained)
+    why = (f"; {', '.join(f'`{m}`' for m in untrained)} stopped at {'its' if len(untrained) == 1 else 'their'} "
+           "first evaluation, never leaving its initialisation" if untrained else "")
     if check.paired:
         pairs = " or ".join(f"`{m}` with `{t}`" for m, t in zip(check.method, check.than))
-        return _missing(label, f"{pairs} on {dataset} ({check.metric})")
+        return _missing(label, f"{pairs} on {dataset} ({check.metric}){why}")
     lacking = [" or ".join(f"`{m}`" for m in group) for ran, group in ((method, check.method), (than, check.than))
                if ran is None]
-    return _missing(label, " and ".join(lacking) + f" on {dataset} ({check.metric})")
+    return _missing(label, " and ".join(lacking) + f" on {dataset} ({check.metric}){why}")
 
 
 def _place(dataset: str, check: Check, method: str, than: str) -> str:
@@ -214,7 +236,7 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
     for dataset in check.datasets:
         method, than = _pair(check, ctx, dataset)
         if method is None or than is None:
-            out.append(_pair_missing(check, dataset, method, than))
+            out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
         a = ctx.records.seeds(dataset, check.split, method, check.metric or "")
         b = ctx.records.seeds(dataset, check.split, than, check.metric or "")
@@ -267,7 +289,7 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             than = next((m for m in check.than if _table_seeds(part, check.metric or "", m)), None)
             where = dataset if group is None else f"{dataset}, {check.per} {group}"
             if method is None or than is None:
-                out.append(_pair_missing(check, where, method, than))
+                out.append(_pair_missing(check, where, method, than, ctx.records))
                 continue
             a, b = _table_seeds(part, check.metric or "", method), _table_seeds(part, check.metric or "", than)
             ma, mb = _mean(a), _mean(b)
@@ -285,7 +307,7 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
     for dataset in check.datasets:
         method, than = _pair(check, ctx, dataset)
         if method is None or than is None:
-            out.append(_pair_missing(check, dataset, method, than))
+            out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
         a = ctx.records.seeds(dataset, check.split, method, check.metric or "")
         b = ctx.records.seeds(dataset, check.split, than, check.metric or "")
