@@ -231,3 +231,33 @@ def test_only_the_validation_learners_settings_carry_the_select_share():
     shares = {v: rule_settings(config, "paper", "ml-100k", v).get("select_share")
               for v in ("lambdafix", "neumf", "amf", "sgda", "lambdaopt_dui")}
     assert shares == {"lambdafix": None, "neumf": None, "amf": None, "sgda": 0.5, "lambdaopt_dui": 0.5}
+
+
+def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from recrepro.papers.lambdaopt.experiments import stopping_summary, table_markdown
+
+    runs = []
+    for method, seed, stop in (("lambdaopt_dui", 0, {"stopped": "patience", "best_epoch": 1425, "eval_every": 5}),
+                               ("lambdaopt_du", 0, {"stopped": "patience", "best_epoch": 5, "eval_every": 5}),
+                               ("sgda", 0, {"stopped": "cap", "best_epoch": 3185, "eval_every": 5}),
+                               ("sgda", 1, {"stopped": "patience", "best_epoch": 900, "eval_every": 5}),
+                               ("neumf", 0, None)):
+        d = tmp_path / method / f"seed{seed}"
+        d.mkdir(parents=True)
+        meta = {"dataset": "toy", "method": method, "seed": seed, **({"stopping": stop} if stop else {})}
+        (d / "metrics.json").write_text(json.dumps(meta))
+        runs.append(d)
+    stops = stopping_summary(runs)
+    assert stops == {("toy", "lambdaopt_dui"): "1425 (patience)",
+                     ("toy", "lambdaopt_du"): "5 (patience), at its first evaluation",
+                     ("toy", "sgda"): "3185 (cap); 900 (patience)"}
+    agg = pd.DataFrame([{"dataset": "toy", "method": m, "metric": "auc", "mean": 0.6, "std": float("nan"),
+                         "count": 1} for m in ("lambdaopt_dui", "lambdaopt_du", "neumf")])
+    md = table_markdown(agg, "paper", stops=stops)
+    assert "| lambdaopt_du | 0.6000 | – | – | – | – | 5 (patience), at its first evaluation |" in md
+    assert "| neumf | 0.6000 | – | – | – | – | – |" in md
+    assert "best epoch (rule)" not in table_markdown(agg, "paper")

@@ -40,13 +40,13 @@ def cmd_sensitivity(args: argparse.Namespace) -> None:
 
 def cmd_table(args: argparse.Namespace) -> None:
     from recrepro.io import write_text
-    from recrepro.papers.lambdaopt.experiments import paired_tests, results_table, table_markdown
+    from recrepro.papers.lambdaopt.experiments import paired_tests, results_table, stopping_summary, table_markdown
 
     runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
     agg = results_table(runs)
     Path(args.out_md).parent.mkdir(parents=True, exist_ok=True)
     tests = paired_tests(runs)
-    write_text(args.out_md, table_markdown(agg, args.tier, tests))
+    write_text(args.out_md, table_markdown(agg, args.tier, tests, stopping_summary(runs)))
     write_text(args.out_csv, agg.to_csv(index=False))
     if args.out_tests:
         write_text(args.out_tests, tests.to_csv(index=False))

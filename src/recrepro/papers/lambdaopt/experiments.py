@@ -396,6 +396,26 @@ def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
 GRANULARITY_METHODS = ["lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui"]
 
 
+def stopping_summary(run_dirs: Sequence[str | Path]) -> dict[tuple[str, str], str]:
+    """``(dataset, method)`` -> how its seeds stopped: the best validation epoch of each seed and the
+    rule that ended it (``375 (patience)``; ``at its first evaluation`` where the run never improved on
+    where it started: docs/deviations.md#lambdaopt-video-init). Runs without a stopping rule: absent."""
+    from recrepro.io import read_json
+    from recrepro.scorecard.claims import never_left_initialisation
+
+    seeds: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for r in map(Path, run_dirs):
+        meta = read_json(r / "metrics.json")
+        stop = meta.get("stopping")
+        if not isinstance(stop, Mapping) or stop.get("best_epoch") is None:
+            continue
+        text = f"{int(stop['best_epoch'])} ({stop.get('stopped')})"
+        if never_left_initialisation(meta):
+            text += ", at its first evaluation"
+        seeds.setdefault((meta["dataset"], meta["method"]), []).append((int(meta["seed"]), text))
+    return {key: "; ".join(t for _, t in sorted(v)) for key, v in seeds.items()}
+
+
 def paired_tests(run_dirs: Sequence[str | Path], method_a: str = "lambdaopt_dui",
                  method_b: str = "lambdafix") -> pd.DataFrame:
     """``method_a`` vs ``method_b`` on every table metric, per dataset.
@@ -454,12 +474,18 @@ def granularity_order(agg: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "metric", "order"])
 
 
-def table_markdown(agg: pd.DataFrame, tier: str, tests: pd.DataFrame | None = None) -> str:
+def table_markdown(agg: pd.DataFrame, tier: str, tests: pd.DataFrame | None = None,
+                   stops: Mapping[tuple[str, str], str] | None = None) -> str:
+    stops = stops or {}
     lines = [f"# λOpt results table ({tier} tier)", "",
-             "Test AUC, HR@K, NDCG@K (λOpt's per-positive metrics, optimistic ties), mean ± sd over seeds.", ""]
+             "Test AUC, HR@K, NDCG@K (λOpt's per-positive metrics, optimistic ties), mean ± sd over seeds"
+             + (", at each seed's best validation epoch (`best epoch (rule)`: the epoch and what ended the run, "
+                "patience or the cap, per seed; a run whose best is its first evaluation never left its "
+                "initialisation and no claim compares it)." if stops else "."), ""]
     for dataset, part in agg.groupby("dataset"):
-        lines += [f"## {dataset}", "", "| method | " + " | ".join(TABLE_METRICS) + " |",
-                  "|---|" + "---|" * len(TABLE_METRICS)]
+        extra = any(d == dataset for d, _ in stops)
+        lines += [f"## {dataset}", "", "| method | " + " | ".join(TABLE_METRICS) + (" | best epoch (rule) |" if extra else " |"),
+                  "|---|" + "---|" * (len(TABLE_METRICS) + int(extra))]
         methods = sorted(part["method"].unique(), key=lambda m: (METHOD_ORDER.index(m)
                                                                  if m in METHOD_ORDER else 99, m))
         for m in methods:
@@ -471,6 +497,8 @@ def table_markdown(agg: pd.DataFrame, tier: str, tests: pd.DataFrame | None = No
                     continue
                 mean, sd = row["mean"].iloc[0], row["std"].iloc[0]
                 cells.append(f"{mean:.4f}" + ("" if pd.isna(sd) else f" ± {sd:.4f}"))
+            if extra:
+                cells.append(stops.get((dataset, m), "–"))
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
         lines.append("")
         order = granularity_order(part)
