@@ -132,6 +132,12 @@ def test_better_on_a_table_per_group(tmp_path):
     [r] = evaluate_check(check(kind="better", datasets=["other"], table="figures/g_{dataset}.csv", metric="mean",
                                method="x", than="y"), ctx(tmp_path))
     assert r.status == NOT_TESTABLE and "figures/g_{dataset}.csv" in r.numbers
+    # a table drawn from one seed's runs (its seed column): a verdict on one seed is provisional
+    pd.DataFrame({"method": ["x", "y"], "seed": [0, 0], "group": ["low", "low"], "metric": ["hr"] * 2,
+                  "mean": [0.5, 0.4]}).to_csv(tmp_path / "figures/g_toy.csv", index=False)
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], table="figures/g_{dataset}.csv", per="group",
+                               where={"metric": "hr"}, metric="mean", method="x", than="y"), ctx(tmp_path))
+    assert r.status == SUPPORTED and r.seeds == (1, 3) and r.provisional
 
 
 # ------------------------------------------------------------------------------------------ relative change

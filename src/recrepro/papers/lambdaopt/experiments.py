@@ -653,14 +653,15 @@ def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: s
     bin_of[values] = bins
     rows = []
     for run in (run_a, run_b):
-        method = read_json(Path(run) / "metrics.json")["method"]
+        meta = read_json(Path(run) / "metrics.json")
+        method, seed = meta["method"], int(meta["seed"])  # one run a method: a verdict on it is one seed's
         pu = pd.read_parquet(Path(run) / "per_user.parquet")
         b = bin_of[freq[pu["user"].to_numpy()]]
         for k, label in enumerate(labels):
             sel = b == k
             for metric in ("pp_hr@100", "pp_ndcg@100"):
                 vals = pu.loc[sel, metric].to_numpy(dtype=float)
-                rows.append({"method": method, "group": label, "k": k, "metric": metric,
+                rows.append({"method": method, "seed": seed, "group": label, "k": k, "metric": metric,
                              "mean": float(np.nanmean(vals)) if vals.size else np.nan,
                              "sd": float(np.nanstd(vals)) if vals.size else np.nan, "n": int(sel.sum())})
     data = pd.DataFrame(rows)
