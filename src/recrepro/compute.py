@@ -114,10 +114,10 @@ def _strong_usage(split_dir: Path) -> dict[str, Any]:
     cpus = [float(p["cpu_seconds"]) for p in provs if p.get("cpu_seconds") is not None]
     threads = max([int((p.get("threads") or {}).get("torch_num_threads") or 1) for p in provs] or [1])
     device = next((str(p.get("device")) for p in provs if p.get("device")), "cpu")
+    rss = [float(p["peak_rss_mb"]) for p in provs if p.get("peak_rss_mb") is not None]
     return {"wall_hours": wall / 3600, "pieces_estimated": False,
             "cpu_hours": (max(cpus) if cpus else wall * threads) / 3600, "threads": threads,
-            "peak_rss_mb": max([p["peak_rss_mb"] for p in provs if p.get("peak_rss_mb") is not None] or [None],
-                               key=lambda x: -1 if x is None else x),
+            "peak_rss_mb": max(rss) if rss else None,
             "device": next((str(p.get("device_name")) for p in provs if p.get("device_name")), device),
             "device_type": device.split(":")[0]}
 

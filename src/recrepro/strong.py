@@ -402,9 +402,10 @@ def _not_run_rows(entry: Mapping[str, Any], ran: Mapping[tuple[str, str], set[st
         if not missing:
             continue
         paper, paper_dirs = _paper_runs(proto.get("paper_method"), results_root)
+        paper_runs = [_run_metrics(d, paper.get("part")) for d in paper_dirs]
         for model in missing:
             for metric in proto["metrics"]:
-                theirs = [_run_metrics(d, paper.get("part")).get(metric, np.nan) for d in paper_dirs]
+                theirs = [run.get(metric, np.nan) for run in paper_runs]
                 rows.append({
                     "dataset": dataset, "split": split, "method": model, "settings": "", "budget": "not run",
                     "metric": metric, "mean": np.nan, "sd": np.nan, "n_seeds": 0,
