@@ -23,11 +23,12 @@ class Scripted:
         return {"epochs": self.epochs}
 
 
-def drive(curve, patience, cap, eval_every=1, model=None):
+def drive(curve, patience, cap, eval_every=1, model=None, wait_for_gain=False):
     """Feed ``curve`` (validation AUC after epoch 1, 2, …) to a monitor; the epochs trained."""
     model = model or Scripted()
     values = iter(curve)
-    mon = ValidationMonitor(lambda m: next(values), patience=patience, cap=cap, eval_every=eval_every)
+    mon = ValidationMonitor(lambda m: next(values), patience=patience, cap=cap, eval_every=eval_every,
+                            wait_for_gain=wait_for_gain)
     for epoch in range(cap):
         model.epochs = epoch + 1
         if mon.update(model, epoch):
@@ -52,6 +53,27 @@ def test_a_tie_is_no_improvement_and_the_cap_ends_a_rising_curve():
     assert (mon.stopped, mon.best_epoch, mon.best_value, mon.epochs_done) == ("cap", 5, 0.5, 5)
     mon = drive([0.1, 0.3, 0.2, 0.2, 0.2], patience=None, cap=5)       # no patience: to the cap, best kept
     assert (mon.stopped, mon.best_epoch, mon.epochs_done) == ("cap", 2, 5)
+
+
+def test_wait_for_gain_holds_patience_until_the_first_value_is_beaten():
+    # amazon-video's shape: a dip below the first value, then a climb past it
+    #            epoch: 1     2     3     4     5     6     7     8     9
+    curve = [0.51, 0.50, 0.49, 0.49, 0.50, 0.52, 0.53, 0.53, 0.53, 0.53, 0.53]
+    plain = drive(curve, patience=3, cap=11)
+    assert (plain.stopped, plain.best_epoch, plain.epochs_done) == ("patience", 1, 4)   # 4 - 1 = 3: ended in the dip
+    held = drive(curve, patience=3, cap=11, wait_for_gain=True)
+    # 0.52 after epoch 6 beats 0.51: the clock starts there; best 0.53 after epoch 7, stop after 10
+    assert (held.stopped, held.best_epoch, held.best_value, held.epochs_done) == ("patience", 7, 0.53, 10)
+    assert held.summary()["wait_for_gain"] is True and plain.summary()["wait_for_gain"] is False
+    # never beaten: to the cap, the first evaluation still the best
+    flat = drive([0.51, 0.50, 0.50, 0.51, 0.50, 0.49], patience=2, cap=6, wait_for_gain=True)
+    assert (flat.stopped, flat.best_epoch, flat.epochs_done) == ("cap", 1, 6)
+    # a run that learns from the start stops exactly as without the rule
+    rising = [0.5, 0.6, 0.7, 0.65, 0.66, 0.69, 0.99]
+    a, b = drive(rising, patience=3, cap=20), drive(rising, patience=3, cap=20, wait_for_gain=True)
+    assert (a.stopped, a.best_epoch, a.epochs_done) == (b.stopped, b.best_epoch, b.epochs_done) == ("patience", 3, 6)
+    # the rule is part of the checkpoint key only when on (keys of runs made without it stay valid)
+    assert "wait_for_gain" not in a.settings() and b.settings()["wait_for_gain"] is True
 
 
 def test_eval_every_evaluates_every_kth_epoch_and_the_last():
@@ -245,6 +267,7 @@ def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
                                ("lambdaopt_du", 0, {"stopped": "patience", "best_epoch": 5, "eval_every": 5}),
                                ("sgda", 0, {"stopped": "cap", "best_epoch": 3185, "eval_every": 5}),
                                ("sgda", 1, {"stopped": "patience", "best_epoch": 900, "eval_every": 5}),
+                               ("lambdaopt_d", 0, {"stopped": "cap", "best_epoch": 5, "eval_every": 5}),
                                ("neumf", 0, None)):
         d = tmp_path / method / f"seed{seed}"
         d.mkdir(parents=True)
@@ -254,7 +277,8 @@ def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
     stops = stopping_summary(runs)
     assert stops == {("toy", "lambdaopt_dui"): "1425 (patience)",
                      ("toy", "lambdaopt_du"): "5 (patience), at its first evaluation",
-                     ("toy", "sgda"): "3185 (cap); 900 (patience)"}
+                     ("toy", "sgda"): "3185 (cap); 900 (patience)",
+                     ("toy", "lambdaopt_d"): "5 (cap), never above its first evaluation"}
     agg = pd.DataFrame([{"dataset": "toy", "method": m, "metric": "auc", "mean": 0.6, "std": float("nan"),
                          "count": 1} for m in ("lambdaopt_dui", "lambdaopt_du", "neumf")])
     md = table_markdown(agg, "paper", stops=stops)

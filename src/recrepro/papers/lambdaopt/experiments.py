@@ -121,7 +121,7 @@ def _validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Settings of the stopping rule (the driver's, not the model's: they are left out of the model config).
-STOPPING_KEYS = ("patience", "eval_every", "select_share")
+STOPPING_KEYS = ("patience", "eval_every", "select_share", "wait_for_gain")
 
 
 def _model_settings(settings: Mapping[str, Any], device: str) -> dict[str, Any]:
@@ -215,7 +215,8 @@ def make_monitor(settings: Mapping[str, Any], split: Any, section: Mapping[str, 
         def evaluate(m: Any) -> float:
             return _held_out_auc(m, held_out, section, device, batch_size)
     return ValidationMonitor(evaluate, patience=settings["patience"], cap=int(settings["epochs"]),
-                             eval_every=int(settings.get("eval_every", 1)))
+                             eval_every=int(settings.get("eval_every", 1)),
+                             wait_for_gain=bool(settings.get("wait_for_gain", False)))
 
 
 def held_out_validation(validation: sp.csr_matrix, share: float, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -412,6 +413,8 @@ def stopping_summary(run_dirs: Sequence[str | Path]) -> dict[tuple[str, str], st
         text = f"{int(stop['best_epoch'])} ({stop.get('stopped')})"
         if never_left_initialisation(meta):
             text += ", at its first evaluation"
+        elif stop.get("stopped") == "cap" and int(stop["best_epoch"]) <= int(stop.get("eval_every") or 1):
+            text += ", never above its first evaluation"
         seeds.setdefault((meta["dataset"], meta["method"]), []).append((int(meta["seed"]), text))
     return {key: "; ".join(t for _, t in sorted(v)) for key, v in seeds.items()}
 

@@ -19,6 +19,16 @@ epoch ``e`` when ``e − best_epoch ≥ patience``, and at the cap otherwise.  A
 ``training_phase`` (0, 1, …) tells the monitor which phase an epoch belonged to.  When it changes,
 the best is forgotten and the rule starts over from that epoch, so the selection is over the last
 phase only.
+
+``wait_for_gain``: patience does not end a run that has not yet improved on its first evaluation
+(in its first phase); it trains on until it does (the patience then counts from that new best) or
+to the cap.  Why: under the official N(0, 1) initialisation λOpt's MF variants on amazon-video dip
+below their first validation AUC and climb back only after 80–100 epochs (-DUI passed its first
+value at epoch 79; -DU was still below it, and rising, when a patience of 100 from epoch 5 ended
+it at epoch 105: docs/deviations.md#lambdaopt-video-init).  A first evaluation is where the model
+started, not a peak it reached, so it should not start the patience clock.  The same floor exists
+as PyTorch Lightning's ``min_epochs``; this one is not a fixed count, so a run that learns from
+its first epochs (every ml-100k run) stops exactly as without it.
 """
 
 from __future__ import annotations
@@ -43,6 +53,8 @@ class ValidationMonitor:
         The most epochs (the model's ``epochs``); the last one is always evaluated.
     eval_every:
         Evaluate after every ``eval_every``-th epoch (1: every epoch, the official cadence).
+    wait_for_gain:
+        Do not stop on patience before an evaluation has beaten the first one (first phase only).
 
     Attributes
     ----------
@@ -55,7 +67,7 @@ class ValidationMonitor:
     """
 
     def __init__(self, evaluate: Callable[[Any], float], *, patience: int | None, cap: int,
-                 eval_every: int = 1) -> None:
+                 eval_every: int = 1, wait_for_gain: bool = False) -> None:
         if patience is not None and int(patience) < 1:
             raise ValueError(f"patience must be >= 1 epoch or None, got {patience}")
         if int(eval_every) < 1:
@@ -64,6 +76,7 @@ class ValidationMonitor:
         self.patience = None if patience is None else int(patience)
         self.cap = int(cap)
         self.eval_every = int(eval_every)
+        self.wait_for_gain = bool(wait_for_gain)
         self.curve: list[dict[str, Any]] = []
         self.best_epoch: int | None = None
         self.best_value: float | None = None
@@ -75,7 +88,16 @@ class ValidationMonitor:
 
     def settings(self) -> dict[str, Any]:
         """What defines the rule (part of a checkpoint's key)."""
-        return {"patience": self.patience, "cap": self.cap, "eval_every": self.eval_every}
+        out = {"patience": self.patience, "cap": self.cap, "eval_every": self.eval_every}
+        if self.wait_for_gain:          # absent when off: the keys of runs made before it existed stay valid
+            out["wait_for_gain"] = True
+        return out
+
+    def gained(self) -> bool:
+        """Whether the run has improved on its first evaluation (always, after its first phase)."""
+        if self.phase > 0:
+            return True
+        return bool(self.curve) and self.best_epoch is not None and self.best_epoch > self.curve[0]["epoch"]
 
     def update(self, model: Any, epoch: int) -> bool:
         """After 0-based ``epoch``: evaluate when due, keep the best, say whether to stop."""
@@ -97,6 +119,8 @@ class ValidationMonitor:
             return True
         since = done - (self.best_epoch if self.best_epoch is not None else self.phase_start)
         if self.patience is not None and since >= self.patience:
+            if self.wait_for_gain and not self.gained():
+                return False                # still at (or below) where it started: train on
             plateau = getattr(model, "on_plateau", None)
             if plateau is not None and plateau(epoch):
                 return False                # the model starts its next phase with the next epoch
@@ -107,7 +131,7 @@ class ValidationMonitor:
     def summary(self) -> dict[str, Any]:
         """The record's ``stopping`` section (epochs from 1)."""
         return {"rule": "validation AUC, patience and cap", "patience": self.patience, "cap": self.cap,
-                "eval_every": self.eval_every, "stopped": self.stopped,
+                "eval_every": self.eval_every, "wait_for_gain": self.wait_for_gain, "stopped": self.stopped,
                 "epochs_trained": self.epochs_done,
                 "best_epoch": self.best_epoch, "best_val_auc": self.best_value,
                 "phases": self.phase + 1, "last_phase_start": self.phase_start}
