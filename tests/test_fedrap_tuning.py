@@ -24,6 +24,10 @@ def test_grid_points_lists_points_then_the_product_in_key_order():
         {"lam": 0.1, "mu": 1.0e-3},
         {"lam": 0.1, "mu": 1.0, "l2": 1.0e-4}, {"lam": 0.1, "mu": 0.1, "l2": 1.0e-4},
         {"lam": 0.01, "mu": 1.0, "l2": 1.0e-4}, {"lam": 0.01, "mu": 0.1, "l2": 1.0e-4}]
+    # points only (FedNCF's grid): no empty point of the default flags appended (itertools.product())
+    assert tuning.grid_points({"points": [{"lr_network": 0.01}, {"lr_network": 0.001}]}) == [
+        {"lr_network": 0.01}, {"lr_network": 0.001}]
+    assert tuning.grid_points({"points": [{"lam": 0.1}], "product": {}}) == [{"lam": 0.1}]
 
 
 def test_grid_run_names_round_trip_and_other_names_are_not_grid_runs():
@@ -197,6 +201,18 @@ def test_comparison_marks_the_best_federated_row_per_block_and_pairs_fedrap_with
     assert row["p_value"] == pytest.approx(0.003317, rel=1e-3)
     assert "| train | tuned | `fedrap_code_tuned` | `fedmf_tuned` | ml-100k | hr@10 | 3 | -0.1000 | 0.00332 |" in md
     assert comparison_markdown(comparison_frame([]), "paper") == ""
+    # a configured tuned row without a record is shown as not run, with its grid's progress; a tuned
+    # row that ran on one dataset says "not run" in the other's cells
+    grid_done = _run(tmp_path, "amazon-video", "fedncf-g02", 0, 0.1)
+    video = _run(tmp_path, "amazon-video", "fedmf_tuned", 0, 0.4)
+    md = comparison_markdown(comparison_frame(dirs + [grid_done, video]), "paper",
+                             tuned={"fedmf_tuned": {"grid": "fedmf"}, "fedncf_tuned": {"grid": "fedncf"}},
+                             grids={"fedncf": {"points": [{"lr_network": 0.1}, {"lr_network": 0.01},
+                                                          {"lr_network": 0.001}, {"lr_network": 0.0001}]}})
+    assert ("| FedNCF `fedncf_tuned` | not run (grid fedncf: ml-100k 0 of 4, amazon-video 1 of 4) | not run | not run "
+            "| not run | not run |") in md
+    assert "| FedMF `fedmf_tuned` | tuned on validation | **0.4200 ± 0.0265** | **0.2100 ± 0.0132** | **0.4000 (1 seed)**" in md
+    assert "`fedncf_pool_tuned`" not in md          # not named in the config's tuned rows
     # a dataset outside the poster's three gets a column after them, TaFeng none
     extra = [_run(tmp_path, "synthetic", "fedmf_tuned", 0, 0.2), _run(tmp_path, "tafeng", "fedmf_tuned", 0, 0.3)]
     md = comparison_markdown(comparison_frame(dirs + extra), "paper")

@@ -55,7 +55,8 @@ def cmd_table(args: argparse.Namespace) -> None:
     agg = results_table(runs)
     stats = pd.read_csv(args.stats) if args.stats else None
     tuning = args.tuning or {}
-    comparison = comparison_markdown(comparison_frame(runs), args.tier, tuning.get("picks"), tuning.get("tuned"))
+    comparison = comparison_markdown(comparison_frame(runs), args.tier, tuning.get("picks"), tuning.get("tuned"),
+                                     tuning.get("grids"))
     if args.official:
         from recrepro.papers.fedrap.comparison import official_agreement, official_markdown
 

@@ -116,22 +116,39 @@ def paired_rows(frame: pd.DataFrame, datasets: Sequence[str]) -> pd.DataFrame:
                                       "mean_diff", "p_value"])
 
 
+def _grid_progress(frame: pd.DataFrame, grid: str, n_points: int | None, datasets: Sequence[str]) -> str:
+    """``grid fedncf: amazon-video 2 of 4 points, ml-100k 0 of 4`` — how far a missing row's grid got."""
+    from recrepro.papers.fedrap.tuning import parse_grid_run
+
+    done = {d: {parsed[1] for m in frame.loc[frame["dataset"] == d, "method"]
+                if (parsed := parse_grid_run(m)) is not None and parsed[0] == grid} for d in datasets}
+    of = f" of {n_points}" if n_points is not None else ""
+    return f"grid {grid}: " + ", ".join(f"{d} {len(done[d])}{of}" for d in datasets)
+
+
 def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapping[str, str]] | None = None,
-                        tuned: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """The comparison block of ``tables/results.md`` (empty string when no row has a run)."""
+                        tuned: Mapping[str, Mapping[str, Any]] | None = None,
+                        grids: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The comparison block of ``tables/results.md`` (empty string when no row has a run).
+
+    A tuned row the config names (``tuned``) is shown even before it has a record: its cells say
+    "not run" (a dataset without its record: the same), and its tuning cell how far its validation
+    grid got (``grids``: the config's grids, to count their points), so a missing baseline is seen."""
     present = set(frame["method"])
+    picks, tuned, grids = picks or {}, tuned or {}, grids or {}
     datasets = [d for d in COMPARISON_DATASETS if d in set(frame["dataset"])] + sorted(
         set(frame["dataset"]) - set(COMPARISON_DATASETS) - set(EXCLUDED_DATASETS))
-    rows = [r for r in COMPARISON_ROWS if r[2] in present]
-    if not rows or not datasets:
+    rows = [r for r in COMPARISON_ROWS if r[2] in present or (r[1] == "tuned" and r[2] in tuned)]
+    if not any(r[2] in present for r in rows) or not datasets:
         return ""
-    picks, tuned = picks or {}, tuned or {}
     lines = [f"## The comparison (poster Table 2 layout; {tier} tier)", "",
              "Test HR@10 / NDCG@10 at the round with the best validation HR@10, mean ± sd over seeds; **bold**: the "
              "best federated method of the column within its block (centralised rows are not federated). Tuned rows "
              "run at each method's validation-grid pick (`tables/tuning.md`, docs/deviations.md#fedrap-tuning); the "
              "paper objective runs at the released code's pick. TaFeng is left out: the poster's row cannot be "
-             "reproduced from the public file (docs/deviations.md#fedrap-tafeng-qb).", ""]
+             "reproduced from the public file (docs/deviations.md#fedrap-tafeng-qb). \"not run\": a tuned row the "
+             "config names that has no record yet (its tuning cell: how many of its grid's points have run; the "
+             "queue: docs/compute.md).", ""]
     head = "| method | tuning | " + " | ".join(f"{d} HR@10 | {d} NDCG@10" for d in datasets) + " |"
     for pool in ("train", "all_interactions"):
         block = [r for r in rows if r[0] == pool]
@@ -152,10 +169,16 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
                 grid = tuned[method].get("grid")
                 chosen = sorted({f"{picks[d][grid]}" for d in datasets if grid in picks.get(d, {})})
                 how = f"tuned ({grid} {', '.join(chosen)})" if chosen else how
+                if method not in present:
+                    from recrepro.papers.fedrap.tuning import grid_points
+
+                    n = len(grid_points(grids[grid])) if grid in grids else None
+                    how = f"not run ({_grid_progress(frame, grid, n, datasets)})"
             cells = []
             for d in datasets:
                 for metric in METRICS:
-                    text = _cell(np.array(list(_values(frame, d, method, metric).values())))
+                    values = np.array(list(_values(frame, d, method, metric).values()))
+                    text = "not run" if values.size == 0 and tuning == "tuned" and method in tuned else _cell(values)
                     cells.append(f"**{text}**" if best.get((d, metric)) == method else text)
             lines.append(f"| {label} `{method}` | {how} | " + " | ".join(cells) + " |")
         lines.append("")

@@ -51,11 +51,14 @@ def grid_points(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     >>> grid_points({"points": [{"lam": 0.1}], "product": {"lam": [1.0, 2.0], "mu": [3.0]},
     ...              "extra": [{"lam": 4.0, "mu": 3.0}]})
     [{'lam': 0.1}, {'lam': 1.0, 'mu': 3.0}, {'lam': 2.0, 'mu': 3.0}, {'lam': 4.0, 'mu': 3.0}]
+    >>> grid_points({"points": [{"lam": 0.1}, {"lam": 0.2}]})       # no product: the points only
+    [{'lam': 0.1}, {'lam': 0.2}]
     """
     points = [dict(p) for p in spec.get("points", [])]
     product = spec.get("product") or {}
     keys = list(product)
-    points += [dict(zip(keys, values)) for values in itertools.product(*(product[k] for k in keys))]
+    if keys:        # itertools.product() of nothing is one empty tuple: a point of no flags
+        points += [dict(zip(keys, values)) for values in itertools.product(*(product[k] for k in keys))]
     points += [dict(p) for p in spec.get("extra", [])]
     return points
 
