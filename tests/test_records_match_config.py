@@ -7,9 +7,9 @@ catches this only where its metadata is (the machine that ran the job), never on
 
 A difference is allowed only where the record itself shows that it changes nothing:
 
-* λOpt ``wait_for_gain`` (absent in the records made before it): it only acts on a run whose
-  validation AUC never beat its first evaluation, so a record whose best epoch is past its first
-  evaluation, or that ran to the cap, is what the rule gives (docs/deviations.md#lambdaopt-video-init).
+* λOpt ``wait_for_gain`` (absent in the records made before it): it only acts while a run's best
+  validation AUC is still its first evaluation, so a record whose curve beat that value within the
+  patience is what the rule gives (docs/deviations.md#lambdaopt-video-init).
 * FedRAP ``negative_pool``: the driver records it in ``metrics.json``, not in the provenance settings.
 """
 
@@ -30,12 +30,33 @@ def _records(paper: str) -> list[Path]:
     return sorted((RUNS / paper / "runs").glob("*/*/*/seed*/provenance.json"))
 
 
-def _neutral_lambdaopt(key: str, metrics: dict) -> bool:
+def _neutral_lambdaopt(key: str, metrics: dict, run_dir: Path) -> bool:
+    """Whether ``wait_for_gain`` could not have acted on this run: its validation curve beat its first
+    value (in the first phase) less than ``patience`` epochs after it, so patience never came due
+    while the first evaluation was the best (read from the committed curve, ``history.parquet``)."""
     if key != "wait_for_gain":
         return False
+    import pandas as pd
+
     stop = metrics.get("stopping") or {}
-    first = int(stop.get("eval_every") or 1)
-    return stop.get("stopped") == "cap" or (stop.get("best_epoch") or 0) > first
+    patience = stop.get("patience")
+    if patience is None:                    # no patience: the rule has nothing to hold back
+        return True
+    history = pd.read_parquet(run_dir / "history.parquet")
+    history = history[history["val_auc"].notna() & (history["phase"].fillna(0) == 0)]
+    if history.empty:
+        return False
+    # λFix trains one curve per λ of its grid (``lam``), each under its own rule
+    curves = [c for _, c in history.groupby("lam", sort=False)] if "lam" in history else [history]
+    for curve in curves:
+        first_epoch, first_value = curve["epoch"].iloc[0], curve["val_auc"].iloc[0]
+        gains = curve.loc[curve["val_auc"] > first_value, "epoch"]
+        if gains.empty:                     # never beaten: it may have run to the cap, not stopped
+            if len(curves) > 1 or stop.get("stopped") != "cap" or int(stop.get("phases") or 1) != 1:
+                return False
+        elif gains.iloc[0] - first_epoch >= int(patience):
+            return False
+    return True
 
 
 def settings_differences(paper: str, provenance: Path, config: dict) -> dict[str, tuple]:
@@ -52,7 +73,7 @@ def settings_differences(paper: str, provenance: Path, config: dict) -> dict[str
         got.setdefault("negative_pool", metrics.get("negative_pool"))
     diff = {k: (got.get(k), want.get(k)) for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k)}
     if paper == "lambdaopt":
-        diff = {k: v for k, v in diff.items() if not _neutral_lambdaopt(k, metrics)}
+        diff = {k: v for k, v in diff.items() if not _neutral_lambdaopt(k, metrics, provenance.parent)}
     return diff
 
 
@@ -67,8 +88,11 @@ def test_committed_records_answer_to_todays_config(paper):
 
 
 def test_the_check_can_fail(tmp_path):
-    """A record whose learning rate differs from the config's, and a λOpt record that stopped at
-    its first evaluation without the wait-for-gain rule the config now asks for, are both found."""
+    """A record whose learning rate differs from the config's, and a λOpt record whose curve stayed
+    below its first value for longer than the patience, without the wait-for-gain rule the config
+    now asks for, are both found; one that gained within the patience is not."""
+    import pandas as pd
+
     config = load_config(ROOT / "config.yaml")
     from recrepro.papers.lambdaopt.experiments import rule_settings
 
@@ -77,11 +101,17 @@ def test_the_check_can_fail(tmp_path):
     settings = rule_settings(config, "paper", "ml-100k", "lambdaopt_du")
     old = {k: v for k, v in settings.items() if k != "wait_for_gain"}
     (run / "provenance.json").write_text(json.dumps({"config": {"settings": old}}))
-    (run / "metrics.json").write_text(json.dumps({"stopping": {"stopped": "patience", "best_epoch": 338,
-                                                               "eval_every": 1}}))
+    (run / "metrics.json").write_text(json.dumps({"stopping": {"stopped": "patience", "patience": 100,
+                                                               "best_epoch": 338, "eval_every": 1}}))
+
+    def curve(gain_at):
+        epochs = list(range(0, 400, 5))
+        values = [0.51 if e == 0 else (0.60 if e >= gain_at else 0.50) for e in epochs]
+        pd.DataFrame({"epoch": epochs, "val_auc": values, "phase": 0}).to_parquet(run / "history.parquet")
+
+    curve(gain_at=80)                        # beat 0.51 80 epochs after it: patience never came due
     assert settings_differences("lambdaopt", run / "provenance.json", config) == {}
-    (run / "metrics.json").write_text(json.dumps({"stopping": {"stopped": "patience", "best_epoch": 1,
-                                                               "eval_every": 1}}))
+    curve(gain_at=150)                       # 150 epochs below it: the old rule stopped where the new one waits
     assert settings_differences("lambdaopt", run / "provenance.json", config) == {"wait_for_gain": (None, True)}
     (run / "provenance.json").write_text(json.dumps({"config": {"settings": {**settings, "lr": 0.5}}}))
     assert settings_differences("lambdaopt", run / "provenance.json", config) == {"lr": (0.5, settings["lr"])}
