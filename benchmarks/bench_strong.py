@@ -71,12 +71,36 @@ def measure(quick: bool, mirror: Path) -> list[dict]:
     return rows
 
 
+def ease_full(mirror: Path, lam: float = 500.0) -> dict:
+    """EASE on all of gowalla's items in float32, as the strong-baseline grid runs it: process CPU and
+    wall seconds of the fit, and the process's peak resident memory (``ru_maxrss``) against the
+    n² float32 matrix it must hold.  Not part of ``run_all.py`` (tens of CPU minutes on 2 cores)."""
+    import resource
+
+    from bench_ials import load_gowalla
+    from recrepro.models.ease import ease_weights
+
+    train, _ = load_gowalla(mirror)
+    n = train.shape[1]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    wall, cpu = time.perf_counter(), time.process_time()
+    weights = ease_weights(train, lam, dtype="float32")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"measure": f"strong ease fit, gowalla all {n:,} items, float32, lambda {lam:g}", "cpu_s": cpu,
+            "wall_s": wall, "peak_rss_mb": peak, "rss_before_fit_mb": before,
+            "matrix_mb": n * n * 4 / 2**20, "finite": bool(np.isfinite(weights).all())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", default="../shared/datasets")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--ease-full", action="store_true",
+                        help="only EASE on all gowalla items in float32: time and peak memory (see ease_full)")
     args = parser.parse_args()
-    for row in measure(args.quick, Path(args.mirror)):
+    rows = [ease_full(Path(args.mirror))] if args.ease_full else measure(args.quick, Path(args.mirror))
+    for row in rows:
         print(json.dumps(row, ensure_ascii=False))
 
 
