@@ -213,6 +213,18 @@ def test_comparison_marks_the_best_federated_row_per_block_and_pairs_fedrap_with
             "| not run | not run |") in md
     assert "| FedMF `fedmf_tuned` | tuned on validation | **0.4200 ± 0.0265** | **0.2100 ± 0.0132** | **0.4000 (1 seed)**" in md
     assert "`fedncf_pool_tuned`" not in md          # not named in the config's tuned rows
+    # the grid's progress read from the grid records handed apart (the table's own runs hold none);
+    # a diverged grid point has no test metrics and still counts as run, a comparison row without them is refused
+    diverged = tmp_path / "div" / "seed0"
+    diverged.mkdir(parents=True)
+    (diverged / "metrics.json").write_text(json.dumps({"dataset": "ml-100k", "method": "fedncf-g03", "seed": 0,
+                                                       "diverged": {"round": 1}}))
+    grid_frame = comparison_frame([grid_done, diverged], grid=True)
+    md = comparison_markdown(comparison_frame(dirs + [video]), "paper", tuned={"fedncf_tuned": {"grid": "fedncf"}},
+                             grids={"fedncf": {"points": [{"lr_network": 0.1}] * 4}}, grid_frame=grid_frame)
+    assert "not run (grid fedncf: ml-100k 1 of 4, amazon-video 1 of 4)" in md
+    with pytest.raises(ValueError, match="no test hr@10"):
+        comparison_frame([diverged])
     # a dataset outside the poster's three gets a column after them, TaFeng none
     extra = [_run(tmp_path, "synthetic", "fedmf_tuned", 0, 0.2), _run(tmp_path, "tafeng", "fedmf_tuned", 0, 0.3)]
     md = comparison_markdown(comparison_frame(dirs + extra), "paper")

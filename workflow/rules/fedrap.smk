@@ -35,6 +35,7 @@ rule fedrap_table:
         runs=lambda wc: recorded(fedrap_runs(config, wc.tier)),
         stats="results/{tier}/fedrap/tables/dataset_stats.csv",
         official=lambda wc: fedrap_official_curves(wc.tier),
+        grid=lambda wc: recorded(fedrap_grid_runs(config, wc.tier)),
     output:
         md="results/{tier}/fedrap/tables/results.md",
         csv="results/{tier}/fedrap/tables/results.csv",
@@ -57,7 +58,7 @@ rule fedrap_table:
     shell:
         "recrepro fedrap table --tier {wildcards.tier:q} --tuning {params.tuning:q} "
         "--stats {input.stats:q} --out-md {output.md:q} --out-csv {output.csv:q} "
-        "--official {input.official:q} -- {input.runs:q} > {log:q} 2>&1"
+        "--official {input.official:q} --grid-runs {input.grid:q} -- {input.runs:q} > {log:q} 2>&1"
 
 
 rule fedrap_tuning_table:

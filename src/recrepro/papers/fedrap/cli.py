@@ -55,8 +55,9 @@ def cmd_table(args: argparse.Namespace) -> None:
     agg = results_table(runs)
     stats = pd.read_csv(args.stats) if args.stats else None
     tuning = args.tuning or {}
+    grid_frame = comparison_frame(_run_dirs(args.grid_runs), grid=True) if args.grid_runs else None
     comparison = comparison_markdown(comparison_frame(runs), args.tier, tuning.get("picks"), tuning.get("tuned"),
-                                     tuning.get("grids"))
+                                     tuning.get("grids"), grid_frame)
     if args.official:
         from recrepro.papers.fedrap.comparison import official_agreement, official_markdown
 
@@ -133,6 +134,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_json(p, "--tuning", default=None, help="the tier's fedrap tuning block (names the tuned rows' picks)")
     p.add_argument("--official", nargs="*", default=[],
                    help="the released code's per-round curves (<tier>/fedrap/official/<dataset>_<flags>_seed<k>.jsonl)")
+    p.add_argument("--grid-runs", nargs="*", default=[],
+                   help="the validation grids' run records: a tuned row not run yet says how far its grid got")
     add_table_outputs(p)
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
     p.set_defaults(func=cmd_table)

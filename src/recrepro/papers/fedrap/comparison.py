@@ -59,15 +59,21 @@ TUNING_TITLES = {"tuned": "tuned on validation", "readme": "README flags", "ml1m
 METRICS = ("hr@10", "ndcg@10")
 
 
-def comparison_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
-    """One row per run record: dataset, method, seed, HR@10, NDCG@10 (test, at the validation-selected round)."""
+def comparison_frame(run_dirs: Sequence[str | Path], grid: bool = False) -> pd.DataFrame:
+    """One row per run record: dataset, method, seed, HR@10, NDCG@10 (test, at the validation-selected round).
+
+    ``grid``: the records are validation-grid runs, whose diverged points have no test metrics (NaN
+    there); any other record without them is an error, never a blank cell."""
     from recrepro.records import read_metrics
 
     rows = []
     for d in run_dirs:
         m = read_metrics(Path(d))
+        overall = m.get("overall") or {}     # a diverged grid record has no test metrics
+        if not grid and not {"hr@10", "ndcg@10"} <= set(overall):
+            raise ValueError(f"{d}: the record has no test hr@10 / ndcg@10")
         rows.append({"dataset": m["dataset"], "method": m["method"], "seed": int(m["seed"]),
-                     "hr@10": float(m["overall"]["hr@10"]), "ndcg@10": float(m["overall"]["ndcg@10"])})
+                     "hr@10": float(overall.get("hr@10", math.nan)), "ndcg@10": float(overall.get("ndcg@10", math.nan))})
     return pd.DataFrame(rows, columns=["dataset", "method", "seed", "hr@10", "ndcg@10"])
 
 
@@ -128,12 +134,14 @@ def _grid_progress(frame: pd.DataFrame, grid: str, n_points: int | None, dataset
 
 def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapping[str, str]] | None = None,
                         tuned: Mapping[str, Mapping[str, Any]] | None = None,
-                        grids: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+                        grids: Mapping[str, Mapping[str, Any]] | None = None,
+                        grid_frame: pd.DataFrame | None = None) -> str:
     """The comparison block of ``tables/results.md`` (empty string when no row has a run).
 
     A tuned row the config names (``tuned``) is shown even before it has a record: its cells say
     "not run" (a dataset without its record: the same), and its tuning cell how far its validation
-    grid got (``grids``: the config's grids, to count their points), so a missing baseline is seen."""
+    grid got (``grids``: the config's grids, to count their points; ``grid_frame``: the grid runs'
+    records, :func:`comparison_frame`, else ``frame``'s), so a missing baseline is seen."""
     present = set(frame["method"])
     picks, tuned, grids = picks or {}, tuned or {}, grids or {}
     datasets = [d for d in COMPARISON_DATASETS if d in set(frame["dataset"])] + sorted(
@@ -173,7 +181,8 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
                     from recrepro.papers.fedrap.tuning import grid_points
 
                     n = len(grid_points(grids[grid])) if grid in grids else None
-                    how = f"not run ({_grid_progress(frame, grid, n, datasets)})"
+                    runs = frame if grid_frame is None else grid_frame
+                    how = f"not run ({_grid_progress(runs, grid, n, datasets)})"
             cells = []
             for d in datasets:
                 for metric in METRICS:
