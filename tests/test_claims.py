@@ -438,6 +438,20 @@ def test_packaged_claims_link_to_what_exists():
                 (paper, claim.id)
 
 
+def test_every_committed_contradiction_says_how_a_bug_on_our_side_was_ruled_out():
+    # the guide: before a verdict of "contradicted" is written, rule out a bug on our side and say how
+    repo = Path(__file__).resolve().parents[1]
+    contradicted = []
+    for paper in PAPERS:
+        page = pd.read_csv(repo / "results" / "paper" / paper / "claims.csv")
+        ids = set(page.loc[page["verdict_class"] == CONTRADICTED, "id"])
+        for claim in load_expected(expected_path(paper)).claims:
+            if claim.id in ids:
+                contradicted.append((paper, claim.id))
+                assert (claim.caveat or "").startswith("Bug ruled out: "), (paper, claim.id)
+    assert contradicted  # the committed pages do contradict some claims; an empty list would test nothing
+
+
 # ------------------------------------------------------------------------------------------ pages
 
 
