@@ -1,5 +1,5 @@
-"""Every committed λOpt and FedRAP run record was made under the settings ``config.yaml`` gives its
-job today.
+"""Every committed λOpt, FedRAP, PRISM and exADMM run record was made under the settings ``config.yaml``
+gives its job today, and was scored by the evaluation the config gives its split.
 
 A config change that is not followed by reruns would otherwise leave records on the results pages
 that no longer answer to the config beside them: a silently wrong number.  Snakemake's params trigger
@@ -11,6 +11,7 @@ A difference is allowed only where the record itself shows that it changes nothi
   validation AUC is still its first evaluation, so a record whose curve beat that value within the
   patience is what the rule gives (docs/deviations.md#lambdaopt-video-init).
 * FedRAP ``negative_pool``: the driver records it in ``metrics.json``, not in the provenance settings.
+* PRISM ``device``: a record made on a GPU (``--config device=cuda``) answers to the same job.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ def settings_differences(paper: str, provenance: Path, config: dict) -> dict[str
     else:
         from recrepro.papers.fedrap.experiments import rule_settings
     dataset, _split, method = provenance.parts[-5:-2]
-    got = dict(json.loads(provenance.read_text())["config"]["settings"])
+    recorded = json.loads(provenance.read_text())["config"]
+    got = dict(recorded["settings"])
     want = dict(rule_settings(config, "paper", dataset, method))
+    got["evaluation"], want["evaluation"] = recorded.get("evaluation"), config["evaluation"]["splits"][_split]
     metrics = json.loads((provenance.parent / "metrics.json").read_text())
     if paper == "fedrap":
         got.setdefault("negative_pool", metrics.get("negative_pool"))
@@ -85,6 +88,70 @@ def test_committed_records_answer_to_todays_config(paper):
     config = load_config(ROOT / "config.yaml")
     stale = {str(p.parent.relative_to(RUNS)): d for p in records if (d := settings_differences(paper, p, config))}
     assert not stale, f"records made under other settings than config.yaml gives (rerun them): {stale}"
+
+
+def prism_differences(provenance: Path, config: dict) -> dict[str, tuple]:
+    """Where a PRISM record's trainer settings, switches or evaluation differ from today's config."""
+    from recrepro.papers.prism.experiments import settings_for
+    from recrepro.papers.prism.workflow import tier_conf
+
+    dataset, _protocol, split, method, seed = provenance.parts[-6:-1]
+    recorded = json.loads(provenance.read_text())["config"]
+    got = dict(recorded["settings"])
+    _backbone, want = settings_for(method, tier_conf(config, "paper"), config["prism"]["switches"],
+                                   int(seed.removeprefix("seed")), got.get("device", "cpu"), dataset)
+    got.update({f"switches.{k}": v for k, v in recorded.get("switches", {}).items()})
+    want.update({f"switches.{k}": v for k, v in config["prism"]["switches"].items()})
+    got["evaluation"], want["evaluation"] = recorded.get("evaluation"), config["evaluation"]["splits"][split]
+    return {k: (got.get(k), want.get(k)) for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k)}
+
+
+def exadmm_differences(provenance: Path, config: dict) -> dict[str, tuple]:
+    """Where an exADMM record's model family or parameters differ from its operating point today."""
+    from recrepro.papers.exadmm.experiments import smk_point
+
+    dataset, _split, method = provenance.parts[-5:-2]
+    got = json.loads(provenance.read_text())["config"]
+    want = smk_point(config, "paper", dataset, method)
+    return {k: (got.get(k), want.get(k)) for k in ("family", "params") if got.get(k) != want.get(k)}
+
+
+@pytest.mark.parametrize("paper", ["prism", "exadmm"])
+def test_committed_prism_and_exadmm_records_answer_to_todays_config(paper):
+    pattern = "*/*/*/*/seed*/provenance.json" if paper == "prism" else "*/*/*/seed*/provenance.json"
+    records = sorted((RUNS / paper / "runs").glob(pattern))
+    if not records:
+        pytest.skip(f"no committed {paper} records")
+    config = load_config(ROOT / "config.yaml")
+    differences = prism_differences if paper == "prism" else exadmm_differences
+    stale = {str(p.parent.relative_to(RUNS)): d for p in records if (d := differences(p, config))}
+    assert not stale, f"records made under other settings than config.yaml gives (rerun them): {stale}"
+
+
+def test_the_prism_and_exadmm_checks_can_fail(tmp_path):
+    """A PRISM record trained at another learning rate or scored at another cut-off, and an exADMM
+    record fitted with another regularisation, are found; the committed ones' own settings are not."""
+    config = load_config(ROOT / "config.yaml")
+    prism = next((RUNS / "prism" / "runs").glob("*/*/*/*/seed*/provenance.json"))
+    copy = tmp_path.joinpath(*prism.parts[-7:])
+    copy.parent.mkdir(parents=True)
+    recorded = json.loads(prism.read_text())
+    copy.write_text(json.dumps(recorded))
+    assert prism_differences(copy, config) == {}
+    recorded["config"]["settings"]["lr"] = 0.1
+    recorded["config"]["evaluation"] = {**recorded["config"]["evaluation"], "ks": [10]}
+    copy.write_text(json.dumps(recorded))
+    assert set(prism_differences(copy, config)) == {"lr", "evaluation"}
+
+    exadmm = next((RUNS / "exadmm" / "runs").glob("*/*/*/seed*/provenance.json"))
+    copy = tmp_path.joinpath(*exadmm.parts[-6:])
+    copy.parent.mkdir(parents=True)
+    recorded = json.loads(exadmm.read_text())
+    copy.write_text(json.dumps(recorded))
+    assert exadmm_differences(copy, config) == {}
+    recorded["config"]["params"] = {**recorded["config"]["params"], "l2": 123.0}
+    copy.write_text(json.dumps(recorded))
+    assert set(exadmm_differences(copy, config)) == {"params"}
 
 
 def test_the_check_can_fail(tmp_path):
