@@ -167,7 +167,8 @@ def test_the_check_can_fail(tmp_path):
     run.mkdir(parents=True)
     settings = rule_settings(config, "paper", "ml-100k", "lambdaopt_du")
     old = {k: v for k, v in settings.items() if k != "wait_for_gain"}
-    (run / "provenance.json").write_text(json.dumps({"config": {"settings": old}}))
+    evaluation = config["evaluation"]["splits"]["temporal_user_ratio"]
+    (run / "provenance.json").write_text(json.dumps({"config": {"settings": old, "evaluation": evaluation}}))
     (run / "metrics.json").write_text(json.dumps({"stopping": {"stopped": "patience", "patience": 100,
                                                                "best_epoch": 338, "eval_every": 1}}))
 
@@ -180,5 +181,9 @@ def test_the_check_can_fail(tmp_path):
     assert settings_differences("lambdaopt", run / "provenance.json", config) == {}
     curve(gain_at=150)                       # 150 epochs below it: the old rule stopped where the new one waits
     assert settings_differences("lambdaopt", run / "provenance.json", config) == {"wait_for_gain": (None, True)}
-    (run / "provenance.json").write_text(json.dumps({"config": {"settings": {**settings, "lr": 0.5}}}))
+    (run / "provenance.json").write_text(json.dumps({"config": {"settings": {**settings, "lr": 0.5},
+                                                                 "evaluation": evaluation}}))
     assert settings_differences("lambdaopt", run / "provenance.json", config) == {"lr": (0.5, settings["lr"])}
+    (run / "provenance.json").write_text(json.dumps({"config": {"settings": settings,
+                                                                 "evaluation": {**evaluation, "ks": [10]}}}))
+    assert set(settings_differences("lambdaopt", run / "provenance.json", config)) == {"evaluation"}
