@@ -518,3 +518,33 @@ def test_dataset_checks_compare_printed_sizes_with_ours(tmp_path):
     assert rows[0].endswith("| 943 / 1,682 / 100,000 | 943 / 1,682 / 100,000 | matches |")
     assert rows[1].endswith("| differs: users +20,370, items -8,705, interactions +663,098 |")
     assert rows[2].endswith("| — | not testable here: the data are not here |")
+
+
+def test_dataset_checks_read_per_dataset_summaries_and_respect_the_recipe(tmp_path):
+    """A printed row for ratings >= 3 is not compared with data that kept every rating (the ML-1M pairs
+    form); the row whose recipe applies is; a dataset held only in a form with no summary says so."""
+    import subprocess
+    import sys
+
+    stats = {"dataset": "ml-1m", "protocol": "prism", "users": 6040, "items": 3706, "interactions": 1000209,
+             "recipe": {"positive_op": None, "positive_threshold": None, "merge_given_parts": True},
+             "raw_form": {"name": "pairs", "lacks": ["rating", "timestamp"]}}
+    (tmp_path / "stats.json").write_text(json.dumps(stats))
+    out = tmp_path / "prism" / "tables" / "dataset_stats_ml-1m.csv"
+    subprocess.run([sys.executable, "-m", "recrepro", "data", "summary", str(tmp_path / "stats.json"),
+                    "--out-csv", str(out)], check=True, capture_output=True)
+    assert pd.read_csv(out, keep_default_na=False).loc[0, "form"] == "pairs"
+    printed = [
+        {"source": "Table 2", "paper": "prism", "dataset": "ml-1m", "protocol": "prism", "users": 6040,
+         "items": 3629, "interactions": 836478, "recipe": {"positive_op": ">=", "positive_threshold": 3.0}},
+        {"source": "README", "paper": "prism", "dataset": "ml-1m", "protocol": "prism", "users": 6040,
+         "items": 3706, "interactions": 1000209, "recipe": {"positive_op": None}},
+        {"source": "poster", "paper": "fedrap", "dataset": "ml-1m", "protocol": "fedrap", "users": 6040,
+         "items": 3706, "interactions": 1000209, "recipe": {}},
+    ]
+    rows = [x for x in dataset_checks_section(tmp_path, printed, {"ml-1m": "form:pairs"}) if x.startswith("| ")][1:]
+    assert rows[0].endswith("| 6,040 / 3,706 / 1,000,209 | not testable here: printed for another recipe "
+                            "(positive_op >=, positive_threshold 3.0); ours has positive_op none, "
+                            "positive_threshold none (the mirror's `pairs` form) |")
+    assert rows[1].endswith("| 6,040 / 3,706 / 1,000,209 | matches |")
+    assert "| — | not testable here: the mirror holds it only in its `pairs` form" in rows[2]

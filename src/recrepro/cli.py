@@ -108,6 +108,15 @@ def cmd_data_describe(args: argparse.Namespace) -> None:
               f"{stats['interactions']:,} interactions, density {stats['density']:.5f}")
 
 
+def cmd_data_summary(args: argparse.Namespace) -> None:
+    from recrepro.datasets.statistics import summary_frame
+    from recrepro.io import write_text
+
+    frame = summary_frame([json.loads(Path(f).read_text()) for f in args.stats])
+    write_text(args.out_csv, frame.to_csv(index=False))
+    print(frame.to_string(index=False))
+
+
 def cmd_data_preprocess(args: argparse.Namespace) -> None:
     from recrepro.datasets import get_dataset, load_raw
     from recrepro.datasets.download import verify_raw_files
@@ -362,6 +371,11 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dataset")
     p.add_argument("--data-root", default="data")
     p.set_defaults(func=cmd_data_describe)
+
+    p = dsub.add_parser("summary", help="the sizes and recipe of processed datasets, for a results page (CSV)")
+    p.add_argument("stats", nargs="+", help="processed stats.json files")
+    p.add_argument("--out-csv", required=True)
+    p.set_defaults(func=cmd_data_summary)
 
     p = dsub.add_parser("preprocess", help="apply a protocol and write processed parquet")
     p.add_argument("dataset")

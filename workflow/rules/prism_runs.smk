@@ -48,3 +48,22 @@ rule prism_train:
         "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
         "--batch-size {params.batch_size:q} --benchmark-file {params.bench:q} "
         "--checkpoint {params.checkpoint:q} > {log:q} 2>&1"
+
+
+rule prism_dataset_summary:
+    input:
+        stats=f"{DATA}/processed/{{dataset}}/prism/stats.json",
+    output:
+        csv="results/{tier}/prism/tables/dataset_stats_{dataset}.csv",
+    log:
+        "logs/prism/{tier}/dataset_stats_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/dataset_stats_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    shell:
+        "recrepro data summary {input.stats:q} --out-csv {output.csv:q} > {log:q} 2>&1"

@@ -204,6 +204,8 @@ rule reference_readme:
         ),
         availability="results/{tier}/datasets.json",
         claims=expand("results/{{tier}}/{paper}/claims.csv", paper=SUMMARY_PAPERS),
+        # its data checks read the processed sizes (PRISM's per dataset; FedRAP's through its table)
+        summaries=lambda wc: recorded(prism_wf.dataset_summaries(config, wc.tier)),
         # the page shows the tier's figures and links its tables: drawn first, never mid-redraw
         shown=lambda wc: readme_shown_files(),
     output:

@@ -9,14 +9,17 @@ protocol), each ``applies`` (the recipe matches) and, when it does, ``match`` pe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-__all__ = ["COUNTS", "published_statistics", "statistics_checks"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["COUNTS", "published_statistics", "recipe_applies", "statistics_checks", "summary_frame"]
 
 #: The counts compared, in the order stats.json and the papers give them.
 COUNTS = ("users", "items", "interactions")
@@ -34,6 +37,11 @@ def published_statistics() -> tuple[dict[str, Any], ...]:
             raise ValueError(f"dataset_statistics.yaml: statistics[{index}] ({entry.get('dataset')!r}): "
                              f"needs {', '.join(_REQUIRED)} with non-negative integer counts (missing: {missing})")
     return tuple(entries)
+
+
+def recipe_applies(wanted: Mapping[str, Any], recipe: Mapping[str, Any]) -> bool:
+    """Whether a processed dataset's ``recipe`` has every field a printed row assumes (``wanted``)."""
+    return _recipe_matches(wanted, recipe)
 
 
 def _recipe_matches(wanted: Mapping[str, Any], recipe: Mapping[str, Any]) -> bool:
@@ -79,3 +87,26 @@ def statistics_checks(stats: Mapping[str, Any]) -> list[dict[str, Any]]:
             check.update({count: {"expected": entry[count]} for count in COUNTS})
         out.append(check)
     return out
+
+
+def summary_frame(stats: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per processed dataset: what a results page shows of it without the data.
+
+    Columns ``dataset``, ``protocol``, the :data:`COUNTS`, ``recipe`` (the preprocessing recipe as
+    sorted JSON, so that a page can tell which printed row applies) and ``form`` (the raw form a
+    mirror held instead of the canonical files, empty for the canonical release).
+    """
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for one in stats:
+        missing = [k for k in ("dataset", "protocol", *COUNTS) if k not in one]
+        if missing:
+            raise ValueError(f"stats of {one.get('dataset')!r}: lacks {', '.join(missing)}")
+        rows.append({"dataset": one["dataset"], "protocol": one["protocol"],
+                     **{k: int(one[k]) for k in COUNTS},
+                     "recipe": json.dumps(one.get("recipe") or {}, sort_keys=True),
+                     "form": (one.get("raw_form") or {}).get("name", "")})
+    return pd.DataFrame(rows, columns=["dataset", "protocol", *COUNTS, "recipe", "form"])

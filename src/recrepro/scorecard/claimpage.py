@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from recrepro.datasets.statistics import recipe_applies
 from recrepro.io import write_text
 from recrepro.scorecard.claims import (
     CLAIMS_COLUMNS,
@@ -171,40 +173,80 @@ def claims_section(results: str | Path, papers: Sequence[str], deviations_href: 
 
 
 def _our_stats(results: Path, paper: str) -> pd.DataFrame | None:
-    """Our counts per dataset: ``<paper>/tables/dataset_stats.csv`` or the tier's ``dataset_stats.csv``
-    (columns dataset, users, items and interactions or ratings); None when neither is there."""
-    for path in (results / paper / "tables" / "dataset_stats.csv", results / "dataset_stats.csv"):
-        if path.is_file():
-            frame = pd.read_csv(path)
-            if "interactions" not in frame.columns and "ratings" in frame.columns:
-                frame = frame.rename(columns={"ratings": "interactions"})
-            return frame
-    return None
+    """Our counts per dataset: ``<paper>/tables/dataset_stats.csv`` and ``dataset_stats_<dataset>.csv``
+    (``recrepro data summary``), else the tier's ``dataset_stats.csv`` (columns dataset, users, items
+    and interactions or ratings; ``recipe`` where known); None when there is none."""
+    tables = results / paper / "tables"
+    paths = [p for p in (tables / "dataset_stats.csv", *sorted(tables.glob("dataset_stats_*.csv"))) if p.is_file()]
+    if not paths and (results / "dataset_stats.csv").is_file():
+        paths = [results / "dataset_stats.csv"]
+    if not paths:
+        return None
+    frames = []
+    for path in paths:
+        frame = pd.read_csv(path, keep_default_na=False)
+        if "interactions" not in frame.columns and "ratings" in frame.columns:
+            frame = frame.rename(columns={"ratings": "interactions"})
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _recipe_text(recipe: Mapping[str, object], keys: Sequence[str]) -> str:
+    return ", ".join(f"{k} {recipe.get(k)!s}".replace("None", "none") for k in keys)
+
+
+def _data_check_row(s: Mapping[str, object], ours: pd.DataFrame | None,
+                    availability: Mapping[str, str] | None) -> list[str]:
+    """One row of the data checks: a printed size against the processed data it describes."""
+    paper, dataset = str(s["paper"]), str(s["dataset"])
+    numbers = tuple(int(s[k]) for k in ("users", "items", "interactions"))  # type: ignore[call-overload]
+    text = " / ".join(f"{n:,}" for n in numbers)
+    found = None if ours is None else ours[ours["dataset"] == dataset]
+    if found is not None and "protocol" in found.columns and s.get("protocol"):
+        found = found[found["protocol"] == s["protocol"]]
+    if found is None or found.empty:
+        held = (availability or {}).get(dataset, "missing")
+        if held == "missing":
+            why = "the data are not here"
+        elif held.startswith("form:"):
+            why = (f"the mirror holds it only in its `{held.removeprefix('form:')}` form, and no statistics of "
+                   "this protocol's processed data are committed (docs/deviations.md says what the form lacks)")
+        else:
+            why = "no committed statistics of its processed data (the data stage's stats.json checks them)"
+        return [paper, str(s["source"]), dataset, text, "—", f"not testable here: {why}"]
+    row = found.iloc[0]
+    mine = tuple(int(row[k]) for k in ("users", "items", "interactions"))
+    ours_text = " / ".join(f"{n:,}" for n in mine)
+    wanted = s.get("recipe") or {}
+    if "recipe" in found.columns and str(row["recipe"]) and isinstance(wanted, Mapping) and wanted:
+        recipe = json.loads(str(row["recipe"]))
+        if not recipe_applies(wanted, recipe):
+            keys = list(wanted)
+            form = f" (the mirror's `{row['form']}` form)" if str(row.get("form", "")) else ""
+            return [paper, str(s["source"]), dataset, text, ours_text,
+                    f"not testable here: printed for another recipe ({_recipe_text(wanted, keys)}); ours has "
+                    f"{_recipe_text(recipe, keys)}{form}"]
+    diffs = [f"{name} {m - p:+,}" for name, m, p in zip(("users", "items", "interactions"), mine, numbers,
+                                                        strict=True) if m != p]
+    return [paper, str(s["source"]), dataset, text, ours_text,
+            "matches" if not diffs else "differs: " + ", ".join(diffs)]
 
 
 def dataset_checks_section(results: str | Path, printed: Sequence[Mapping[str, object]],
                            availability: Mapping[str, str] | None = None) -> list[str]:
     """Data checks: the dataset sizes the papers print (``printed``: source, paper, dataset, users,
-    items, interactions) against our processed data's committed summary under ``results``
-    (``availability``: dataset -> generated | mirror | missing, to say why a row cannot be checked)."""
+    items, interactions; ``protocol`` and ``recipe`` where known) against our processed data's committed
+    summary under ``results`` (``availability``: dataset -> generated | mirror | missing, to say why a
+    row cannot be checked). A printed row whose recipe our processed data do not follow (e.g. ratings
+    >= 3 where the mirror held no ratings) is not testable, and says which recipe each side has."""
     results = Path(results)
+    ours_by_paper: dict[str, pd.DataFrame | None] = {}
     rows = []
     for s in printed:
-        paper, dataset = str(s["paper"]), str(s["dataset"])
-        numbers = tuple(int(s[k]) for k in ("users", "items", "interactions"))  # type: ignore[call-overload]
-        ours = _our_stats(results, paper)
-        found = None if ours is None else ours[ours["dataset"] == dataset]
-        text = " / ".join(f"{n:,}" for n in numbers)
-        if found is None or found.empty:
-            why = ("the data are not here" if (availability or {}).get(dataset, "missing") == "missing"
-                   else "no committed statistics of its processed data (the data stage's stats.json checks them)")
-            rows.append([paper, str(s["source"]), dataset, text, "—", f"not testable here: {why}"])
-            continue
-        mine = tuple(int(found.iloc[0][k]) for k in ("users", "items", "interactions"))
-        diffs = [f"{name} {m - p:+,}" for name, m, p in zip(("users", "items", "interactions"), mine, numbers,
-                                                            strict=True) if m != p]
-        rows.append([paper, str(s["source"]), dataset, text, " / ".join(f"{n:,}" for n in mine),
-                     "matches" if not diffs else "differs: " + ", ".join(diffs)])
+        paper = str(s["paper"])
+        if paper not in ours_by_paper:
+            ours_by_paper[paper] = _our_stats(results, paper)
+        rows.append(_data_check_row(s, ours_by_paper[paper], availability))
     if not rows:
         return []
     lines = ["### Data checks", "", "Dataset sizes the papers print (users / items / interactions) against "

@@ -260,6 +260,12 @@ def theory_args(config: Mapping[str, Any], tier: str) -> list[str]:
             "--max-degree", repr(float(th["max_degree"])), "--batch-fractions", repr(float(lo)), repr(float(hi))]
 
 
+def dataset_summaries(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Each PRISM dataset's processed sizes and recipe, which the results page checks against Table 2
+    (``recrepro data summary``; committed, so that a redraw needs no data)."""
+    return [f"results/{tier}/prism/tables/dataset_stats_{dataset}.csv" for dataset, *_ in entries(config, tier)]
+
+
 def targets(config: Mapping[str, Any], tier: str) -> list[str]:
     out: list[str] = []
     for dataset, _, _, _ in entries(config, tier):
