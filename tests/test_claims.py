@@ -548,3 +548,26 @@ def test_dataset_checks_read_per_dataset_summaries_and_respect_the_recipe(tmp_pa
                             "positive_threshold none (the mirror's `pairs` form) |")
     assert rows[1].endswith("| 6,040 / 3,706 / 1,000,209 | matches |")
     assert "| — | not testable here: the mirror holds it only in its `pairs` form" in rows[2]
+
+
+def test_a_long_mixed_verdict_is_counted_along_the_factor_that_splits_it():
+    """Eight places: under one pool the claim never holds, under the other it holds three times in
+    four; the verdict counts per pool (the factor with unanimous groups), not per dataset."""
+    from recrepro.scorecard.claims import Result, _grouped_mixed
+
+    def result(dataset, pool, held):
+        return Result(label=f"{dataset} vs B, {pool}", status=SUPPORTED if held else CONTRADICTED)
+
+    rows = [result(d, "train pool", False) for d in "abcd"]
+    rows += [result(d, "code pool", held) for d, held in zip("abcd", (True, True, True, False))]
+    supported = [r for r in rows if r.status == SUPPORTED]
+    contradicted = [r for r in rows if r.status == CONTRADICTED]
+    assert _grouped_mixed(supported, contradicted) == "holds in 3 of 8 checks — code pool: 3 of 4; train pool: 0 of 4"
+    # six places or fewer: the names say more than the counts
+    assert _grouped_mixed(supported[:2], contradicted[:4]) is None
+    # no factor with unanimous groups over half the checks: the list stays
+    mixed = [result(d, p, held) for d, p, held in [("a", "x", True), ("a", "y", False), ("b", "x", False),
+                                                   ("b", "y", True), ("c", "x", True), ("c", "y", False),
+                                                   ("d", "x", False), ("d", "y", True)]]
+    assert _grouped_mixed([r for r in mixed if r.status == SUPPORTED],
+                          [r for r in mixed if r.status == CONTRADICTED]) is None

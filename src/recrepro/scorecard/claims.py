@@ -617,6 +617,40 @@ def _places(results: Sequence[Result]) -> str:
     return ", ".join(dict.fromkeys(r.place or r.label for r in results))
 
 
+#: a mixed verdict with more places than this is summarised by the factor that splits it best
+MIXED_LIST_MAX = 6
+
+
+def _grouped_mixed(supported: Sequence[Result], contradicted: Sequence[Result]) -> str | None:
+    """A long mixed verdict as counts along the factor that best separates where the claim holds
+    from where it does not: the places' first word (the dataset) or their last comma-separated part
+    (e.g. the negative pool, the metric).  "holds in 6 of 16 checks — train pool: 0 of 8; released-code
+    pool: 6 of 8".  None when the list is short, or when no factor has unanimous groups covering at
+    least half of the checks (the list then says more than the counts)."""
+    checks = [(r.place or r.label, True) for r in supported] + [(r.place or r.label, False) for r in contradicted]
+    if len(dict.fromkeys(place for place, _ in checks)) <= MIXED_LIST_MAX:
+        return None
+    factors = {
+        "first": lambda place: place.split(" ")[0].rstrip(",:"),
+        "last": lambda place: place.rsplit(", ", 1)[1] if ", " in place else None,
+    }
+    best: tuple[int, dict[str, list[bool]]] | None = None
+    for key_of in factors.values():
+        keys = [key_of(place) for place, _ in checks]
+        if any(k is None for k in keys) or len(set(keys)) < 2:
+            continue
+        groups: dict[str, list[bool]] = {}
+        for k, (_, held) in zip(keys, checks):
+            groups.setdefault(str(k), []).append(held)
+        unanimous = sum(len(v) for v in groups.values() if len(set(v)) == 1)
+        if best is None or unanimous > best[0]:
+            best = (unanimous, groups)
+    if best is None or 2 * best[0] < len(checks):
+        return None
+    parts = "; ".join(f"{k}: {sum(v)} of {len(v)}" for k, v in best[1].items())
+    return f"holds in {len(supported)} of {len(checks)} checks — {parts}"
+
+
 def _pending(claim: Claim, records: ClaimRecords) -> list[str]:
     """What the claim's ``pending`` runs wait for, for each pattern no record's method matches."""
     methods = {m for _, _, m in records.values}
@@ -638,9 +672,9 @@ def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
     contradicted = [r for r in testable if r.status == CONTRADICTED]
     if supported and contradicted:
         cls = MIXED
-        text = f"{MIXED}: holds for {_places(supported)}; not for {_places(contradicted)}"
-        if provisional:
-            text = f"{MIXED} (provisional): holds for {_places(supported)}; not for {_places(contradicted)}"
+        where = (_grouped_mixed(supported, contradicted)
+                 or f"holds for {_places(supported)}; not for {_places(contradicted)}")
+        text = f"{MIXED}{' (provisional)' if provisional else ''}: {where}"
     else:
         cls = SUPPORTED if supported else CONTRADICTED
         text = cls + (" (provisional)" if provisional else "")
