@@ -128,26 +128,28 @@ def test_committed_prism_and_exadmm_records_answer_to_todays_config(paper):
     assert not stale, f"records made under other settings than config.yaml gives (rerun them): {stale}"
 
 
+def _copied(record: Path, tmp_path: Path, depth: int) -> tuple[Path, dict]:
+    """A committed provenance.json copied under ``tmp_path`` with its last ``depth`` path parts (the
+    checks read dataset, split and method from them), and its content to edit."""
+    copy = tmp_path.joinpath(*record.parts[-depth:])
+    copy.parent.mkdir(parents=True)
+    recorded = json.loads(record.read_text())
+    copy.write_text(json.dumps(recorded))
+    return copy, recorded
+
+
 def test_the_prism_and_exadmm_checks_can_fail(tmp_path):
     """A PRISM record trained at another learning rate or scored at another cut-off, and an exADMM
     record fitted with another regularisation, are found; the committed ones' own settings are not."""
     config = load_config(ROOT / "config.yaml")
-    prism = next((RUNS / "prism" / "runs").glob("*/*/*/*/seed*/provenance.json"))
-    copy = tmp_path.joinpath(*prism.parts[-7:])
-    copy.parent.mkdir(parents=True)
-    recorded = json.loads(prism.read_text())
-    copy.write_text(json.dumps(recorded))
+    copy, recorded = _copied(next((RUNS / "prism" / "runs").glob("*/*/*/*/seed*/provenance.json")), tmp_path, 7)
     assert prism_differences(copy, config) == {}
     recorded["config"]["settings"]["lr"] = 0.1
     recorded["config"]["evaluation"] = {**recorded["config"]["evaluation"], "ks": [10]}
     copy.write_text(json.dumps(recorded))
     assert set(prism_differences(copy, config)) == {"lr", "evaluation"}
 
-    exadmm = next((RUNS / "exadmm" / "runs").glob("*/*/*/seed*/provenance.json"))
-    copy = tmp_path.joinpath(*exadmm.parts[-6:])
-    copy.parent.mkdir(parents=True)
-    recorded = json.loads(exadmm.read_text())
-    copy.write_text(json.dumps(recorded))
+    copy, recorded = _copied(next((RUNS / "exadmm" / "runs").glob("*/*/*/seed*/provenance.json")), tmp_path, 6)
     assert exadmm_differences(copy, config) == {}
     recorded["config"]["params"] = {**recorded["config"]["params"], "l2": 123.0}
     copy.write_text(json.dumps(recorded))
