@@ -230,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} measures in {seconds / 60:.1f} min; {about}")
     if args.write_doc:
         command = "python benchmarks/run_all.py" + (" --quick" if args.quick else "") + f" --threads {args.threads}"
+        if args.only:  # a partial table says which groups it holds
+            command += f" --only {args.only}"
         markers = (BEGIN, END)
         if device != "cpu":  # a GPU table goes to its own block: the CPU table stays as measured
             command += f" --device {device}"
