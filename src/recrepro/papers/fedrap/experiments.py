@@ -322,8 +322,16 @@ def rule_embedding_run(config: dict[str, Any], tier: str) -> tuple[str, str] | N
 
 
 # ----------------------------------------------------------------------------- tables
+#: the parts whose items :func:`dataset_stats` checks against the training items
+COLD_PARTS = ("validation", "test", "negatives")
+
+
 def dataset_stats(split_dirs: Sequence[str | Path]) -> pd.DataFrame:
-    """#ratings (all parts), #users, #items (with an interaction) and sparsity per split."""
+    """#ratings (all parts), #users, #items (with an interaction) and sparsity per split, and how cold
+    the evaluation is: ``<part>_cold``, the share of the rows of each of :data:`COLD_PARTS` (the held-out
+    validation and test items, the sampled evaluation negatives) whose item has no training interaction
+    (NaN for a part the split lacks). A model can score such an item only from its initialisation and
+    from being drawn as a negative (docs/deviations.md#fedrap-lastfm-held-out)."""
     from recrepro.runs import SplitData
 
     rows = []
@@ -331,8 +339,13 @@ def dataset_stats(split_dirs: Sequence[str | Path]) -> pd.DataFrame:
         split = SplitData(d)
         frame = pd.concat([split.part(p)[["user", "item"]] for p in ("train", "validation", "test")])
         n_r, n_u, n_i = len(frame), frame["user"].nunique(), frame["item"].nunique()
+        trained = np.zeros(split.n_items, dtype=bool)
+        trained[split.part("train")["item"].to_numpy()] = True
+        cold = {f"{p}_cold": float(np.mean(~trained[split.part(p)["item"].to_numpy()]))
+                if f"{p}.parquet" in split.manifest["files"] and len(split.part(p)) else np.nan
+                for p in COLD_PARTS}
         rows.append({"dataset": split.manifest.get("dataset", Path(d).name), "ratings": n_r, "users": n_u,
-                     "items": n_i, "sparsity": 1 - n_r / (n_u * n_i)})
+                     "items": n_i, "sparsity": 1 - n_r / (n_u * n_i), **cold})
     return pd.DataFrame(rows)
 
 
@@ -415,10 +428,20 @@ def table_markdown(agg: pd.DataFrame, stats: pd.DataFrame | None, tier: str, com
                      f"{r.code_best_test_ndcg:.4f} | {r.code_best_test_round:.0f} | {r.seconds_per_round:.2f} | {sparse} |")
     if stats is not None and len(stats):
         lines += ["", "## Dataset statistics (after preprocessing; poster Table 1)", "",
-                  "| dataset | #ratings | #users | #items | sparsity |", "|---|---|---|---|---|"]
+                  "Cold columns: the share of the held-out validation and test items, and of the sampled evaluation "
+                  "negatives, that never occur in training (no model learns them from a positive; "
+                  "docs/deviations.md#fedrap-lastfm-held-out).",
+                  "", "| dataset | #ratings | #users | #items | sparsity | cold: validation | cold: test | cold: negatives |",
+                  "|---|---|---|---|---|---|---|---|"]
         for s in stats.itertuples():
-            lines.append(f"| {s.dataset} | {s.ratings:,} | {s.users:,} | {s.items:,} | {100 * s.sparsity:.2f}% |")
+            cold = " | ".join(_share(getattr(s, f"{p}_cold", np.nan)) for p in COLD_PARTS)
+            lines.append(f"| {s.dataset} | {s.ratings:,} | {s.users:,} | {s.items:,} | {100 * s.sparsity:.2f}% | {cold} |")
     return "\n".join(lines) + "\n"
+
+
+def _share(value: float) -> str:
+    """A share as a percentage with one decimal; blank when unknown (a statistics file from before the column)."""
+    return f"{100 * value:.1f} %" if value is not None and np.isfinite(value) else ""
 
 
 # ----------------------------------------------------------------------------- figure
