@@ -364,6 +364,27 @@ def test_claim_verdicts_mixed_stand_in_provisional_and_pending(tmp_path):
     assert v.verdict_class == NOT_TESTABLE and v.verdict == "not testable here: waits for `zz` on toy (m)"
 
 
+def test_a_tuned_pick_from_part_of_its_grid_is_named_and_provisional(tmp_path):
+    for seed in range(3):
+        run(tmp_path, "a_tunedwd", seed, {"m": 0.3}, extra={"budget": "tuned over 3 of 4 weight decays"})
+        run(tmp_path, "a_wd0", seed, {"m": 0.2}, extra={"budget": ""})
+        run(tmp_path, "b_tunedwd", seed, {"m": 0.3})
+    c = ctx(tmp_path)
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="m", method="a_tunedwd", than="a_wd0"), c)
+    assert r.status == SUPPORTED and r.provisional and r.capped == "`a_tunedwd`: tuned over 3 of 4 weight decays"
+    assert r.numbers.endswith("; `a_tunedwd`: tuned over 3 of 4 weight decays)")
+    [r] = evaluate_check(check(kind="relative_change", datasets=["toy"], metric="m", method="a_wd0", than="a_tunedwd",
+                               published=0.0, tolerance=0.05), c)
+    assert r.status == CONTRADICTED and r.provisional and "tuned over 3 of 4" in r.numbers
+    claim = _claim([{"kind": "better", "datasets": ["toy"], "metric": "m", "method": "a_tunedwd", "than": "a_wd0"},
+                    {"kind": "better", "datasets": ["toy"], "metric": "m", "method": "b_tunedwd", "than": "a_wd0",
+                     "label": "b"}])
+    assert judge_claim(claim, c).verdict == "supported (provisional); 1 check on a tuned pick from part of its grid"
+    # a full grid (no budget note, or an empty one) leaves the verdict final
+    full = _claim([{"kind": "better", "datasets": ["toy"], "metric": "m", "method": "b_tunedwd", "than": "a_wd0"}])
+    assert judge_claim(full, c).verdict == "supported"
+
+
 def test_one_seed_of_three_is_at_most_provisional(tmp_path):
     run(tmp_path, "a", 0, {"m": 0.1})
     run(tmp_path, "b", 0, {"m": 0.2})

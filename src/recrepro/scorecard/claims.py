@@ -70,6 +70,9 @@ class ClaimRecords:
         self.dirs: dict[tuple[str, str, str], dict[int, Path]] = {}
         #: (dataset, method) of the records left out as untrained (:func:`never_left_initialisation`)
         self.untrained: set[tuple[str, str]] = set()
+        #: (dataset, method) -> the record's ``budget`` note: a tuned pick made from part of its grid
+        #: ("tuned over 3 of 4 weight decays"), which may change once the rest of the grid runs
+        self.budgets: dict[tuple[str, str], str] = {}
         for run_dir in sorted(map(Path, run_dirs)):
             metrics = read_record_json(run_dir / METRICS_FILE)
             try:
@@ -82,6 +85,8 @@ class ClaimRecords:
             if never_left_initialisation(metrics):
                 self.untrained.add((key[0], key[2]))
                 continue
+            if isinstance(metrics.get("budget"), str) and metrics["budget"]:
+                self.budgets[(key[0], key[2])] = metrics["budget"]
             flat: dict[str, float] = {}
             for source in (metrics.get("counts") or {}, metrics, metrics.get("overall") or {}):
                 flat.update({k: float(v) for k, v in source.items()
@@ -115,6 +120,11 @@ class ClaimRecords:
         runs = self.values[(dataset, split, method)]
         return {seed: values[metric] for seed, values in sorted(runs.items()) if metric in values}
 
+    def capped(self, dataset: str, *methods: str) -> str:
+        """The budget notes of ``methods`` on ``dataset`` ("`m`: tuned over 3 of 4 weight decays"), or ""."""
+        return "; ".join(f"`{m}`: {self.budgets[(dataset, m)]}" for m in dict.fromkeys(methods)
+                         if (dataset, m) in self.budgets)
+
     def first_ran(self, dataset: str, split: str | None, candidates: Sequence[str], metric: str) -> str | None:
         """The first of ``candidates`` with ``metric`` on ``dataset`` (a tuned variant before a fixed one)."""
         return next((m for m in candidates if self.seeds(dataset, split, m, metric)), None)
@@ -133,10 +143,11 @@ class Result:
     seeds: tuple[int, int] | None = None  # (seeds the result rests on, seeds the protocol runs)
     stand_in: bool = False
     place: str = ""  # a short name for a mixed verdict ("gowalla MF + SSM"); the label when empty
+    capped: str = ""  # a compared run's budget note (ClaimRecords.capped): its tuned pick saw part of its grid
 
     @property
     def provisional(self) -> bool:
-        return self.seeds is not None and self.seeds[0] < self.seeds[1]
+        return bool(self.capped) or (self.seeds is not None and self.seeds[0] < self.seeds[1])
 
 
 @dataclass
@@ -246,9 +257,11 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         test = paired_seed_ttest(a, b)
         p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
         label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
+        capped = ctx.records.capped(dataset, method, than)
         out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
-                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)} ({_seeds_text(n, ctx)}{p_text})",
-                          place=_place(dataset, check, method, than)))
+                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)} ({_seeds_text(n, ctx)}{p_text}"
+                                  f"{'; ' + capped if capped else ''})",
+                          place=_place(dataset, check, method, than), capped=capped))
     return out
 
 
@@ -319,10 +332,11 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
         n = min(len(a), len(b))
         label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
         bound = f"± {tolerance:.0%}" + (" or beyond" if check.or_better else "")
+        capped = ctx.records.capped(dataset, method, than)
         out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
-                          place=_place(dataset, check, method, than),
+                          place=_place(dataset, check, method, than), capped=capped,
                           numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}: {change:+.1%} against the paper's "
-                                  f"{published:+.2%} {bound} ({_seeds_text(n, ctx)})"))
+                                  f"{published:+.2%} {bound} ({_seeds_text(n, ctx)}{'; ' + capped if capped else ''})"))
     return out
 
 
@@ -681,10 +695,13 @@ def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
     stand_ins = sorted({r.label.split(":")[0].split(" ")[0].rstrip(",") for r in testable if r.stand_in})
     if stand_ins and all(r.stand_in for r in testable):
         text += f"; on {', '.join(stand_ins)} ({'a stand-in' if len(stand_ins) == 1 else 'stand-ins'})"
-    short = [r.seeds for r in testable if r.provisional and r.seeds]
+    short = [r.seeds for r in testable if r.seeds and r.seeds[0] < r.seeds[1]]
     if short:
         fewest = min(short)
         text += f"; {'as few as ' if len(set(short)) > 1 else ''}{fewest[0]} of {fewest[1]} seeds"
+    capped = [r for r in testable if r.capped]
+    if capped:
+        text += f"; {len(capped)} check{'s' if len(capped) > 1 else ''} on a tuned pick from part of its grid"
     if waits:
         text += "; waits for " + "; ".join(waits)
     if untestable:
