@@ -362,7 +362,8 @@ def _intro_lines(on_gpu: pd.DataFrame, estimated: int = 0) -> list[str]:
         names = ", ".join(sorted({str(d) for d in on_gpu["device"].dropna()}))
         devices = (f"{len(on_gpu)} records ran on a GPU ({names}): they have their own rows under Recorded, "
                    "where their wall hours are GPU-hours, and stay out of the CPU-hour means that price the "
-                   "jobs not run yet.")
+                   "jobs not run yet. Jobs that shared one card (the paper tier runs several PRISM jobs at once "
+                   "on a GPU) each count their own wall time, so these GPU-hours are an upper bound on the card's.")
     else:
         devices = ("No GPU-hours are measured yet: the device of every record is `cpu`, so every number here "
                    "is CPU-hours. A GPU run's records would be priced separately: rows of their own under "
