@@ -245,6 +245,7 @@ def test_config_error_names_key_allowed_values_and_close_name():
     ({"prism": {"tiers": {"smoke": {"lr": 0.0}}}}, "prism/tiers/smoke/lr"),
     ({"lambdaopt": {"tiers": {"smoke": {"settings": {"dim": 0}}}}}, "lambdaopt/tiers/smoke/settings/dim"),
     ({"fedrap": {"memory_budget_mb": -1}}, "fedrap/memory_budget_mb"),
+    ({"fedrap": {"memory_budget_mb_by_dataset": {"ml-100k": 0}}}, "fedrap/memory_budget_mb_by_dataset/ml-100k"),
 ])
 def test_learning_rates_dimensions_and_budgets_are_bounded(override, needle):
     with pytest.raises(ConfigError, match=re.escape(needle)):

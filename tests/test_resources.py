@@ -114,3 +114,30 @@ def test_slurm_profile_settings():
     assert prof["slurm-status-command"] == "squeue" and 3 * prof["slurm-init-seconds-before-status-checks"] <= 300
     local = yaml.safe_load((REPO / "profiles" / "local" / "config.yaml").read_text())
     assert local["keep-going"] and local["rerun-incomplete"] and local["latency-wait"] > 0 and local["cores"] >= 1
+
+
+def _dry_run_commands(tmp_path: Path, targets: list[str], *config: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--configfile",
+           str(REPO / "config.yaml"), "--directory", str(tmp_path), "-n", "-p", *targets,
+           "--config", "tier=paper", *config]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.workflow
+def test_fedrap_private_table_budget_is_per_dataset(tmp_path):
+    """LastFM's 4.2 GB private tables run in RAM (its own budget), other datasets keep the default;
+    the job asks the scheduler for that budget on top of its estimate. A misspelt dataset is refused."""
+    runs = "results/paper/fedrap/runs/{}/leave_one_out/fedrap_code-g00/seed0/metrics.json"
+    proc = _dry_run_commands(tmp_path, [runs.format("hetrec2011-lastfm-2k"), runs.format("ml-100k")])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    budgets = dict(re.findall(r"--split-dir data/splits/([\w-]+)/fedrap\S* .*?--memory-budget-mb (\d+)", out))
+    assert budgets == {"hetrec2011-lastfm-2k": "4608", "ml-100k": "2048"}
+    mem = [int(m) for m in re.findall(r"mem_mb=(\d+)", out.split("rule fedrap_train")[1])]
+    mem += [int(m) for m in re.findall(r"mem_mb=(\d+)", out.split("rule fedrap_train")[2])]
+    assert max(mem) - min(mem) >= 4608 - 2048  # the budget is part of the request
+    bad = _dry_run_commands(tmp_path, [runs.format("ml-100k")], "fedrap={memory_budget_mb_by_dataset: {lastfm: 100}}")
+    assert bad.returncode != 0
+    assert "memory_budget_mb_by_dataset: unknown dataset 'lastfm'" in bad.stdout + bad.stderr
