@@ -115,3 +115,32 @@ def test_neumf_logits_by_hand_and_central_ncf_learns():
     s = m.score(np.arange(20))
     assert s[:10, :10].mean() > s[:10, 10:].mean() + 0.2 and s[10:, 10:].mean() > s[10:, :10].mean() + 0.2
     assert m.history[-1]["train_loss"] < m.history[0]["train_loss"]
+
+
+def test_fedncf_adam_step_is_bit_for_bit_the_plain_update():
+    """The in-place Adam step gives exactly the plain expressions' numbers (records stay comparable),
+    with clients that do not step (``on`` = 0) left untouched, moments included."""
+    from recrepro.papers.fedrap.fedncf import _ADAM_BETAS, _ADAM_EPS, _adam_step
+
+    def plain(v, g, m, s, lr, on, t):
+        b1, b2 = _ADAM_BETAS
+        on, lr = on.view(-1, 1, 1), lr.view(-1, 1, 1)
+        m.add_(on * (1 - b1) * (g - m))
+        s.add_(on * (1 - b2) * (g * g - s))
+        bc1 = (1 - b1 ** t).float().view(-1, 1, 1)
+        bc2 = (1 - b2 ** t).sqrt().float().view(-1, 1, 1)
+        v.sub_(lr / bc1 * m / (s.sqrt() / bc2 + _ADAM_EPS))
+
+    gen = torch.Generator().manual_seed(1)
+    v, m, s = torch.randn(12, 9, 4, generator=gen), torch.zeros(12, 9, 4), torch.zeros(12, 9, 4)
+    ours = [v.clone(), m.clone(), s.clone()]
+    lr = torch.rand(12, generator=gen) * 1e-2
+    on = torch.tensor([1.0, 0.0] * 6)
+    for step in range(1, 6):
+        g = torch.randn(12, 9, 4, generator=gen)
+        t = torch.full((12,), float(step), dtype=torch.float64)
+        plain(v, g, m, s, lr, on, t)
+        _adam_step(*ours[:1], g, *ours[1:], lr, on, t)
+    assert torch.equal(ours[0], v) and torch.equal(ours[1], m) and torch.equal(ours[2], s)
+    assert float((v[0] - ours[0][0]).abs().max()) == 0.0 and float(m[0].abs().max()) > 0
+    assert float(m[1].abs().max()) == 0.0  # a client that never steps keeps zero moments

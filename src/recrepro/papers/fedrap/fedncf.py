@@ -66,11 +66,18 @@ def _adam_step(v: torch.Tensor, g: torch.Tensor, m: torch.Tensor, s: torch.Tenso
     client's step count, from 1, for the bias corrections) are ``[B]``."""
     b1, b2 = _ADAM_BETAS
     on = _per_client(on, v)
-    m.add_(on * (1 - b1) * (g - m))
-    s.add_(on * (1 - b2) * (g * g - s))
+    # The same operations, in the same order, as m += on(1-b1)(g-m); s += on(1-b2)(g²-s);
+    # v -= (lr/bc1)·m / (√s/bc2 + eps) — bit for bit — but in one scratch tensor: the
+    # [clients, rows, d] temporaries of the plain expressions cost more than the arithmetic
+    # (2-4x the step's time; docs/performance.md#fedncf-adam-step).
+    scratch = torch.sub(g, m)
+    m.add_(scratch.mul_(on * (1 - b1)))
+    torch.mul(g, g, out=scratch)
+    s.add_(scratch.sub_(s).mul_(on * (1 - b2)))
     bc1 = _per_client((1 - b1 ** t).to(v.dtype), v)
     bc2 = _per_client((1 - b2 ** t).sqrt().to(v.dtype), v)
-    v.sub_(_per_client(lr, v) / bc1 * m / (s.sqrt() / bc2 + _ADAM_EPS))
+    denominator = torch.sqrt(s, out=scratch).div_(bc2).add_(_ADAM_EPS)
+    v.sub_(torch.mul(_per_client(lr, v) / bc1, m).div_(denominator))
 
 
 class FedNCF(FederatedRecommender):
