@@ -114,6 +114,39 @@ def res_runtime(kind, dataset=None, **kwargs):
     )["runtime"]
 
 
+# FedRAP's private item tables: the budget under which a job keeps them in RAM
+def _check_budget_datasets():
+    from recrepro.config import ConfigError
+    from recrepro.datasets import DATASETS
+
+    unknown = sorted(
+        set(config.get("fedrap", {}).get("memory_budget_mb_by_dataset") or {})
+        - set(DATASETS)
+    )
+    if unknown:
+        raise ConfigError(
+            f"fedrap/memory_budget_mb_by_dataset: unknown dataset {unknown[0]!r} "
+            f"(known: {', '.join(sorted(DATASETS))})"
+        )
+
+
+_check_budget_datasets()
+
+
+def fedrap_memory_budget(dataset):
+    """MB under which a job keeps its private tables in RAM: the dataset's own, else the default."""
+    fedrap = config.get("fedrap", {})
+    by_dataset = fedrap.get("memory_budget_mb_by_dataset") or {}
+    return by_dataset.get(dataset, fedrap.get("memory_budget_mb", 2048))
+
+
+def fedrap_train_estimate(key):
+    """`mem_mb=` / `runtime=` of a training job: the private-table budget is its own buffer."""
+    return lambda wc, attempt: _job_estimate(
+        "train", wc, attempt, extra_mb=fedrap_memory_budget(wc.dataset)
+    )[key]
+
+
 def res_gpu(kind="train"):
     """`gpu=`: 1 for torch training jobs when `device: cuda` (SLURM: --gpus=1), else 0 (none asked)."""
     return 1 if GPU_JOBS and kind == "train" else 0

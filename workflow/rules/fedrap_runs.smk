@@ -6,36 +6,6 @@ localrules:
     fedrap_stats,
 
 
-def _check_budget_datasets():
-    from recrepro.config import ConfigError
-    from recrepro.datasets import DATASETS
-
-    unknown = sorted(
-        set(FEDRAP.get("memory_budget_mb_by_dataset") or {}) - set(DATASETS)
-    )
-    if unknown:
-        raise ConfigError(
-            f"fedrap/memory_budget_mb_by_dataset: unknown dataset {unknown[0]!r} "
-            f"(known: {', '.join(sorted(DATASETS))})"
-        )
-
-
-_check_budget_datasets()
-
-
-def fedrap_memory_budget(dataset):
-    """MB under which a job keeps its private tables in RAM: the dataset's own, else the default."""
-    by_dataset = FEDRAP.get("memory_budget_mb_by_dataset") or {}
-    return by_dataset.get(dataset, FEDRAP.get("memory_budget_mb", 2048))
-
-
-def fedrap_train_estimate(key):
-    """`mem_mb=` / `runtime=` of a training job: the private-table budget is its own buffer."""
-    return lambda wc, attempt: _job_estimate(
-        "train", wc, attempt, extra_mb=fedrap_memory_budget(wc.dataset)
-    )[key]
-
-
 rule fedrap_train:
     input:
         manifest=lambda wc: f"{fedrap_split_dir(config, wc.tier, wc.dataset, wc.split)}/manifest.json",
