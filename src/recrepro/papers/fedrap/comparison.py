@@ -4,8 +4,8 @@ Rows are methods, columns datasets × (HR@10, NDCG@10) as mean ± sd over seeds;
 method of each column is in bold.  One block per training-negative pool: ``train`` (leak-free, the
 default) and ``all_interactions`` (the released code's pool, which never draws a user's held-out items:
 docs/deviations.md#fedrap-negative-pool).  Under the table, paired t-tests over seeds of each FedRAP
-row against each baseline row of the same block and tuning (tuned against tuned, README flags
-against README flags).  The tuned rows are the validation-grid picks
+row against each baseline row of the same block and tuning (tuned against tuned, default flags
+against default flags).  The tuned rows are the validation-grid picks
 (:mod:`recrepro.papers.fedrap.tuning`); their pick is named in the row.
 """
 
@@ -54,7 +54,7 @@ COMPARISON_ROWS: tuple[tuple[str, str, str, str, bool, bool], ...] = (
 )
 POOL_TITLES = {"train": "training negatives avoid the training positives only (leak-free, default)",
                "all_interactions": "the released code's pool, which never draws a user's held-out items as training negatives (a leak)"}
-TUNING_TITLES = {"tuned": "tuned on validation", "readme": "README flags", "ml1m": "maintainer's ML-1M log flags",
+TUNING_TITLES = {"tuned": "tuned on validation", "readme": "default flags", "ml1m": "maintainer's ML-1M log flags",
                  "central": "centralised upper bound"}
 METRICS = ("hr@10", "ndcg@10")
 
@@ -156,7 +156,9 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
              "paper objective runs at the released code's pick. TaFeng is left out: the poster's row cannot be "
              "reproduced from the public file (docs/deviations.md#fedrap-tafeng-qb). \"not run\": a tuned row the "
              "config names that has no record yet (its tuning cell: how many of its grid's points have run; the "
-             "queue: docs/compute.md).", ""]
+             "queue: docs/compute.md). Default flags: the released code's own settings for the dataset "
+             "(ml-100k: its README's command; hetrec2011-lastfm-2k: the maintainer's log, mtics/FedRAP issue #1; "
+             "the others: train.py's defaults; `fedrap.tiers.<tier>.datasets` in config.yaml).", ""]
     head = "| method | tuning | " + " | ".join(f"{d} HR@10 | {d} NDCG@10" for d in datasets) + " |"
     for pool in ("train", "all_interactions"):
         block = [r for r in rows if r[0] == pool]

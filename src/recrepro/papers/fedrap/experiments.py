@@ -543,7 +543,7 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
     figure_legend(fig, extra=extra if extra[0] else None, ncols=3)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
                 caption="FedRAP vs baselines: learning curves, loss, time, sparsity of C, communication per round; "
-                        "(tuned): at the validation-grid pick, else the README flags"
+                        "(tuned): at the validation-grid pick, else the released code's default flags for the dataset"
                         + ("; hollow: published test values at their round" if drawn_published else "")
                         + ("; hollow squares: the released code's run" if drawn_official else ""))
 
