@@ -325,6 +325,33 @@ def test_beats_strongest_baseline(tmp_path):
     assert r.status == NOT_TESTABLE and "tuned simple baselines on toy" in r.numbers
 
 
+def test_beats_strongest_baseline_from_the_protocols_own_run_records(tmp_path):
+    """A protocol whose simple baselines are run records (LRS: a per-user regression, no ranking table):
+    the strongest is the best seed mean among those that ran, lower is better where the metric is an error."""
+    spec = dict(kind="beats_strongest_baseline", datasets=["toy"], metric="param_error", method="ours",
+                baselines=["ls", "ridge", "iht"], lower_is_better=True)
+    for seed, (ours, ls, ridge) in enumerate([(0.08, 0.87, 0.68), (0.10, 0.88, 0.69), (0.09, 0.86, 0.67)]):
+        run(tmp_path, "ours", seed, {"param_error": ours})
+        run(tmp_path, "ls", seed, {"param_error": ls})
+        run(tmp_path, "ridge", seed, {"param_error": ridge})
+    # `iht` has no record: beating the two that ran is not yet a win
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "`iht` on toy (not run; `ours` 0.0900 beats" in r.numbers
+    assert "`ridge` 0.6800" in r.numbers
+    for seed, v in enumerate([0.05, 0.06, 0.04]):
+        run(tmp_path, "iht", seed, {"param_error": v})
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "`ours` 0.0900 vs strongest `iht` 0.0500 (3 seeds; paired t-test" in r.numbers
+    for seed, v in enumerate([1.2, 1.3, 1.25]):
+        run(tmp_path, "iht", seed, {"param_error": v})
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == SUPPORTED and "vs strongest `ridge` 0.6800" in r.numbers
+    [r] = evaluate_check(check(**{**spec, "method": "missing"}), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and r.numbers == "waits for `missing` on toy (param_error)"
+    with pytest.raises(ValueError, match="needs both method and baselines"):
+        check(kind="beats_strongest_baseline", datasets=["toy"], metric="m", baselines=["ls"])
+
+
 def test_waits_is_never_testable(tmp_path):
     [r] = evaluate_check(check(kind="waits", waits_for="a timing check"), ctx(tmp_path))
     assert (r.status, r.numbers) == (NOT_TESTABLE, "waits for a timing check")

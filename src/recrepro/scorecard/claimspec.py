@@ -26,7 +26,8 @@ CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
     "frontier": (*_COMMON, "x", "y", "methods", "baselines"),
     "converges": (*_COMMON, "method", "series", "history", "max_ratio"),
     "cells": ("kind", "label", "methods", "sources"),
-    "beats_strongest_baseline": ("kind", "label", "datasets", "split", "metric"),
+    "beats_strongest_baseline": ("kind", "label", "datasets", "split", "metric", "method", "baselines",
+                                 "lower_is_better"),
     "waits": ("kind", "label", "waits_for"),
 }
 CHECK_REQUIRED: Mapping[str, tuple[str, ...]] = {
@@ -166,6 +167,11 @@ def _check_from_mapping(raw: Any) -> Check:
             raise ValueError("a 'monotone' check runs along either methods (a list) or along (a table column)")
         if raw.get("along") and not (raw.get("table") and raw.get("method")):
             raise ValueError("a 'monotone' check along a column needs table and method")
+    if kind == "beats_strongest_baseline" and bool(raw.get("baselines")) != bool(raw.get("method")):
+        raise ValueError("a 'beats_strongest_baseline' check from run records needs both method and baselines "
+                         "(without either, it reads tables/strong_baselines.csv)")
+    if kind == "beats_strongest_baseline" and raw.get("baselines") and not (raw.get("datasets") and raw.get("metric")):
+        raise ValueError("a 'beats_strongest_baseline' check from run records needs datasets and metric")
     denominator = raw.get("denominator", "than")
     if denominator not in ("than", "method"):
         raise ValueError(f"denominator must be than or method, got {denominator!r}")
