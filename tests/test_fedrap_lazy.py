@@ -125,6 +125,47 @@ def test_lazy_paper_path_equals_dense(mu, client_ratio, memmap, row_groups, tmp_
         assert crossed > 0
 
 
+@pytest.mark.parametrize("dp_noise,rounds", [(0.0, 3), (0.5, 2)])
+def test_lazy_paper_path_with_dp_equals_dense(dp_noise, rounds):
+    """DP (clip every client's update C_i − C, add Gaussian noise) on the lazy path: the uploads are
+    formed from the lazy map and give the dense path's rounds. The previous round's cached statistics
+    assume the un-noised server table, so every round takes its own start pass (correct, and checked
+    by the cache's bit-for-bit test of C). With noise, 2 rounds: by the third, an entry of some C_i
+    that a step leaves within float error of zero takes the other sign in one of the paths (TOL above)."""
+    train = _data()
+    dp = dict(dp_clip=0.5, dp_noise=dp_noise, rounds=rounds)
+    lazy, spy = _fit(train, "lazy", 0.4, 1.0, **dp)
+    dense, _ = _fit(train, "dense", 0.4, 1.0, **dp)
+    assert spy.results and spy.cached == [False] * rounds
+    _assert_equal_paths(lazy, dense, train)
+    assert [h["dp_epsilon"] for h in lazy.history] == [h["dp_epsilon"] for h in dense.history]
+    # the clip bites: without DP the server table ends elsewhere
+    plain, _ = _fit(train, "lazy", 0.4, 1.0, rounds=rounds)
+    assert float((plain.C - lazy.C).abs().max()) > 10 * TOL
+
+
+def test_lazy_dp_uploads_in_slices_of_clients_equal_all_at_once(monkeypatch):
+    """Where a round's dense uploads do not fit the memory budget at once they are formed, clipped and
+    summed a slice of clients at a time (the clip is per client: without noise, the same round)."""
+    from recrepro.papers.fedrap import fedrap as fedrap_module
+
+    train = _data()
+    whole, _ = _fit(train, "lazy", 0.4, 1.0, dp_clip=0.5, dp_noise=0.0)
+    slices = []
+    real = fedrap_module.FederatedRecommender.lazy_upload_chunks
+
+    def spy(self, result, chunk):
+        for up in real(self, result, 7):  # 30 clients in slices of 7
+            slices.append(up.shape[0])
+            yield up
+
+    monkeypatch.setattr(fedrap_module.FederatedRecommender, "lazy_upload_chunks", spy)
+    sliced, _ = _fit(train, "lazy", 0.4, 1.0, dp_clip=0.5, dp_noise=0.0)
+    assert slices == [7, 7, 7, 7, 2] * 3
+    torch.testing.assert_close(sliced.C, whole.C, atol=1e-6, rtol=0)
+    assert [h["upload_bytes_sparse"] for h in sliced.history] == [h["upload_bytes_sparse"] for h in whole.history]
+
+
 @pytest.mark.parametrize("tol,row_groups", [(0.3, True), (0.3, False), (0.25, True)])
 def test_lazy_paper_path_with_early_stops_equals_dense(tol, row_groups, monkeypatch):
     # clients that stop early do not follow their schedule group's map: their share of the uploads

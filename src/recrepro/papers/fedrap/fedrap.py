@@ -143,8 +143,8 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         participants = sample_clients(self.n_users, cfg.client_ratio, rng)
         lam, mu = cfg.weights(a, self.weights_prev)
         self.weights_prev = (lam, mu)
-        dense = ((cfg.mode == "paper" and cfg.has_private_items and not self._uses_lazy_paper())
-                 or cfg.dp_clip is not None)
+        lazy = self._uses_lazy_paper()
+        dense = (cfg.mode == "paper" and cfg.has_private_items and not lazy) or (cfg.dp_clip is not None and not lazy)
         # the row path forms nothing of size B x n_items x d: all participants in one chunk
         chunk = (clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if dense
                  else max(1, participants.size))
@@ -155,7 +155,17 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
             users = participants[start:start + chunk]
             owner, item, label = self.round_samples(users, rng)
             result = self.local_train(users, owner, item, label, lam, mu, rng)
-            if "c_sum" in result:  # the lazy paper path sums its uploads itself
+            if "c_sum" in result and cfg.dp_clip is not None:
+                # DP clips every client's own upload: formed from the lazy map a chunk of clients at a time
+                step = clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, users.size)
+                for up in self.lazy_upload_chunks(result, step):
+                    up = self.privatise(up, rng)
+                    # float32 sums over the clients, accumulated in float64: a float64 reduction of
+                    # [B, n_items, d] costs 15x more (a relative 1e-7 of the sum, far below the noise)
+                    c_sum += up.sum(0).double()
+                    nnz_upload += int(torch.count_nonzero(up.abs_() > L1_THRESHOLD))
+                    del up
+            elif "c_sum" in result:  # the lazy paper path sums its uploads itself
                 c_sum += result["c_sum"]
                 nnz_upload += result["nnz"]
             elif cfg.dp_clip is not None or "C" in result:
@@ -200,7 +210,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
 
         ``mode: paper`` with private tables (FedRAP's full-matrix regularisers touch every
         row of D⁽ⁱ⁾ and C at every step) runs the exact lazy form (:mod:`~recrepro.papers.fedrap.lazy`),
-        or, with ``paper_path: dense`` (and for DP, ``l1_update: prox``, ``fedrap_l2``), dense
+        or, with ``paper_path: dense`` (and for ``l1_update: prox``, ``fedrap_l2``), dense
         ``[B, n_items, d]`` tables (:mod:`~recrepro.papers.fedrap.dense`); everything else (code mode,
         FedMF, PFedRec) only ever changes the rows of the items a client samples in the round, so it trains on those
         rows alone (:meth:`_local_train_rows`).  Use :meth:`dense_uploads` for the uploaded
@@ -217,12 +227,28 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         """Whether paper mode runs on :meth:`_local_train_lazy` (else :meth:`_local_train_dense`).
 
         The lazy form covers the paper's objective with the L1 subgradient (``fedrap``,
-        ``fedrap_no``); the L2 ablation, the prox update and DP (which clips every client's
-        dense upload) keep the dense path, as does ``paper_path: dense`` (kept for verification).
+        ``fedrap_no``), with or without DP (whose clipping needs every client's dense upload: the
+        round forms them from the lazy map, :meth:`lazy_upload_chunks`); the L2 ablation and the
+        prox update keep the dense path, as does ``paper_path: dense`` (kept for verification).
         """
         cfg = self.config
         return (cfg.mode == "paper" and cfg.has_private_items and cfg.paper_path == "lazy"
-                and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient" and cfg.dp_clip is None)
+                and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient")
+
+    def lazy_upload_chunks(self, result: dict[str, Any], chunk: int):
+        """Yield the uploaded ``C_i`` of a lazy-path result as ``[≤ chunk, n_items, d]`` tensors, the
+        clients in the result's order (:meth:`dense_uploads` of each slice of clients)."""
+        lazy = result["lazy"]
+        n = len(lazy["users"])
+        for lo in range(0, n, max(1, chunk)):
+            hi = min(n, lo + max(1, chunk))
+            part = {"users": lazy["users"][lo:hi], "C0": lazy["C0"],
+                    **{k: lazy[k][lo:hi] for k in ("alpha", "beta", "gamma", "delta")}}
+            for key in ("rows", "entries"):
+                owner, where, values = lazy[key]
+                keep = (owner >= lo) & (owner < hi)
+                part[key] = (owner[keep] - lo, where[keep], values[keep])
+            yield self.dense_uploads({"lazy": part})
 
     def dense_uploads(self, result: dict[str, Any]) -> torch.Tensor:
         """The uploaded ``C_i`` of a :meth:`local_train` result as ``[B, n_items, d]``."""
@@ -231,13 +257,21 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         if "lazy" in result:
             # lazy paper path: C_T = α C0 + β D0 − γ s with D0 recovered from the stored
             # D_T = α D0 + β C0 + δ s (valid until the private tables change), exact entries over it
+            # substituted: C_T = (α − β²/α) C0 + (β/α) D_T − (γ + βδ/α) s, per-client scalars (float64),
+            # so one gather and three in-place passes form the [B, n_items, d] uploads (no temporaries)
             lazy = result["lazy"]
             C0 = lazy["C0"]
             S0 = torch.sign(C0)
-            col = {k: torch.as_tensor(lazy[k], dtype=torch.float32, device=C0.device)[:, None, None]
-                   for k in ("alpha", "beta", "gamma", "delta")}
-            D0 = (self.private_items(lazy["users"]) - col["beta"] * C0 - col["delta"] * S0) / col["alpha"]
-            up = col["alpha"] * C0 + col["beta"] * D0 - col["gamma"] * S0
+            al, be, ga, de = (torch.as_tensor(lazy[k], dtype=torch.float64) for k in ("alpha", "beta", "gamma", "delta"))
+            u = torch.as_tensor(np.asarray(lazy["users"], np.int64))
+
+            def per_client(x: torch.Tensor) -> torch.Tensor:
+                return x.to(C0.device, torch.float32).view(-1, 1, 1)
+
+            up = self.D[u].to(C0.device)                                   # stored units: D_T = scale × stored
+            up.mul_(per_client(be / al * self.D_scale[u].to(torch.float64)))
+            up.addcmul_(per_client(al - be * be / al), C0)
+            up.addcmul_(per_client(-(ga + be * de / al)), S0)
             owner, item, rows = lazy["rows"]
             up[owner, item] = rows
             owner, pos, values = lazy["entries"]
