@@ -223,3 +223,19 @@ def test_dataset_statistics_match_the_poster(pipeline, dataset, counts, sparsity
     assert stats.loc[0, ["ratings", "users", "items"]].tolist() == counts
     assert stats.loc[0, "sparsity"] == pytest.approx(sparsity, abs=5e-5)
     assert stats.loc[0, ["validation_cold", "test_cold"]].tolist() == pytest.approx(cold, abs=1e-12)
+
+
+def test_a_dp_runs_clip_comes_from_its_record_else_its_provenance(tmp_path):
+    """The DP panel draws the noise std σ·clip, so every DP run must name its clip: records that predate
+    the field take it from the settings in their provenance; a DP run naming none is an error."""
+    import json
+
+    from recrepro.papers.fedrap.experiments import _dp_clip
+
+    assert _dp_clip(tmp_path, {"dp_noise": None}) is None
+    assert _dp_clip(tmp_path, {"dp_noise": 1.0, "dp_clip": 0.1}) == 0.1
+    (tmp_path / "provenance.json").write_text(json.dumps({"config": {"settings": {"dp_clip": 0.5, "dp_noise": 1.0}}}))
+    assert _dp_clip(tmp_path, {"dp_noise": 1.0}) == 0.5
+    (tmp_path / "provenance.json").write_text(json.dumps({"config": {"settings": {"dp_noise": 1.0}}}))
+    with pytest.raises(ValueError, match="no dp_clip"):
+        _dp_clip(tmp_path, {"dp_noise": 1.0})

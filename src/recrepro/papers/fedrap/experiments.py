@@ -24,6 +24,7 @@ The verbs ``recrepro fedrap <verb>`` (:mod:`recrepro.papers.fedrap.cli`, called 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -209,6 +210,7 @@ def _select_round(hist: pd.DataFrame, settings: dict[str, Any], pool: str
         "mode": settings.get("mode"),
         "negative_pool": pool,
         "dp_noise": settings.get("dp_noise") if settings.get("dp_clip") else None,
+        "dp_clip": settings.get("dp_clip"),
         "dp_epsilon": (float(hist["dp_epsilon"].dropna().iloc[-1])
                        if "dp_epsilon" in hist and hist["dp_epsilon"].notna().any() else None),
         "seconds_per_round": float(hist["seconds"].mean()) if "seconds" in hist else None,
@@ -364,8 +366,23 @@ def _runs_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
                      "code_best_test_ndcg@10": m.get("code_best_test_ndcg@10"),
                      "seconds_per_round": m.get("seconds_per_round"),
                      "rounds_trained": m.get("rounds_trained"), "dp_noise": m.get("dp_noise"),
-                     "dp_epsilon": m.get("dp_epsilon"), "mode": m.get("mode"), "dir": str(d)})
+                     "dp_clip": _dp_clip(Path(d), m), "dp_epsilon": m.get("dp_epsilon"), "mode": m.get("mode"),
+                     "dir": str(d)})
     return pd.DataFrame(rows)
+
+
+def _dp_clip(run_dir: Path, metrics: Mapping[str, Any]) -> float | None:
+    """The DP clip norm of a run (None without DP): its record's, else the settings in its provenance
+    (records written before the metrics carried it)."""
+    if metrics.get("dp_noise") is None:
+        return None
+    if metrics.get("dp_clip") is not None:
+        return float(metrics["dp_clip"])
+    prov = run_dir / "provenance.json"
+    settings = (json.loads(prov.read_text()).get("config") or {}).get("settings") or {} if prov.is_file() else {}
+    if settings.get("dp_clip") is None:
+        raise ValueError(f"{run_dir}: a DP run whose record and provenance name no dp_clip")
+    return float(settings["dp_clip"])
 
 
 def _c_sparsity(run_dir: Path, selected_round: Any) -> dict[str, float]:
@@ -586,7 +603,8 @@ ABLATION_ORDER = ("fedrap", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_si
 def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, tier: str) -> None:
     """Top: test HR@10 of FedRAP, its ablations (FedRAP-No: μ = 0, FedRAP-L2) and curricula
     (mean ± sd over seeds), one bar per dataset.  Bottom: test HR@10 against the DP noise
-    multiplier σ (clip 1), each point labelled with the (ε, δ) of the run's Gaussian mechanism."""
+    standard deviation per entry σ·clip, each point labelled with the ε (δ = 1e-5) of the run's Gaussian
+    mechanism, and its clip where it is not 1 (the pre-release code's setting: σ 1, clip 0.1)."""
     from recrepro.plotting import figure_legend, fixed_colors, new_figure, note_no_data, save_figure
 
     runs = _runs_frame(run_dirs)
@@ -607,22 +625,25 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
                   yerr=[agg["std"].get(n, 0.0) if np.isfinite(agg["std"].get(n, np.nan)) else 0.0 for n in names],
                   color=colors[dataset], label=dataset, error_kw={"elinewidth": 0.8})
         dp = sub[sub["dp_noise"].notna() | (sub["method"] == "fedrap")].copy()
-        dp["sigma"] = dp["dp_noise"].fillna(0.0)
+        dp["std"] = (dp["dp_noise"] * dp["dp_clip"]).fillna(0.0)
+        dp["clip"] = dp["dp_clip"].fillna(1.0)
         if len(dp) > 1:
-            g = dp.groupby("sigma").agg(hr=("hr@10", "mean"), eps=("dp_epsilon", "mean")).reset_index()
-            ax_dp.plot(g["sigma"], g["hr"], marker="o", color=colors[dataset], label=dataset)
+            g = (dp.groupby(["std", "clip"]).agg(hr=("hr@10", "mean"), eps=("dp_epsilon", "mean"))
+                 .reset_index().sort_values("std"))
+            ax_dp.plot(g["std"], g["hr"], marker="o", color=colors[dataset], label=dataset)
             dp_drawn = True
             for r in g.itertuples():
-                label = "no DP" if r.sigma == 0 else f"ε={r.eps:.3g}"
-                ax_dp.annotate(label, (r.sigma, r.hr), fontsize=7, textcoords="offset points", xytext=(3, 3))
+                label = "no DP" if r.std == 0 else f"ε={r.eps:.3g}" + ("" if r.clip == 1 else f", clip {r.clip:g}")
+                ax_dp.annotate(label, (r.std, r.hr), fontsize=7, textcoords="offset points", xytext=(3, 3))
     ax_ab.set_xticks(np.arange(len(names)) + width * (len(datasets) - 1) / 2, names, rotation=30, ha="right")
     ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
     ax_ab.grid(False, axis="x")
-    ax_dp.set(xlabel="noise multiplier σ (clip 1; δ = 1e-5)", ylabel="test HR@10", title="(b) DP on the upload of C")
+    ax_dp.set(xlabel="noise std per entry σ·clip (clip 1 unless labelled; δ = 1e-5)", ylabel="test HR@10",
+              title="(b) DP on the upload of C")
     if not names:
         note_no_data(ax_ab, "no run of FedRAP, its ablations or curricula is recorded")
     if not dp_drawn:
-        note_no_data(ax_dp, "no DP run recorded (fedrap_dp_low, fedrap_dp, fedrap_dp_high\n"
+        note_no_data(ax_dp, "no DP run recorded (fedrap_dp_code, fedrap_dp_low, fedrap_dp, fedrap_dp_high\n"
                             "beside fedrap on the same dataset)")
     figure_legend(fig, title="dataset")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
