@@ -144,7 +144,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         lam, mu = cfg.weights(a, self.weights_prev)
         self.weights_prev = (lam, mu)
         lazy = self._uses_lazy_paper()
-        dense = (cfg.mode == "paper" and cfg.has_private_items and not lazy) or (cfg.dp_clip is not None and not lazy)
+        dense = not lazy and ((cfg.mode == "paper" and cfg.has_private_items) or cfg.dp_clip is not None)
         # the row path forms nothing of size B x n_items x d: all participants in one chunk
         chunk = (clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if dense
                  else max(1, participants.size))
