@@ -289,3 +289,23 @@ def test_a_grid_record_whose_settings_are_not_its_points_is_refused_by_name(tmp_
     with pytest.raises(ValueError, match=r"fedmf-g01/seed0: ran with lr_network=0.01, but its grid point now reads "
                                          r"lr_network=0.5"):
         tuning.tuning_table(block, [d])
+
+
+def test_a_tuned_record_that_did_not_run_at_the_current_pick_is_refused_by_name(tmp_path):
+    block = {"grids": {"fedncf": {"points": [{"lr_network": 3.0e-3}, {"lr_network": 3.0e-2}]}},
+             "picks": {"ml-100k": {"fedncf": "g00"}},
+             "tuned": {"fedncf_tuned": {"grid": "fedncf", "variant": "fedncf"}}}
+    tuned = _grid_record(tmp_path, "ml-100k", "fedncf_tuned", 0.50, 0.44)
+    (tuned / "provenance.json").write_text(json.dumps({"config": {"settings": {"lr_network": 3.0e-3, "dim": 32}}}))
+    other = _grid_record(tmp_path, "ml-100k", "fedmf", 0.40, 0.30)   # not a tuned name: never checked
+    (other / "provenance.json").write_text(json.dumps({"config": {"settings": {"lr_network": 0.5}}}))
+    tuning.check_tuned_records(block, [tuned, other])
+    # a better point was found and the pick moved to it, but the tuned runs were not redone
+    block["picks"]["ml-100k"]["fedncf"] = "g01"
+    with pytest.raises(ValueError, match=r"fedncf_tuned/seed0: ran with lr_network=0.003, but the pick \(fedncf g01 "
+                                         r"on ml-100k\) now reads lr_network=0.03: the pick changed after the run"):
+        tuning.check_tuned_records(block, [tuned, other])
+    # a tuned record on a dataset without a pick is refused too (the row would name no settings)
+    del block["picks"]["ml-100k"]
+    with pytest.raises(ValueError, match="names no 'fedncf' pick on ml-100k"):
+        tuning.check_tuned_records(block, [tuned])

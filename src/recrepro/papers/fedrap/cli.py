@@ -52,6 +52,10 @@ def cmd_table(args: argparse.Namespace) -> None:
     from recrepro.papers.fedrap.comparison import comparison_frame, comparison_markdown
 
     runs = _run_dirs(args.runs)
+    if args.tuning:
+        from recrepro.papers.fedrap.tuning import check_tuned_records
+
+        check_tuned_records(args.tuning, runs)
     agg = results_table(runs)
     stats = pd.read_csv(args.stats) if args.stats else None
     tuning = args.tuning or {}

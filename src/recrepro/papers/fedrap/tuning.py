@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["GRID_RUN", "grid_edges", "grid_frame", "grid_points", "grid_run_name", "parse_grid_run", "pick_from_records", "tuned_point",
+           "check_tuned_records",
            "tuning_block", "tuning_grid_runs", "tuning_table", "tuning_markdown", "tuned_runs"]
 
 #: a grid run's variant name: ``<grid variant>-g<index>``
@@ -192,9 +193,12 @@ def pick_from_records(frame: pd.DataFrame, select: str = "val_hr@10") -> dict[st
     return picks
 
 
-def _check_point(point: Mapping[str, Any], run_dir: Path) -> None:
-    """Refuse a grid record whose settings are not its point's (a grid edited after it ran renumbers
-    its points: the record would be shown under another point's settings)."""
+def _check_point(point: Mapping[str, Any], run_dir: Path, what: str = "its grid point",
+                 remedy: str = "the grid changed after the run; rerun the grid point (delete the record) or "
+                               "restore the grid") -> None:
+    """Refuse a record whose settings are not ``point``'s: a grid edited after it ran renumbers its
+    points, a pick changed after its tuned runs names other settings, and either record would be
+    shown under settings it did not run."""
     from recrepro.io import read_json
 
     provenance = run_dir / "provenance.json"
@@ -203,9 +207,33 @@ def _check_point(point: Mapping[str, Any], run_dir: Path) -> None:
     ran = read_json(provenance).get("config", {}).get("settings", {})
     wrong = {k: (v, ran.get(k)) for k, v in point.items() if k in ran and ran[k] != v}
     if wrong:
-        raise ValueError(f"{run_dir}: ran with {', '.join(f'{k}={b}' for k, (_, b) in wrong.items())}, but its grid "
-                         f"point now reads {', '.join(f'{k}={a}' for k, (a, _) in wrong.items())}: the grid changed "
-                         "after the run; rerun the grid point (delete the record) or restore the grid")
+        raise ValueError(f"{run_dir}: ran with {', '.join(f'{k}={b}' for k, (_, b) in wrong.items())}, but "
+                         f"{what} now reads {', '.join(f'{k}={a}' for k, (a, _) in wrong.items())}: {remedy}")
+
+
+def check_tuned_records(block: Mapping[str, Any], run_dirs: Sequence[str | Path]) -> None:
+    """Refuse a tuned record (``<name>`` of ``block['tuned']``) that did not run at its dataset's
+    current pick: the comparison names the config's pick in the row, so a pick changed after the
+    tuned runs would otherwise label their numbers with settings they never used."""
+    from recrepro.records import read_metrics
+
+    tuned, picks = block.get("tuned") or {}, block.get("picks") or {}
+    for run_dir in map(Path, run_dirs):
+        m = read_metrics(run_dir)
+        spec = tuned.get(str(m.get("method")))
+        if spec is None:
+            continue
+        pick = picks.get(str(m.get("dataset")), {}).get(spec["grid"])
+        if pick is None:
+            raise ValueError(f"{run_dir}: a tuned record, but fedrap tuning.picks names no {spec['grid']!r} pick "
+                             f"on {m.get('dataset')}: write the pick or delete the record")
+        parsed = parse_grid_run(f"{spec['grid']}-{pick}")
+        if parsed is None:
+            raise ValueError(f"fedrap: tuning.picks.{m.get('dataset')}.{spec['grid']} must read gNN, not {pick!r}")
+        point = _block_grid(block, spec["grid"])[parsed[1]]
+        _check_point(point, run_dir, what=f"the pick ({spec['grid']} {pick} on {m.get('dataset')})",
+                     remedy="the pick changed after the run; rerun the tuned runs at the new pick (delete "
+                            "their records) or restore the pick")
 
 
 def tuning_table(block: Mapping[str, Any], run_dirs: Sequence[str | Path]) -> pd.DataFrame:
