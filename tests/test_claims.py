@@ -323,6 +323,15 @@ def test_beats_strongest_baseline(tmp_path):
     pd.DataFrame([not_run]).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
     [r] = evaluate_check(check(**spec), ctx(tmp_path))
     assert r.status == NOT_TESTABLE and "tuned simple baselines on toy" in r.numbers
+    # a deterministic baseline run once on the protocol's one split stands for every seed; a seeded
+    # one run once is one seed of three (provisional)
+    once = [{**rows[0], "paper_mean": 0.11, "mean": 0.12, "n_seeds": 1, "paper_n_seeds": 3, "covers_seeds": c}
+            for c in (True, False)]
+    for covers, (seeds, provisional) in zip((True, False), (((3, 3), False), ((1, 3), True))):
+        pd.DataFrame([once[0 if covers else 1]]).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+        [r] = evaluate_check(check(**spec), ctx(tmp_path))
+        assert r.status == CONTRADICTED and r.seeds == seeds and r.provisional == provisional
+        assert ("the baseline is deterministic: one run" in r.numbers) == covers
 
 
 def test_beats_strongest_baseline_from_the_protocols_own_run_records(tmp_path):

@@ -171,6 +171,7 @@ def test_table_from_records_with_a_paired_test(tmp_path):
     ials = frame.set_index("method").loc["ials"]
     assert ials["mean"] == pytest.approx(0.31) and ials["sd"] == pytest.approx(np.std([0.30, 0.32], ddof=1))
     assert ials["n_seeds"] == 2 and ials["paper_mean"] == pytest.approx(0.2)
+    assert not ials["covers_seeds"]   # a seeded model's two runs are two seeds, nothing more
     expected_p = stats.ttest_rel((np.array(ours_a) + ours_b) / 2, theirs).pvalue
     assert ials["p_value"] == pytest.approx(expected_p)
     mostpop = frame.set_index("method").loc["mostpop"]
@@ -202,6 +203,7 @@ def test_table_from_records_with_a_paired_test(tmp_path):
     assert pd.isna(frame.loc["ease", "mean"]) and frame.loc["ease", "paper_mean"] == pytest.approx(0.2)
     assert frame.loc["ials", "budget"].endswith("(1 of 2 splits run)")
     assert "| ndcg@20 | ease |  | not run | not run | m |" in (tmp_path / "t.md").read_text()
+    assert not frame.loc["ease", "covers_seeds"]
 
     # the paper's method compared on another part than its record's (exADMM's fixture records validation and
     # compares test): the paired test reads that part's own per-user rows, never the record's
@@ -295,3 +297,27 @@ def test_a_protocol_fitting_test_on_train_and_validation_tunes_on_train_and_refi
     assert n_both > n_train
     # two grid points fitted on train, then the pick refitted on train + validation for test
     assert fitted_on == [n_train, n_train, n_both] and out["runs"] == ["seed0"]
+
+
+def test_a_deterministic_models_one_run_per_split_stands_for_every_seed_once_every_split_ran(tmp_path):
+    base = tmp_path / "baselines/strong/toy/p/loo"
+    for split in ("split0", "split1"):
+        _run(base / "ease" / split / "seed0", 0.4, None)
+        (base / "ease" / split / "grid.json").write_text(json.dumps({
+            "model": "ease", "dataset": "toy", "split": "loo", "select": "ndcg@20", "grid_points": 3,
+            "settings": {"lam": 100.0}, "runs": ["seed0"], "deterministic": True}))
+    _run(tmp_path / "paper/runs/m/seed0", 0.2, None)
+    proto = {"metrics": ["ndcg@20"], "paper_method": {"method": "m", "runs": "paper/runs/m"}}
+    one = [base / "ease/split0/grid.json"]
+    frame = strong_table(one, {"toy/loo": proto}, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy")
+    assert frame["covers_seeds"].iloc[0] and frame["n_seeds"].iloc[0] == 1
+    assert "0.4000 ± 0.0000 (1, deterministic: every seed)" in (tmp_path / "t.md").read_text()
+    # two splits configured, one run: the run stands for one split's seeds only
+    frame = strong_table(one, {"toy/loo": {**proto, "split_seeds": [0, 1]}}, results_root=tmp_path,
+                         out_md=tmp_path / "t.md", out_csv=tmp_path / "t.csv", title="toy")
+    assert not frame["covers_seeds"].iloc[0]
+    both = sorted(base.glob("ease/*/grid.json"))
+    frame = strong_table(both, {"toy/loo": {**proto, "split_seeds": [0, 1]}}, results_root=tmp_path,
+                         out_md=tmp_path / "t.md", out_csv=tmp_path / "t.csv", title="toy")
+    assert frame["covers_seeds"].iloc[0] and frame["n_seeds"].iloc[0] == 2
