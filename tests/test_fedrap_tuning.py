@@ -194,6 +194,11 @@ def test_comparison_marks_the_best_federated_row_per_block_and_pairs_fedrap_with
     assert "| FedRAP (released code) `fedrap_code_tuned` | tuned (fedrap_code g07) | 0.3200 ± 0.0200 |" in md
     # the code's-pool block has its own best, with one seed said
     assert "**0.9900 (1 seed)**" in md
+    # picks that differ between datasets are named per dataset, in the columns' order
+    two = comparison_markdown(comparison_frame(dirs + [_run(tmp_path / "two", "amazon-video", "fedmf_tuned", 0, 0.4)]), "paper",
+                              picks={"ml-100k": {"fedmf": "g03"}, "amazon-video": {"fedmf": "g00"}},
+                              tuned={"fedmf_tuned": {"grid": "fedmf"}})
+    assert "| FedMF `fedmf_tuned` | tuned (fedmf ml-100k g03, amazon-video g00) |" in two
     tests = paired_rows(frame, ["ml-100k"])
     row = tests[(tests["metric"] == "hr@10") & (tests["baseline"] == "fedmf_tuned")].iloc[0]
     # differences -0.10, -0.09, -0.11: mean -0.10, t = -0.10 / (0.01 / sqrt 3) = -17.32, two-sided p = 0.00332

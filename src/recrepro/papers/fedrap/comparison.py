@@ -177,8 +177,11 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
             how = TUNING_TITLES[tuning]
             if tuning == "tuned" and method in tuned:
                 grid = tuned[method].get("grid")
-                chosen = sorted({f"{picks[d][grid]}" for d in datasets if grid in picks.get(d, {})})
-                how = f"tuned ({grid} {', '.join(chosen)})" if chosen else how
+                # each dataset's pick by name when they differ (the columns' order), else the one pick
+                chosen = {d: picks[d][grid] for d in datasets if grid in picks.get(d, {})}
+                named = ", ".join(f"{d} {p}" for d, p in chosen.items())
+                how = (f"tuned ({grid} {named if len(set(chosen.values())) > 1 else next(iter(chosen.values()))})"
+                       if chosen else how)
                 if method not in present:
                     from recrepro.papers.fedrap.tuning import grid_points
 
