@@ -199,6 +199,10 @@ def test_comparison_marks_the_best_federated_row_per_block_and_pairs_fedrap_with
                               picks={"ml-100k": {"fedmf": "g03"}, "amazon-video": {"fedmf": "g00"}},
                               tuned={"fedmf_tuned": {"grid": "fedmf"}})
     assert "| FedMF `fedmf_tuned` | tuned (fedmf ml-100k g03, amazon-video g00) |" in two
+    # a grid extended past an edge whose best point moved: the row says its runs are not at it yet
+    moved = comparison_markdown(frame, "paper", picks={"ml-100k": {"fedmf": "g03"}}, tuned={"fedmf_tuned": {"grid": "fedmf"}},
+                                records_picks={"ml-100k": {"fedmf": "g05"}})
+    assert "| FedMF `fedmf_tuned` | tuned (fedmf g03); validation now prefers ml-100k g05 (its runs not redone yet) |" in moved
     tests = paired_rows(frame, ["ml-100k"])
     row = tests[(tests["metric"] == "hr@10") & (tests["baseline"] == "fedmf_tuned")].iloc[0]
     # differences -0.10, -0.09, -0.11: mean -0.10, t = -0.10 / (0.01 / sqrt 3) = -17.32, two-sided p = 0.00332

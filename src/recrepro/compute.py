@@ -276,7 +276,7 @@ def official_lines(official_files: Sequence[str | Path]) -> list[str]:
         return []
     lines = ["## Outside the workflow", "",
              "The released FedRAP code, run on our split by `benchmarks/official_fedrap.py` (a checkout of "
-             "mtics/FedRAP outside the repository; about 40 s a round on one CPU core). It checkpoints every "
+             "mtics/FedRAP outside the repository; about 50 s a round on ML-100K on one CPU core). It checkpoints every "
              "round (git-ignored, under `checkpoints/official_fedrap/`) and resumes where it stopped; rerun "
              "its command with the same `--out` (on a machine without its checkpoint, delete the curve first: it "
              "restarts from round 1).", "",

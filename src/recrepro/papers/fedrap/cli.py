@@ -60,8 +60,14 @@ def cmd_table(args: argparse.Namespace) -> None:
     stats = pd.read_csv(args.stats) if args.stats else None
     tuning = args.tuning or {}
     grid_frame = comparison_frame(_run_dirs(args.grid_runs), grid=True) if args.grid_runs else None
+    records_picks = None
+    if args.grid_runs:
+        from recrepro.papers.fedrap import tuning as grid_tuning
+
+        records_picks = grid_tuning.pick_from_records(grid_tuning.grid_frame(_run_dirs(args.grid_runs)),
+                                                      tuning.get("select", "val_hr@10"))
     comparison = comparison_markdown(comparison_frame(runs), args.tier, tuning.get("picks"), tuning.get("tuned"),
-                                     tuning.get("grids"), grid_frame)
+                                     tuning.get("grids"), grid_frame, records_picks)
     if args.official:
         from recrepro.papers.fedrap.comparison import official_agreement, official_markdown
 

@@ -135,13 +135,17 @@ def _grid_progress(frame: pd.DataFrame, grid: str, n_points: int | None, dataset
 def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapping[str, str]] | None = None,
                         tuned: Mapping[str, Mapping[str, Any]] | None = None,
                         grids: Mapping[str, Mapping[str, Any]] | None = None,
-                        grid_frame: pd.DataFrame | None = None) -> str:
+                        grid_frame: pd.DataFrame | None = None,
+                        records_picks: Mapping[str, Mapping[str, str]] | None = None) -> str:
     """The comparison block of ``tables/results.md`` (empty string when no row has a run).
 
     A tuned row the config names (``tuned``) is shown even before it has a record: its cells say
     "not run" (a dataset without its record: the same), and its tuning cell how far its validation
     grid got (``grids``: the config's grids, to count their points; ``grid_frame``: the grid runs'
-    records, :func:`comparison_frame`, else ``frame``'s), so a missing baseline is seen."""
+    records, :func:`comparison_frame`, else ``frame``'s), so a missing baseline is seen.
+    ``records_picks`` (:func:`recrepro.papers.fedrap.tuning.pick_from_records` of the grid records):
+    where validation now prefers another point than the config's pick (a grid extended past an
+    edge, its tuned runs not redone yet), the row says so."""
     present = set(frame["method"])
     picks, tuned, grids = picks or {}, tuned or {}, grids or {}
     datasets = [d for d in COMPARISON_DATASETS if d in set(frame["dataset"])] + sorted(
@@ -182,6 +186,11 @@ def comparison_markdown(frame: pd.DataFrame, tier: str, picks: Mapping[str, Mapp
                 named = ", ".join(f"{d} {p}" for d, p in chosen.items())
                 how = (f"tuned ({grid} {named if len(set(chosen.values())) > 1 else next(iter(chosen.values()))})"
                        if chosen else how)
+                preferred = {d: (records_picks or {}).get(d, {}).get(grid) for d in chosen}
+                moved = {d: q for d, q in preferred.items() if q is not None and q != chosen[d]}
+                if moved:
+                    how += "; validation now prefers " + ", ".join(f"{d} {b}" for d, b in moved.items()) + \
+                           " (its runs not redone yet)"
                 if method not in present:
                     from recrepro.papers.fedrap.tuning import grid_points
 
