@@ -120,14 +120,23 @@ def tuned_point(config: Mapping[str, Any], tier: str, dataset: str, name: str) -
     block = tuning_block(config, tier)
     spec = block.get("tuned", {})[name]
     grid = spec["grid"]
-    pick = (block.get("picks") or {}).get(dataset, {}).get(grid)
-    if pick is None:
+    found = _pick_index(block, dataset, grid)
+    if found is None:
         raise ValueError(f"fedrap: {name} needs a pick of grid {grid!r} on {dataset}: run the grid "
                          f"({grid}-gNN, seed of tuning.seed) and write fedrap.tiers.{tier}.tuning.picks.{dataset}.{grid}")
+    pick, index = found
+    return spec["variant"], grid_point(config, tier, grid, index), pick
+
+
+def _pick_index(block: Mapping[str, Any], dataset: str, grid: str) -> tuple[str, int] | None:
+    """``(gNN, N)``: the config's pick of ``grid`` on ``dataset`` (``None`` without one)."""
+    pick = (block.get("picks") or {}).get(dataset, {}).get(grid)
+    if pick is None:
+        return None
     parsed = parse_grid_run(f"{grid}-{pick}")
     if parsed is None:
         raise ValueError(f"fedrap: tuning.picks.{dataset}.{grid} must read gNN, not {pick!r}")
-    return spec["variant"], grid_point(config, tier, grid, parsed[1]), pick
+    return pick, parsed[1]
 
 
 def _tier_datasets(splits: Sequence[tuple[str, str, int]]) -> list[tuple[str, str]]:
@@ -217,21 +226,21 @@ def check_tuned_records(block: Mapping[str, Any], run_dirs: Sequence[str | Path]
     tuned runs would otherwise label their numbers with settings they never used."""
     from recrepro.records import read_metrics
 
-    tuned, picks = block.get("tuned") or {}, block.get("picks") or {}
+    tuned = block.get("tuned") or {}
     for run_dir in map(Path, run_dirs):
         m = read_metrics(run_dir)
         spec = tuned.get(str(m.get("method")))
         if spec is None:
             continue
-        pick = picks.get(str(m.get("dataset")), {}).get(spec["grid"])
-        if pick is None:
+        found = _pick_index(block, str(m.get("dataset")), spec["grid"])
+        if found is None:
             raise ValueError(f"{run_dir}: a tuned record, but fedrap tuning.picks names no {spec['grid']!r} pick "
                              f"on {m.get('dataset')}: write the pick or delete the record")
-        parsed = parse_grid_run(f"{spec['grid']}-{pick}")
-        if parsed is None:
-            raise ValueError(f"fedrap: tuning.picks.{m.get('dataset')}.{spec['grid']} must read gNN, not {pick!r}")
-        point = _block_grid(block, spec["grid"])[parsed[1]]
-        _check_point(point, run_dir, what=f"the pick ({spec['grid']} {pick} on {m.get('dataset')})",
+        pick, index = found
+        points = _block_grid(block, spec["grid"])
+        if not 0 <= index < len(points):
+            raise ValueError(f"fedrap: grid {spec['grid']!r} has points g00..g{len(points) - 1:02d}, not {pick}")
+        _check_point(points[index], run_dir, what=f"the pick ({spec['grid']} {pick} on {m.get('dataset')})",
                      remedy="the pick changed after the run; rerun the tuned runs at the new pick (delete "
                             "their records) or restore the pick")
 
