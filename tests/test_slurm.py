@@ -63,7 +63,7 @@ def _env(extra: dict | None = None) -> dict:
     return env
 
 
-def _snakemake(work: Path, *args: str, env: dict, timeout: int = 240) -> subprocess.CompletedProcess:
+def _snakemake(work: Path, *args: str, env: dict, timeout: int = 480) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
            "--configfile", str(REPO / "config.yaml"), str(work / "slice.yaml"), "--directory", str(work), *args]
     return subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)

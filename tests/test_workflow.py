@@ -52,6 +52,17 @@ def test_dry_run_paper_tier_with_mirror(tmp_path):
     assert "data/splits/epinions/exadmm/strong_generalization/seed98765/manifest.json" in out
 
 
+def test_smoke_tier_jobs_take_one_thread_and_the_paper_tier_the_top_level_two(tmp_path):
+    # tiers.smoke.threads (1) over the top-level threads (2): a 2-thread job on 2 cores runs alone
+    threads = {}
+    for tier in ("smoke", "paper"):
+        proc = snakemake("-n", "-p", "--cores", "8", "--directory", str(tmp_path / tier), "--configfile",
+                         str(REPO / "config.yaml"), "--config", f"tier={tier}", "data={mirror: ../shared/datasets}")
+        threads[tier] = set(re.findall(r"OMP_NUM_THREADS=(\d+) recrepro (?:fedrap run|strong tune|baseline)",
+                                       proc.stdout))
+    assert threads == {"smoke": {"1"}, "paper": {"2"}}
+
+
 def test_unknown_config_key_is_a_schema_error_naming_it(tmp_path):
     proc = snakemake("-n", "--directory", str(tmp_path), "--configfile", str(REPO / "config.yaml"),
                      "--config", "tier=smoke", "datta=1", check=False)
@@ -74,7 +85,7 @@ def test_unknown_dataset_is_a_schema_error_naming_it(tmp_path):
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("smoke")
-    snakemake("--cores", "2", "--directory", str(work), "--configfile", str(REPO / "config.yaml"), timeout=1200)
+    snakemake("--cores", "2", "--directory", str(work), "--configfile", str(REPO / "config.yaml"), timeout=2400)
     return work
 
 

@@ -15,7 +15,7 @@ rule evaluate_baseline:
         "logs/benchmarks/baselines/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv"
     conda:
         ENV_CPU
-    threads: config["threads"]
+    threads: JOB_THREADS
     resources:
         mem_mb=res_mem_mb("evaluate"),
         runtime=res_runtime("evaluate"),

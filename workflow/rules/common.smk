@@ -27,6 +27,9 @@ DATA = config["data"]["root"]
 # Per-epoch/round checkpoints of running jobs: a killed job resumes from its own (git-ignored).
 CHECKPOINTS = config["checkpoints"]
 TIER_CONF = config["tiers"][TIER]
+# Threads per job: the tier's own `threads` over the top-level one (the smoke tier's tiny tables
+# gain nothing from a second thread, and a 2-thread job on 2 cores runs alone: docs/performance.md).
+JOB_THREADS = TIER_CONF.get("threads", config["threads"])
 SRC = str(Path(workflow.basedir) / "src")
 
 

@@ -17,7 +17,7 @@ rule exadmm_train:
         "logs/benchmarks/exadmm/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv"
     conda:
         ENV_CPU
-    threads: config["threads"]
+    threads: JOB_THREADS
     resources:
         mem_mb=res_mem_mb("train"),
         runtime=res_runtime("train"),
@@ -66,7 +66,7 @@ rule exadmm_scalability:
         "logs/benchmarks/exadmm/{tier}/scalability_{dataset}.tsv"
     conda:
         ENV_CPU
-    threads: config["threads"]
+    threads: JOB_THREADS
     resources:
         mem_mb=res_mem_mb("train"),
         runtime=res_runtime("train"),

@@ -21,7 +21,7 @@ rule fedrap_train:
         "logs/benchmarks/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv"
     conda:
         ENV_CPU
-    threads: config["threads"]
+    threads: JOB_THREADS
     resources:
         mem_mb=fedrap_train_estimate("mem_mb"),
         runtime=fedrap_train_estimate("runtime"),

@@ -18,7 +18,7 @@ rule lambdaopt_train:
         "logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv"
     conda:
         ENV_CPU
-    threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
+    threads: lambdaopt_tier(config, TIER).get("threads", JOB_THREADS)
     resources:
         mem_mb=res_mem_mb("train"),
         runtime=res_runtime("train"),
@@ -57,7 +57,7 @@ rule lambdaopt_sensitivity:
         "logs/benchmarks/lambdaopt/{tier}/sensitivity/{dataset}/{split}.tsv"
     conda:
         ENV_CPU
-    threads: lambdaopt_tier(config, TIER).get("threads", config["threads"])
+    threads: lambdaopt_tier(config, TIER).get("threads", JOB_THREADS)
     resources:
         mem_mb=res_mem_mb("train"),
         runtime=res_runtime("train"),

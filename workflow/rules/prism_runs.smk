@@ -17,7 +17,7 @@ rule prism_train:
         "logs/benchmarks/prism/{tier}/{dataset}/{protocol}/{split}/{method}/seed{seed}.tsv"
     conda:
         ENV_CPU
-    threads: prism_wf.tier_conf(config, TIER).get("threads", config["threads"])
+    threads: prism_wf.tier_conf(config, TIER).get("threads", JOB_THREADS)
     resources:
         gpu=res_gpu("train"),
         mem_mb=res_mem_mb("train"),

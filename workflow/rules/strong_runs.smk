@@ -13,7 +13,7 @@ rule strong_tune:
         "logs/benchmarks/strong/{tier}/{dataset}/{protocol}/{split}/{model}/split{split_seed}.tsv"
     conda:
         ENV_CPU
-    threads: config["threads"]
+    threads: JOB_THREADS
     resources:
         mem_mb=res_mem_mb("evaluate"),
         runtime=res_runtime("evaluate"),
