@@ -75,6 +75,28 @@ def test_better_supported_contradicted_and_not_testable(tmp_path):
     assert r.status == NOT_TESTABLE and r.numbers == "waits for `c_tuned` or `c` on toy (ndcg@20)"
 
 
+def test_a_gain_inside_the_seed_noise_is_no_evidence_and_does_not_hold(tmp_path):
+    # a: 0.41, 0.40, 0.39 (mean 0.40); b: 0.36, 0.36, 0.395 (mean 0.3717); differences 0.05, 0.04, -0.005:
+    # t = 0.02833 / (0.02930 / sqrt 3) = 1.675 on 2 df, two-sided p = 0.236 by hand (t-table: 0.2 < p < 0.3)
+    for seed, (a, b) in enumerate([(0.41, 0.36), (0.40, 0.36), (0.39, 0.395)]):
+        run(tmp_path, "a", seed, {"hr@10": a})
+        run(tmp_path, "b", seed, {"hr@10": b})
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="hr@10", method="a", than="b"), ctx(tmp_path))
+    assert r.status == CONTRADICTED
+    assert "paired t-test over 3 seeds p=0.236; better in the mean, not significantly (p ≥ 0.05)" in r.numbers
+    # the same gain, consistent over the seeds, holds
+    for seed, b in enumerate([0.37, 0.36, 0.35]):
+        run(tmp_path, "b", seed, {"hr@10": b})
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="hr@10", method="a", than="b"), ctx(tmp_path))
+    assert r.status == SUPPORTED and "not significantly" not in r.numbers
+    # one seed each: no test, the mean decides (and the result is provisional)
+    one = tmp_path / "one"
+    run(one, "a", 0, {"hr@10": 0.41})
+    run(one, "b", 0, {"hr@10": 0.40})
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="hr@10", method="a", than="b"), ctx(one))
+    assert r.status == SUPPORTED and r.provisional
+
+
 def test_a_run_that_never_left_its_initialisation_is_not_compared(tmp_path):
     # stopped on patience with its best validation score at its first evaluation (epoch 5, every 5th epoch)
     stuck = {"stopping": {"stopped": "patience", "best_epoch": 5, "eval_every": 5}}
@@ -332,6 +354,11 @@ def test_beats_strongest_baseline(tmp_path):
         [r] = evaluate_check(check(**spec), ctx(tmp_path))
         assert r.status == CONTRADICTED and r.seeds == seeds and r.provisional == provisional
         assert ("the baseline is deterministic: one run" in r.numbers) == covers
+    # beating the strongest inside the noise (the table's paired p 0.3) is no evidence of beating it
+    pd.DataFrame([{**rows[0], "paper_mean": 0.11, "mean": 0.10, "p_value": 0.3}]).to_csv(
+        tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "p=0.3; better in the mean, not significantly" in r.numbers
 
 
 def test_beats_strongest_baseline_from_the_protocols_own_run_records(tmp_path):

@@ -6,7 +6,9 @@ testable`` (naming the run or file it waits for), with the numbers behind it. Th
 gathers its results: **supported** / **contradicted** when every testable result agrees, **mixed**
 (naming where each holds) otherwise, **not testable here** when none is testable. A result on fewer
 seeds than the protocol runs says ``k of n seeds`` and makes the verdict provisional; so does a
-``pending`` run the claim's protocol needs. :func:`write_claims` writes ``claims.md`` and
+``pending`` run the claim's protocol needs. A "beats" result holds only when the mean is better
+**and**, where the seeds allow a paired test, the difference is significant at :data:`SIGNIFICANCE`:
+a gain inside the seed noise is no evidence of a gain, so it counts against the claim and says so. :func:`write_claims` writes ``claims.md`` and
 ``claims.csv``; nothing in them depends on the day or the machine, so a redraw is byte-identical.
 """
 
@@ -34,6 +36,8 @@ SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE = "supported", "contradicted", "mix
 VERDICT_CLASSES = (SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE)
 CLAIMS_COLUMNS = ("paper", "id", "claim", "source", "verdict", "verdict_class", "provisional", "headline",
                   "numbers", "why", "evidence", "deviation")
+#: A "beats" result whose paired test has p at or above this is a tie: no evidence of a gain.
+SIGNIFICANCE = 0.05
 #: Results the front page shows per claim (the rest are in ``claims.md``).
 HEADLINE_RESULTS = 2
 STRONG_BASELINES = "tables/strong_baselines.csv"
@@ -202,6 +206,15 @@ def _status(holds: bool) -> str:
     return SUPPORTED if holds else CONTRADICTED
 
 
+def _significant(beats: bool, p_value: float | None) -> tuple[bool, str]:
+    """Whether a better mean holds as a result, and the words when it does not only for want of
+    significance: a paired test (where the seeds allow one) with p >= :data:`SIGNIFICANCE` leaves the
+    means inside their seed noise. An undefined p (constant differences) leaves the mean's verdict."""
+    if beats and p_value is not None and math.isfinite(p_value) and p_value >= SIGNIFICANCE:
+        return False, f"; better in the mean, not significantly (p ≥ {SIGNIFICANCE:g}): no evidence of a gain"
+    return beats, ""
+
+
 def _missing(label: str, what: str) -> Result:
     return Result(label=label, status=NOT_TESTABLE, numbers=f"waits for {what}")
 
@@ -256,10 +269,11 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         n = min(len(a), len(b))
         test = paired_seed_ttest(a, b)
         p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
+        holds, tie = _significant(holds, test[2] if test is not None else None)
         label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
         capped = ctx.records.capped(dataset, method, than)
         out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
-                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)} ({_seeds_text(n, ctx)}{p_text}"
+                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)} ({_seeds_text(n, ctx)}{p_text}{tie}"
                                   f"{'; ' + capped if capped else ''})",
                           place=_place(dataset, check, method, than), capped=capped))
     return out
@@ -554,9 +568,10 @@ def _strong_from_records(check: Check, ctx: Context) -> list[Result]:
         n = min(len(ours), len(ran[best]))
         test = paired_seed_ttest(ours, ran[best])
         p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
+        beats, tie = _significant(beats, test[2] if test is not None else None)
         out.append(Result(label=label, status=_status(beats), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
                           numbers=f"`{method}` {_fmt(mo)} vs strongest `{best}` {_fmt(mb)} "
-                                  f"({_seeds_text(n, ctx)}{p_text})"))
+                                  f"({_seeds_text(n, ctx)}{p_text}{tie})"))
     return out
 
 
@@ -610,11 +625,12 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
                                 f"`{best['paper_method']}` {_fmt(ours)} beats the strongest of those run, "
                                 f"`{best['method']}` {_fmt(float(best['mean']))})"))
             continue
+        beats, tie = _significant(beats, float(p_value) if p_text else None)
         out.append(Result(label=f"{where} {metric}", status=_status(beats),
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
                           numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
                                   f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}"
-                                  f"{'; the baseline is deterministic: one run' if covers else ''}{p_text})"))
+                                  f"{'; the baseline is deterministic: one run' if covers else ''}{p_text}{tie})"))
     return out or [_missing(check.label or "every dataset", f"rows of `{STRONG_BASELINES}` for this check")]
 
 
