@@ -266,6 +266,19 @@ def test_official_agreement_pairs_each_released_curve_with_our_run_of_the_same_f
     started = tmp_path / "official" / "ml-100k_ml1m_seed0.jsonl"
     started.write_text("")
     assert official_agreement([curve, started], tmp_path / "runs")["flags"].tolist() == ["readme"]
+    # one seed of ours: no range to set the released curve against
+    assert "| one seed of ours |" in official_markdown(table)
+    # two more seeds: per round our lowest and highest; the released code's 0.18, 0.28, 0.35 against
+    # [0.17, 0.19], [0.26, 0.27], [0.30, 0.36]: rounds 1 and 3 inside, round 2 above
+    for seed, values in ((1, [0.19, 0.27, 0.30]), (2, [0.18, 0.26, 0.31])):
+        d = ours.parent / f"seed{seed}"
+        d.mkdir()
+        pd.DataFrame({"round": [1, 2, 3], "test_hr@10": values}).to_parquet(d / "history.parquet")
+    r = official_agreement([curve], tmp_path / "runs").iloc[0]
+    assert (r["band_seeds"], r["band_rounds"], r["band_last"]) == (3, 3, (pytest.approx(0.30), pytest.approx(0.36)))
+    assert r["band_share"] == pytest.approx(2 / 3)
+    assert "| 67% of 3 rounds (3 seeds; last round 0.3000–0.3600) |" in official_markdown(
+        official_agreement([curve], tmp_path / "runs"))
 
 
 def test_official_figure_draws_each_released_curve_over_our_run(tmp_path):
@@ -282,6 +295,9 @@ def test_official_figure_draws_each_released_curve_over_our_run(tmp_path):
     ours.mkdir(parents=True)
     pd.DataFrame({"round": [1, 2, 3], "test_hr@10": [0.2, 0.3, 0.4],
                   "test_ndcg@10": [0.1, 0.15, 0.2]}).to_parquet(ours / "history.parquet")
+    (ours.parent / "seed1").mkdir()  # a second seed: our range is drawn under the line
+    pd.DataFrame({"round": [1, 2], "test_hr@10": [0.25, 0.27],
+                  "test_ndcg@10": [0.12, 0.14]}).to_parquet(ours.parent / "seed1" / "history.parquet")
     official_figure([curve], tmp_path / "runs", str(tmp_path / "o.pdf"), str(tmp_path / "o.png"), "smoke")
     assert (tmp_path / "o.pdf").stat().st_size > 0 and imread(tmp_path / "o.png").shape[0] > 100
     with pytest.raises(ValueError, match="no released-code curve"):

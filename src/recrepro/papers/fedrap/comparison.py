@@ -247,10 +247,24 @@ def official_curves(official_files: Sequence[str | Path]) -> list[tuple[Mapping[
     return curves
 
 
+def our_seed_band(runs_root: str | Path, dataset: str, variant: str, metric: str) -> pd.DataFrame | None:
+    """Per round, the lowest and highest ``metric`` over every seed of our ``variant`` that has a history
+    (columns ``low``, ``high``, ``n_seeds``; rounds all those seeds reached); None with fewer than two seeds.
+    The released code draws its own random numbers, so the spread of our seeds is the yardstick for
+    how far apart two runs of one code fall."""
+    histories = sorted((Path(runs_root) / dataset / "leave_one_out" / variant).glob("seed*/history.parquet"))
+    curves = [pd.read_parquet(h).set_index("round")[metric] for h in histories]
+    if len(curves) < 2:
+        return None
+    frame = pd.concat(curves, axis=1, join="inner")
+    return pd.DataFrame({"low": frame.min(axis=1), "high": frame.max(axis=1), "n_seeds": len(curves)})
+
+
 def official_agreement(official_files: Sequence[str | Path], runs_root: str | Path) -> pd.DataFrame:
     """Per released-code curve (``official/<dataset>_<flags>_seed<k>.jsonl``): the rounds it has, the
-    largest and mean per-round |Δ test HR@10| against our run of the same flags, split and seed, and both
-    curves' peaks.  Our run missing: its columns are empty."""
+    largest and mean per-round |Δ test HR@10| against our run of the same flags, split and seed, both
+    curves' peaks, and, where our variant has two seeds or more, the share of the released rounds whose
+    test HR@10 lies within our seeds' range (:func:`our_seed_band`).  Our run missing: its columns are empty."""
     rows = []
     for m, official in official_curves(official_files):
         variant = OFFICIAL_FLAGS[m["flags"]]
@@ -268,6 +282,13 @@ def official_agreement(official_files: Sequence[str | Path], runs_root: str | Pa
                         "round_of_max": int(common["round"].iloc[int(np.abs(delta).argmax())]),
                         "ours_peak": float(within.max()), "ours_peak_round": int(within.idxmax()),
                         "ours_last": float(ours.loc[len(official), "test_hr@10"])})
+        band = our_seed_band(runs_root, m["dataset"], variant, "test_hr@10")
+        if band is not None:
+            inside = official.set_index("round")["test_hr@10"].reindex(band.index).dropna()
+            lo, hi = band.loc[inside.index, "low"], band.loc[inside.index, "high"]
+            row.update({"band_seeds": int(band["n_seeds"].iloc[0]), "band_rounds": len(inside),
+                        "band_share": float(((inside >= lo) & (inside <= hi)).mean()),
+                        "band_last": (float(band["low"].iloc[-1]), float(band["high"].iloc[-1]))})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -279,9 +300,13 @@ def official_markdown(table: pd.DataFrame) -> str:
              "mtics/FedRAP's own training loop on our leave-one-out split with our 99 evaluation negatives, its "
              "negative pool, initialisation and random draws (docs/deviations.md#fedrap-mode), against our run of the "
              "same flags under the code's pool: per-round test HR@10 over the rounds the released code has run "
-             "(`official/*.jsonl`). Different random draws: agreement is in distribution, not bit for bit.", "",
+             "(`official/*.jsonl`).",
+             "(`official/*.jsonl`). Different random draws: agreement is in distribution, not bit for bit, so the last "
+             "column sets the released curve against the spread of our own seeds: the share of its rounds whose "
+             "HR@10 lies between our seeds' lowest and highest, and our seeds' range in the last round.", "",
              "| dataset | flags | seed | ours | rounds | max \\|Δ HR@10\\| (round) | mean \\|Δ\\| | released peak (round) "
-             "| our peak (round) | released / ours at its last round |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| our peak (round) | released / ours at its last round | released inside our seeds' range |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.to_dict("records"):
         if "max_abs_delta" in r and pd.notna(r.get("max_abs_delta")):
             ours = (f"{r['max_abs_delta']:.4f} ({r['round_of_max']}) | {r['mean_abs_delta']:.4f} | "
@@ -290,7 +315,13 @@ def official_markdown(table: pd.DataFrame) -> str:
         else:
             ours = (f"— | — | {r['official_peak']:.4f} ({r['official_peak_round']}) | our run not recorded | "
                     f"{r['official_last']:.4f} / —")
-        lines.append(f"| {r['dataset']} | {r['flags']} | {r['seed']} | `{r['ours']}` | {r['rounds']} | {ours} |")
+        if pd.notna(r.get("band_share", np.nan)):
+            low, high = r["band_last"]
+            band = (f"{r['band_share']:.0%} of {r['band_rounds']} rounds ({r['band_seeds']} seeds; "
+                    f"last round {low:.4f}–{high:.4f})")
+        else:
+            band = "one seed of ours"
+        lines.append(f"| {r['dataset']} | {r['flags']} | {r['seed']} | `{r['ours']}` | {r['rounds']} | {ours} | {band} |")
     return "\n".join(lines) + "\n"
 
 
@@ -305,14 +336,20 @@ def official_figure(official_files: Sequence[str | Path], runs_root: str | Path,
         history = (Path(runs_root) / m["dataset"] / "leave_one_out" / OFFICIAL_FLAGS[m["flags"]]
                    / f"seed{m['seed']}" / "history.parquet")
         ours = pd.read_parquet(history) if history.is_file() else None
-        curves.append((m, official, ours))
+        bands = {metric: our_seed_band(runs_root, m["dataset"], OFFICIAL_FLAGS[m["flags"]], metric)
+                 for metric in ("test_hr@10", "test_ndcg@10")}
+        curves.append((m, official, ours, bands))
     if not curves:
         raise ValueError("fedrap official figure: no released-code curve given")
     fig, axes = new_figure(2, len(curves), width=7.0, height=2.6 * len(curves) + 0.8)
     axes = np.atleast_2d(axes)
-    for row, (m, official, ours) in enumerate(curves):
+    for row, (m, official, ours, bands) in enumerate(curves):
         for col, (metric, label) in enumerate((("test_hr@10", "test HR@10"), ("test_ndcg@10", "test NDCG@10"))):
             ax = axes[row, col]
+            band = bands[metric]
+            if band is not None:
+                ax.fill_between(band.index, band["low"], band["high"], color="C0", alpha=0.2, lw=0,
+                                label=f"ours, range over {int(band['n_seeds'].iloc[0])} seeds")
             if ours is not None:
                 ax.plot(ours["round"], ours[metric], color="C0", lw=1.2, label="ours, code mode under the code's pool")
             else:
@@ -322,7 +359,8 @@ def official_figure(official_files: Sequence[str | Path], runs_root: str | Path,
             ax.set(xlabel="round", ylabel=label)
             ax.set_title(f"{m['dataset']} · {m['flags']} flags · seed {m['seed']} ({len(official)} released rounds)",
                          loc="left", fontsize=8)
-    figure_legend(fig, axes.ravel()[:1])
-    save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(dict.fromkeys(m["dataset"] for m, _, _ in curves)),
+    figure_legend(fig)
+    save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(dict.fromkeys(m["dataset"] for m, *_ in curves)),
                 caption="FedRAP: the released code (hollow) against our code mode under the code's negative pool "
-                        "(line), per round, same split, evaluation negatives and flags")
+                        "(line; shaded: the range over our seeds where there are several), per round, same split, "
+                        "evaluation negatives and flags")
