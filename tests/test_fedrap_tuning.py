@@ -277,7 +277,8 @@ def test_official_agreement_pairs_each_released_curve_with_our_run_of_the_same_f
     r = official_agreement([curve], tmp_path / "runs").iloc[0]
     assert (r["band_seeds"], r["band_rounds"], r["band_last"]) == (3, 3, (pytest.approx(0.30), pytest.approx(0.36)))
     assert r["band_share"] == pytest.approx(2 / 3)
-    assert "| 67% of 3 rounds (3 seeds; last round 0.3000–0.3600) |" in official_markdown(
+    assert r["band_above"] == pytest.approx(1 / 3)
+    assert "| 67% of 3 rounds, above it in 33% (3 seeds; last round 0.3000–0.3600) |" in official_markdown(
         official_agreement([curve], tmp_path / "runs"))
 
 
