@@ -21,6 +21,9 @@ state) to a git-ignored checkpoint, so a killed run resumes where it stopped, as
 1e-6); ``--flags ml1m`` the maintainer's ML-1M log header in mtics/FedRAP issue #1 (λ = μ = 0.01,
 lr_network 0.5, lr_args 1000, l2 1e-4).  ``--compare <our run folder>`` then reads our record's
 ``history.parquet`` and reports the largest per-round |Δ test HR@10| and both curves' peaks.
+``--evaluator-check ROUND ...`` instead retrains our ``--compare`` run to those rounds and ranks its
+scores with our evaluator and with the checkout's own (``evaluator_check``): a gap between the two
+curves that both evaluators give alike lies in the trained models, not in the scoring.
 
 Without the checkout, torch/pandas, or the split, it prints why it skips and exits 0.  The released
 code takes about 50 s a round on ML-100K on one CPU core with its batches gathered at once (below; a
@@ -164,6 +167,56 @@ def compare(official: list[dict], ours_dir: Path) -> dict:
             "official_last": rounds[-1]["test_hr@10"], "ours_last": float(ours.loc[rounds[-1]["round"], "test_hr@10"])}
 
 
+def evaluator_check(checkout: Path, split_dir: Path, our_run: Path, rounds: list[int]) -> list[dict]:
+    """Our evaluator and the released one on the **same** scores: retrain our run (its ``provenance.json``
+    settings, its record's seed and negative pool) to each of ``rounds`` and score its test items and 99 negatives once; rank them
+    with ``evaluate_sampled`` (pessimistic ties) and with the checkout's ``utils/metrics.py`` ``MetronAtK``,
+    imported as it is.  Equal values mean a gap between the released code's curve and ours is in the two
+    trained models, not in how they are scored."""
+    import numpy as np
+
+    sys.path.insert(0, str(checkout.resolve()))
+    from utils.metrics import MetronAtK  # the released evaluator, from the checkout outside the repository
+
+    from recrepro.evaluation import evaluate_sampled
+    from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS
+    from recrepro.papers.fedrap.variants import make_variant
+    from recrepro.runs import SplitData
+
+    provenance = json.loads((our_run / "provenance.json").read_text())
+    record = json.loads((our_run / "metrics.json").read_text())
+    settings = dict(provenance["config"]["settings"])
+    settings.pop("negative_pool", None)
+    pool = record["negative_pool"]  # the record states its pool (the variant's, not among the settings)
+    split = SplitData(split_dir)
+    test = split.part("test").sort_values("user", kind="stable")
+    neg = split.part("negatives").sort_values("user", kind="stable")
+    model = make_variant(settings, seed=int(record["seed"]))
+    out: list[dict] = []
+
+    def score(m, a):
+        if a not in rounds:
+            return {}
+        ts = m.score_pairs(test["user"].to_numpy(), test["item"].to_numpy())
+        ns = m.score_pairs(neg["user"].to_numpy(), neg["item"].to_numpy())
+        rows = np.zeros((split.n_users, split.n_items), np.float32)
+        rows[test["user"].to_numpy(), test["item"].to_numpy()] = ts
+        rows[neg["user"].to_numpy(), neg["item"].to_numpy()] = ns
+        ours = evaluate_sampled(lambda u: rows[u], test, neg, [10], ties="pessimistic")
+        released = MetronAtK(top_k=10)
+        released.subjects = [test["user"].tolist(), test["item"].tolist(), ts.tolist(),
+                             neg["user"].tolist(), neg["item"].tolist(), ns.tolist()]
+        tied = (ns.reshape(len(ts), -1) == ts[:, None]).any(axis=1)
+        out.append({"round": a, "ours_hr@10": ours.overall["hr@10"], "ours_ndcg@10": ours.overall["ndcg@10"],
+                    "released_hr@10": released.cal_hit_ratio(), "released_ndcg@10": released.cal_ndcg(),
+                    "users_with_a_tie": int(tied.sum())})
+        print(json.dumps(out[-1]), flush=True)
+        return {}
+
+    model.fit(split.csr(["train"]), split.csr(NEGATIVE_POOL_PARTS[pool]), eval_fn=score, rounds=max(rounds))
+    return out
+
+
 def resume_round(done: list[dict], checkpoint: Path, config: dict, split_dir: str) -> int | None:
     """The round to resume from: the checkpoint's, if it is of these flags, seed and split and the
     JSON lines hold its rounds (one more line: the round after it is run again); else ``None``."""
@@ -189,11 +242,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="the driver's state after every round, to resume a killed run from "
                              "(default: checkpoints/official_fedrap/<out name>.pt, git-ignored)")
     parser.add_argument("--compare", type=Path, default=None, help="our run folder (history.parquet) to compare with")
+    parser.add_argument("--evaluator-check", type=int, nargs="+", default=None, metavar="ROUND",
+                        help="instead of the released run: retrain our --compare run to these rounds and score it "
+                             "with both evaluators (evaluator_check)")
     args = parser.parse_args(argv)
     if not (args.checkout / "model" / "model.py").is_file() or not (args.checkout / "utils" / "data.py").is_file():
         return skip(f"no mtics/FedRAP checkout at {args.checkout} (model/model.py, utils/data.py)")
     if not (args.split_dir / "negatives.parquet").is_file():
         return skip(f"no leave-one-out split at {args.split_dir}")
+    if args.evaluator_check:
+        if args.compare is None or not (args.compare / "provenance.json").is_file():
+            return skip("--evaluator-check needs --compare <our run folder> with its provenance.json")
+        rows = evaluator_check(args.checkout, args.split_dir, args.compare, sorted(set(args.evaluator_check)))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     checkpoint = args.checkpoint or Path("checkpoints/official_fedrap") / f"{args.out.stem}.pt"
     checkpoint.parent.mkdir(parents=True, exist_ok=True)

@@ -81,3 +81,14 @@ def test_batched_fetch_gives_the_per_sample_loaders_batches_bit_for_bit(harness)
             assert x.dtype == y.dtype and torch.equal(x, y)
     # and it is the loader the driver installs on the released code
     assert "engine_module.DataLoader = batched_loader" in harness.DRIVER and "def batch_items" in harness.DRIVER
+
+
+def test_the_evaluator_check_needs_our_run_and_says_so(harness, tmp_path, capsys):
+    checkout, split = tmp_path / "checkout", tmp_path / "split"
+    for f in (checkout / "model" / "model.py", checkout / "utils" / "data.py", split / "negatives.parquet"):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("")
+    assert harness.main(["--checkout", str(checkout), "--split-dir", str(split), "--out", str(tmp_path / "o.jsonl"),
+                         "--evaluator-check", "6", "20"]) == 0
+    assert "--evaluator-check needs --compare" in capsys.readouterr().out
+    assert not (tmp_path / "o.jsonl").exists()
