@@ -178,8 +178,7 @@ def evaluator_check(checkout: Path, split_dir: Path, our_run: Path, rounds: list
     sys.path.insert(0, str(checkout.resolve()))
     from utils.metrics import MetronAtK  # the released evaluator, from the checkout outside the repository
 
-    from recrepro.evaluation import evaluate_sampled
-    from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS
+    from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
     from recrepro.papers.fedrap.variants import make_variant
     from recrepro.runs import SplitData
 
@@ -189,27 +188,25 @@ def evaluator_check(checkout: Path, split_dir: Path, our_run: Path, rounds: list
     settings.pop("negative_pool", None)
     pool = record["negative_pool"]  # the record states its pool (the variant's, not among the settings)
     split = SplitData(split_dir)
-    test = split.part("test").sort_values("user", kind="stable")
-    neg = split.part("negatives").sort_values("user", kind="stable")
+    test, neg = split.part("test"), split.part("negatives")
     model = make_variant(settings, seed=int(record["seed"]))
     out: list[dict] = []
 
     def score(m, a):
         if a not in rounds:
             return {}
+        ours = _eval_both(m, split, "pessimistic")[1]  # the test side, exactly as a run record scores it
         ts = m.score_pairs(test["user"].to_numpy(), test["item"].to_numpy())
         ns = m.score_pairs(neg["user"].to_numpy(), neg["item"].to_numpy())
-        rows = np.zeros((split.n_users, split.n_items), np.float32)
-        rows[test["user"].to_numpy(), test["item"].to_numpy()] = ts
-        rows[neg["user"].to_numpy(), neg["item"].to_numpy()] = ns
-        ours = evaluate_sampled(lambda u: rows[u], test, neg, [10], ties="pessimistic")
-        released = MetronAtK(top_k=10)
+        released = MetronAtK(top_k=10)  # pairs each user's scores by user id, in any row order
         released.subjects = [test["user"].tolist(), test["item"].tolist(), ts.tolist(),
                              neg["user"].tolist(), neg["item"].tolist(), ns.tolist()]
-        tied = (ns.reshape(len(ts), -1) == ts[:, None]).any(axis=1)
+        by_user = np.zeros(split.n_users, np.float32)
+        by_user[test["user"].to_numpy()] = ts
+        tied = neg["user"].to_numpy()[ns == by_user[neg["user"].to_numpy()]]
         out.append({"round": a, "ours_hr@10": ours.overall["hr@10"], "ours_ndcg@10": ours.overall["ndcg@10"],
                     "released_hr@10": released.cal_hit_ratio(), "released_ndcg@10": released.cal_ndcg(),
-                    "users_with_a_tie": int(tied.sum())})
+                    "users_with_a_tie": int(np.unique(tied).size)})
         print(json.dumps(out[-1]), flush=True)
         return {}
 
