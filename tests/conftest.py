@@ -9,6 +9,37 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The files that take minutes, longest first (from `--durations`: the smoke-run fixture alone is ~17 min).
+# `pytest -n 2 --dist loadfile` hands files to the two workers in collection order; a long file reached
+# last runs alone at the end and sets the wall time, so these go first and the rest fill in around them.
+HEAVY_FIRST = (
+    "test_workflow.py",
+    "test_reference_records.py",
+    "test_slurm.py",
+    "test_reliability_iii.py",
+    "test_reliability.py",
+    "test_resources.py",
+    "test_cli.py",
+)
+
+
+def heavy_first_order(paths: list[str]) -> list[int]:
+    """Indices that put test files named in ``HEAVY_FIRST`` first, in its order; stable otherwise."""
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    return sorted(range(len(paths)), key=lambda i: rank.get(Path(paths[i]).name, len(rank)))
+
+
+def pytest_configure(config):
+    # xdist would otherwise re-sort files by their number of tests, which puts the few-test smoke-run
+    # file last; every worker collects the same order below, so the scheduler keeps it.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    order = heavy_first_order([str(item.path) for item in items])
+    items[:] = [items[i] for i in order]
+
 
 def mirror_path() -> Path | None:
     """``$RECREPRO_MIRROR`` or ``../shared/datasets`` beside the checkout, if present."""
