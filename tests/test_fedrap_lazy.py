@@ -272,3 +272,20 @@ def test_memmap_rows_in_pieces_equal_plain_indexing(tmp_path, monkeypatch):
     entries = torch.randperm(80 * 4096 * 8, generator=gen)[:3000]
     model._write_private_rows(entries, torch.arange(3000, dtype=torch.float32), width=1)
     torch.testing.assert_close(model.D.view(-1)[entries], torch.arange(3000, dtype=torch.float32), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("entry_bytes,lazy_rounds", [(2 ** 40, 0), (330_382, 1)])
+def test_rounds_whose_replay_passes_the_budget_run_dense_and_equal_the_dense_path(
+        entry_bytes, lazy_rounds, monkeypatch, capsys):
+    # the replay list may hold memory_budget_mb / REPLAY_ENTRY_BYTES entries: 2**40 bytes an entry
+    # leaves room for none (every round with an entry at risk runs dense); 330,382 leaves ~6,500, which
+    # round 1's start-of-round pass stays under and round 2's statistics (taken by round 1's end
+    # pass, carried) do not: a lazy round, then dense ones, as LastFM at μ = 1 (22 GB before this)
+    monkeypatch.setattr(lazy_module, "REPLAY_ENTRY_BYTES", entry_bytes)
+    train = _data()
+    lazy, spy = _fit(train, "lazy", 0.4, 1.0, rounds=4)
+    dense, _ = _fit(train, "dense", 0.4, 1.0, rounds=4)
+    fallbacks = capsys.readouterr().err.count("this round runs on the dense paper path")
+    assert len(spy.results) == lazy_rounds          # the lazy rounds that finished
+    assert fallbacks == 4 - lazy_rounds
+    _assert_equal_paths(lazy, dense, train)

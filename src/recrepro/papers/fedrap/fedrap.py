@@ -55,12 +55,16 @@ memmap (:mod:`recrepro.models.federated.storage`).  The rows and lazy paths read
 only the round's rows of them, or stream over them.  The dense path runs on **chunks of
 clients**: a chunk holds about six ``[B, n_items, d]`` float32 tensors and ``B`` is chosen
 so the chunk stays under the same budget (at least one client); so does DP, which needs
-each client's dense upload.
+each client's dense upload.  The lazy paper path replays the entries whose ``C`` may cross zero
+one by one; where a strong L1 step puts nearly all of them at risk (LastFM at μ = 1: ~10⁹
+entries, 22 GB), the list would pass the budget, so that round runs on the dense path instead
+(the same draws, exact as well; the run's log says which rounds).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import asdict
 from typing import Any
@@ -76,7 +80,7 @@ from recrepro.models.federated.simulation import FederatedSimulation, check_fini
 from recrepro.models.federated.storage import clients_per_chunk
 from recrepro.papers.fedrap.config import L1_THRESHOLD, FederatedConfig
 from recrepro.papers.fedrap.dense import DensePaperPath
-from recrepro.papers.fedrap.lazy import LazyPaperPath
+from recrepro.papers.fedrap.lazy import LazyPaperPath, ReplayTooLarge
 from recrepro.papers.fedrap.rows import RowPath
 
 __all__ = ["FedRAP", "FederatedRecommender"]
@@ -143,6 +147,45 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         participants = sample_clients(self.n_users, cfg.client_ratio, rng)
         lam, mu = cfg.weights(a, self.weights_prev)
         self.weights_prev = (lam, mu)
+        state = rng.bit_generator.state
+        try:
+            c_sum, loss_sum, nnz_upload = self._round_uploads(participants, lam, mu, rng)
+        except ReplayTooLarge as err:
+            # the lazy path stopped before writing anything: the same round, same draws, dense
+            print(f"fedrap: {err}; this round runs on the dense paper path", file=sys.stderr)
+            rng.bit_generator.state = state
+            self._dense_round = True
+            try:
+                c_sum, loss_sum, nnz_upload = self._round_uploads(participants, lam, mu, rng)
+            finally:
+                self._dense_round = False
+        new_c = (c_sum / participants.size).to(torch.float32)
+        check_finite_fast("global item table C", new_c, f"round {a}")
+        self.C = new_c
+        sparsity = float((self.C.abs() <= L1_THRESHOLD).float().mean())
+        self.lr_network *= cfg.decay_rate
+        self.lr_args *= cfg.decay_rate
+        self.round += 1
+        dense_bytes = participants.size * self.n_items * cfg.dim * 4
+        return {
+            "round": self.round, "lambda": lam, "mu": mu, "n_participants": int(participants.size),
+            "train_loss": loss_sum / participants.size, "c_sparsity": sparsity,
+            "upload_bytes_dense": int(dense_bytes), "upload_bytes_sparse": int(nnz_upload * 8),
+            "seconds": time.perf_counter() - t0,
+            "dp_epsilon": (gaussian_epsilon(cfg.dp_noise, self.round, cfg.dp_delta)
+                           if cfg.dp_clip is not None else None),
+        }
+
+    def privatise(self, uploads: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+        """Clip each client's update ``C_i − C`` to Frobenius norm ``dp_clip`` and add
+        ``N(0, (dp_noise·dp_clip)²)`` noise to every entry (Gaussian mechanism on the upload,
+        per client, before aggregation; :func:`~recrepro.models.federated.privacy.gaussian_mechanism`)."""
+        return gaussian_mechanism(uploads, self.C, self.config.dp_clip, self.config.dp_noise, rng)
+
+    def _round_uploads(self, participants: np.ndarray, lam: float, mu: float,
+                       rng: np.random.Generator) -> tuple[torch.Tensor, float, int]:
+        """Local training of the round's ``participants`` (chunked): ``(Σ C_i, Σ loss, uploaded nnz)``."""
+        cfg = self.config
         lazy = self._uses_lazy_paper()
         dense = not lazy and ((cfg.mode == "paper" and cfg.has_private_items) or cfg.dp_clip is not None)
         # the row path forms nothing of size B x n_items x d: all participants in one chunk
@@ -181,28 +224,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
                 c_sum += row_upload_sum(self.C, result)
                 nnz_upload += row_upload_nnz(self.C, result, abs_sorted, L1_THRESHOLD)
             loss_sum += float(result["loss"].sum())
-        new_c = (c_sum / participants.size).to(torch.float32)
-        check_finite_fast("global item table C", new_c, f"round {a}")
-        self.C = new_c
-        sparsity = float((self.C.abs() <= L1_THRESHOLD).float().mean())
-        self.lr_network *= cfg.decay_rate
-        self.lr_args *= cfg.decay_rate
-        self.round += 1
-        dense_bytes = participants.size * self.n_items * cfg.dim * 4
-        return {
-            "round": self.round, "lambda": lam, "mu": mu, "n_participants": int(participants.size),
-            "train_loss": loss_sum / participants.size, "c_sparsity": sparsity,
-            "upload_bytes_dense": int(dense_bytes), "upload_bytes_sparse": int(nnz_upload * 8),
-            "seconds": time.perf_counter() - t0,
-            "dp_epsilon": (gaussian_epsilon(cfg.dp_noise, self.round, cfg.dp_delta)
-                           if cfg.dp_clip is not None else None),
-        }
-
-    def privatise(self, uploads: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
-        """Clip each client's update ``C_i − C`` to Frobenius norm ``dp_clip`` and add
-        ``N(0, (dp_noise·dp_clip)²)`` noise to every entry (Gaussian mechanism on the upload,
-        per client, before aggregation; :func:`~recrepro.models.federated.privacy.gaussian_mechanism`)."""
-        return gaussian_mechanism(uploads, self.C, self.config.dp_clip, self.config.dp_noise, rng)
+        return c_sum, loss_sum, nnz_upload
 
     def local_train(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
                     lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
@@ -233,7 +255,8 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         """
         cfg = self.config
         return (cfg.mode == "paper" and cfg.has_private_items and cfg.paper_path == "lazy"
-                and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient")
+                and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient"
+                and not getattr(self, "_dense_round", False))
 
     def lazy_upload_chunks(self, result: dict[str, Any], chunk: int):
         """Yield the uploaded ``C_i`` of a lazy-path result as ``[≤ chunk, n_items, d]`` tensors, the

@@ -38,7 +38,7 @@ from recrepro.records import check_finite
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
-__all__ = ["LazyPaperPath"]
+__all__ = ["LazyPaperPath", "ReplayTooLarge"]
 
 #: bytes of private tables per block of the streaming passes (a few clients; sized for the caches)
 BLOCK_BYTES = 8 << 20
@@ -50,6 +50,17 @@ AMAX_SLACK = 1.25
 #: pass (one more kernel over all B n d entries) when GROUP_ROW_COST · M < B · n_items (Video,
 #: LastFM: yes; ML-100K: its ~0.5 M rows against 1.6 M client-items make the pass cheaper)
 GROUP_ROW_COST = 6
+#: bytes a replayed entry costs at the peak of a round (its client, position and value in the pass's
+#: list, then its step tables): the replay list may hold max(``memory_budget_mb``, ``REPLAY_MIN_MB``)
+#: / this many entries (the floor: a budget small enough to put the tables on disk still replays)
+REPLAY_ENTRY_BYTES = 32
+REPLAY_MIN_MB = 256.0
+
+
+class ReplayTooLarge(RuntimeError):
+    """The entries that may change sign this round exceed the memory budget (a strong L1 step, e.g.
+    μ = 1 at a large ``lr_args`` on LastFM, puts nearly every entry of every client at risk): the
+    round runs on the dense path, chunked under the budget, instead (exact as well)."""
 
 
 class LazyPaperPath(PaperModeSteps):
@@ -183,6 +194,10 @@ class LazyPaperPath(PaperModeSteps):
             cols = _server_columns(self.C)
             ctx = self._lazy_context(cols, users, counts_o, _to_orig(sc, cperm), lam, mu, self.lr_args)
             stats = {"ctx": ctx, "acc": self._lazy_stats_pass(users, ctx)}
+        if stats["acc"].get("overflow"):
+            # nothing is written yet this round (and no random draw made): the caller reruns it dense
+            raise ReplayTooLarge(f"round {self.round}: more than {self.config.memory_budget_mb:g} MB of entries "
+                                 f"may change sign ({stats['acc']['risk_n']:,} at least)")
         cols = stats["ctx"]["cols"]                                       # of a table equal to self.C
         C0 = cols["C0"]
         u_cpu = torch.as_tensor(users)
@@ -327,7 +342,19 @@ class LazyPaperPath(PaperModeSteps):
         n_users, nd = self.n_users, self.n_items * self.config.dim
         return {"sq": torch.zeros(n_users, dtype=torch.float64), "dots": torch.zeros((n_users, 2), dtype=torch.float64),
                 "amax": torch.zeros(n_users, dtype=torch.float64), "ref": torch.zeros(n_users, dtype=torch.float64),
-                "risk": [], "G": torch.zeros((len(ctx["group_steps"]), nd), device=self.device)}
+                "risk": [], "G": torch.zeros((len(ctx["group_steps"]), nd), device=self.device),
+                "risk_n": 0, "overflow": False}
+
+    def _lazy_add_risk(self, acc: dict[str, Any], part: tuple[torch.Tensor, ...]) -> None:
+        """Append one block's entries at risk to ``acc``, or once they pass the memory budget drop
+        them all and mark ``acc["overflow"]`` (the round then runs dense: :class:`ReplayTooLarge`)."""
+        if acc["overflow"]:
+            return
+        acc["risk_n"] += int(part[0].numel())
+        if acc["risk_n"] * REPLAY_ENTRY_BYTES > max(self.config.memory_budget_mb, REPLAY_MIN_MB) * 2**20:
+            acc["risk"], acc["overflow"] = [], True
+            return
+        acc["risk"].append(part)
 
     def _lazy_block_stats(self, flat: torch.Tensor, block_users: np.ndarray, ctx: dict[str, Any],
                           acc: dict[str, Any]) -> None:
@@ -365,7 +392,7 @@ class LazyPaperPath(PaperModeSteps):
                 risky = lhs >= cols["absC0f"][cand] * U[:, None]
                 rows, hit = torch.nonzero(risky, as_tuple=True)
                 if rows.numel():
-                    acc["risk"].append((ctx["position"][ud[rows]], cand[hit], sub[rows, hit]))
+                    self._lazy_add_risk(acc, (ctx["position"][ud[rows]], cand[hit], sub[rows, hit]))
 
     def _lazy_stats_pass(self, users: np.ndarray, ctx: dict[str, Any],
                          acc: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -765,5 +792,5 @@ class LazyPaperPath(PaperModeSteps):
             hit = torch.nonzero((lhs >= cols["abs_sorted"][:n_cand] * U[:, None]).view(-1)).squeeze(1)
             if hit.numel():
                 rows = hit // n_cand
-                prep["acc"]["risk"].append((prep["position"][lo:hi][rows], cand[hit - rows * n_cand],
-                                            sub.view(-1)[hit]))
+                self._lazy_add_risk(prep["acc"], (prep["position"][lo:hi][rows], cand[hit - rows * n_cand],
+                                                  sub.view(-1)[hit]))
