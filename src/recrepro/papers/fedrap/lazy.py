@@ -50,10 +50,11 @@ AMAX_SLACK = 1.25
 #: pass (one more kernel over all B n d entries) when GROUP_ROW_COST · M < B · n_items (Video,
 #: LastFM: yes; ML-100K: its ~0.5 M rows against 1.6 M client-items make the pass cheaper)
 GROUP_ROW_COST = 6
-#: bytes a replayed entry costs at the peak of a round (its client, position and value in the pass's
-#: list, then its step tables): the replay list may hold max(``memory_budget_mb``, ``REPLAY_MIN_MB``)
+#: bytes a replayed entry costs at the peak of a round: the pass's list (client, position, value:
+#: 20), its sorted copy and step tables (client, position, D0, C0, X, E: 32), the steps' temporaries
+#: and the end-of-round values (~28). The replay may hold max(``memory_budget_mb``, ``REPLAY_MIN_MB``)
 #: / this many entries (the floor: a budget small enough to put the tables on disk still replays)
-REPLAY_ENTRY_BYTES = 32
+REPLAY_ENTRY_BYTES = 80
 REPLAY_MIN_MB = 256.0
 
 
