@@ -197,8 +197,8 @@ class LazyPaperPath(PaperModeSteps):
             stats = {"ctx": ctx, "acc": self._lazy_stats_pass(users, ctx)}
         if stats["acc"].get("overflow"):
             # nothing is written yet this round (and no random draw made): the caller reruns it dense
-            raise ReplayTooLarge(f"round {self.round}: more than {self.config.memory_budget_mb:g} MB of entries "
-                                 f"may change sign ({stats['acc']['risk_n']:,} at least)")
+            raise ReplayTooLarge(f"round {self.round}: {stats['acc']['risk_n']:,} or more entries may change sign, "
+                                 f"over the {self._replay_cap():,} the memory budget allows")
         cols = stats["ctx"]["cols"]                                       # of a table equal to self.C
         C0 = cols["C0"]
         u_cpu = torch.as_tensor(users)
@@ -346,13 +346,17 @@ class LazyPaperPath(PaperModeSteps):
                 "risk": [], "G": torch.zeros((len(ctx["group_steps"]), nd), device=self.device),
                 "risk_n": 0, "overflow": False}
 
+    def _replay_cap(self) -> int:
+        """The most entries the replay may hold: max(budget, ``REPLAY_MIN_MB``) / ``REPLAY_ENTRY_BYTES``."""
+        return int(max(self.config.memory_budget_mb, REPLAY_MIN_MB) * 2**20 // REPLAY_ENTRY_BYTES)
+
     def _lazy_add_risk(self, acc: dict[str, Any], part: tuple[torch.Tensor, ...]) -> None:
         """Append one block's entries at risk to ``acc``, or once they pass the memory budget drop
         them all and mark ``acc["overflow"]`` (the round then runs dense: :class:`ReplayTooLarge`)."""
         if acc["overflow"]:
             return
         acc["risk_n"] += int(part[0].numel())
-        if acc["risk_n"] * REPLAY_ENTRY_BYTES > max(self.config.memory_budget_mb, REPLAY_MIN_MB) * 2**20:
+        if acc["risk_n"] > self._replay_cap():
             acc["risk"], acc["overflow"] = [], True
             return
         acc["risk"].append(part)
