@@ -321,3 +321,33 @@ def test_a_deterministic_models_one_run_per_split_stands_for_every_seed_once_eve
     frame = strong_table(both, {"toy/loo": {**proto, "split_seeds": [0, 1]}}, results_root=tmp_path,
                          out_md=tmp_path / "t.md", out_csv=tmp_path / "t.csv", title="toy")
     assert frame["covers_seeds"].iloc[0] and frame["n_seeds"].iloc[0] == 2
+
+
+def test_a_pick_on_its_grids_edge_is_flagged_per_split(tmp_path):
+    from recrepro.strong import pick_edges
+
+    base = tmp_path / "baselines/strong/toy/p/rr"
+    grid = {"alpha": [0.5, 1.0], "k": [50, 200]}
+    points = [{"point": i, "settings": {"alpha": a, "k": k, "block": 8}}
+              for i, (a, k) in enumerate((a, k) for a in grid["alpha"] for k in grid["k"])]
+    picks = {"split0": {"alpha": 0.5, "k": 200, "block": 8}, "split1": {"alpha": 0.5, "k": 50, "block": 8}}
+    for split, settings in picks.items():
+        _run(base / "rp3beta" / split / "seed0", 0.3, None)
+        (base / "rp3beta" / split / "grid.json").write_text(json.dumps({
+            "model": "rp3beta", "dataset": "toy", "split": "rr", "select": "ndcg@20", "grid_points": 4,
+            "grid": grid, "points": points, "settings": settings, "runs": ["seed0"], "deterministic": True}))
+    grids = sorted(base.glob("rp3beta/*/grid.json"))
+    loaded = [(g, json.loads(g.read_text())) for g in grids]
+    # alpha is at its smallest on both splits; k at its largest on one and its smallest on the other;
+    # "block" was fixed (one value), never an edge
+    assert pick_edges(loaded) == "alpha (smallest), k (largest) on 1 of 2 splits, k (smallest) on 1 of 2 splits"
+    assert pick_edges(loaded[:1]) == "alpha (smallest), k (largest)"
+    inside = {**loaded[0][1], "grid": {"alpha": [0.25, 0.5, 1.0]},
+              "points": [{"settings": {"alpha": a}} for a in (0.25, 0.5, 1.0)], "settings": {"alpha": 0.5}}
+    assert pick_edges([(grids[0], inside)]) == ""
+    _run(tmp_path / "paper/runs/m/seed0", 0.2, None)
+    frame = strong_table(grids, {"toy/rr": {"metrics": ["ndcg@20"], "paper_method": {"method": "m", "runs": "paper/runs/m"}}},
+                         results_root=tmp_path, out_md=tmp_path / "t.md", out_csv=tmp_path / "t.csv", title="toy")
+    assert frame["pick_edges"].iloc[0].startswith("alpha (smallest), k (largest) on 1 of 2 splits")
+    assert "; pick on the grid's edge in alpha (smallest)" in frame["budget"].iloc[0]
+    assert "a better point may lie beyond" in (tmp_path / "t.md").read_text()

@@ -42,14 +42,14 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.models.base import Recommender
     from recrepro.runs import SplitData
 
-__all__ = ["MODELS", "expand_grid", "make_model", "pick_point", "strong_table", "tune_and_test",
+__all__ = ["MODELS", "expand_grid", "grid_edges", "make_model", "pick_point", "strong_table", "tune_and_test",
            "validation_section"]
 
 #: Models and whether a seed changes their fit.
 MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "ials": True}
 #: Metrics of the whole set of top-K lists (exposure), with no per-user value to pair.
 LIST_METRICS = ("coverage", "gini", "gini_pos")
-TABLE_COLUMNS = ["dataset", "split", "method", "settings", "budget", "metric", "mean", "sd", "n_seeds",
+TABLE_COLUMNS = ["dataset", "split", "method", "settings", "budget", "pick_edges", "metric", "mean", "sd", "n_seeds",
                  "covers_seeds", "paper_method", "paper_mean", "paper_n_seeds", "p_value", "p_note"]
 
 
@@ -95,6 +95,26 @@ def pick_point(scores: Sequence[float]) -> int:
     if arr.size == 0 or np.all(np.isnan(arr)):
         raise ValueError("no grid point has a finite validation score")
     return int(np.nanargmax(arr))
+
+
+def grid_edges(points: Sequence[Mapping[str, Any]], pick: Mapping[str, Any]) -> list[str]:
+    """The keys at whose searched range's end ``pick`` sits, e.g. ``["lam (smallest)"]``: a
+    pick on an edge may have a better point beyond it (keys with one searched value are not edges).
+
+    >>> grid_edges([{"lam": 0.1, "mu": 1.0}, {"lam": 0.01, "mu": 1.0}, {"lam": 0.001, "mu": 1.0}],
+    ...            {"lam": 0.001, "mu": 1.0})
+    ['lam (smallest)']
+    """
+    edges = []
+    for key, value in pick.items():
+        values = sorted({p[key] for p in points if isinstance(p.get(key), (int, float))})
+        if len(values) < 2 or not isinstance(value, (int, float)):
+            continue
+        if value == values[0]:
+            edges.append(f"{key} (smallest)")
+        elif value == values[-1]:
+            edges.append(f"{key} (largest)")
+    return edges
 
 
 def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
@@ -354,9 +374,11 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
         picks = list(dict.fromkeys(_settings_text(g["settings"]) or "-" for _, g in grids))
         sizes = sorted({g["grid_points"] for _, g in grids})
         n_splits = len(proto.get("split_seeds") or []) or len(grids)
+        edges = pick_edges(grids)
         budget = (f"{'/'.join(map(str, sizes))}-point grid, picked on validation {grids[0][1]['select']}"
                   + (f" of each of {len(grids)} splits" if len(grids) > 1 else "")
-                  + (f" ({len(grids)} of {n_splits} splits run)" if len(grids) < n_splits else ""))
+                  + (f" ({len(grids)} of {n_splits} splits run)" if len(grids) < n_splits else "")
+                  + (f"; pick on the grid's edge in {edges}: a better point may lie beyond" if edges else ""))
         paper, paper_dirs = _paper_runs(proto.get("paper_method"), results_root)
         # a deterministic model gives the same numbers at every training seed: one run per split
         # stands for all of them once every split has run (else it is as short as it looks)
@@ -370,7 +392,7 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
                 p, note = None, "no records of the paper's method on this split"
             rows.append({
                 "dataset": dataset, "split": split, "method": model, "settings": " / ".join(picks),
-                "budget": budget, "metric": metric, "mean": float(np.nanmean(values)),
+                "budget": budget, "pick_edges": edges, "metric": metric, "mean": float(np.nanmean(values)),
                 "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0, "n_seeds": len(values),
                 "covers_seeds": covers, "paper_method": paper.get("method", ""),
                 "paper_mean": float(np.nanmean(theirs)) if theirs else np.nan, "paper_n_seeds": len(theirs),
@@ -385,6 +407,20 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
     write_text(out_csv, frame.to_csv(index=False, float_format="%.6g"))
     write_text(Path(out_md), render_markdown(frame, title))
     return frame
+
+
+def pick_edges(grids: Sequence[tuple[Path, Mapping[str, Any]]]) -> str:
+    """The searched settings at whose range's end the pick of one model's grids sits, e.g.
+    ``"alpha (smallest), k (largest)"``; an edge that only some splits' picks sit on says on how many.
+    Empty when every pick is inside its grid (or the grid searched one point)."""
+    counts: dict[str, int] = {}
+    for _, grid in grids:
+        settings = [point["settings"] for point in grid.get("points", [])]
+        searched = set(grid.get("grid") or {})
+        for edge in grid_edges(settings, {k: v for k, v in grid["settings"].items() if k in searched}):
+            counts[edge] = counts.get(edge, 0) + 1
+    return ", ".join(edge + (f" on {n} of {len(grids)} splits" if n < len(grids) else "")
+                     for edge, n in counts.items())
 
 
 def _ran_models(groups: Mapping[tuple[str, str, str], Any]) -> dict[tuple[str, str], set[str]]:
@@ -410,7 +446,7 @@ def _not_run_rows(entry: Mapping[str, Any], ran: Mapping[tuple[str, str], set[st
             for metric in proto["metrics"]:
                 theirs = [run.get(metric, np.nan) for run in paper_runs]
                 rows.append({
-                    "dataset": dataset, "split": split, "method": model, "settings": "", "budget": "not run",
+                    "dataset": dataset, "split": split, "method": model, "settings": "", "budget": "not run", "pick_edges": "",
                     "metric": metric, "mean": np.nan, "sd": np.nan, "n_seeds": 0, "covers_seeds": False,
                     "paper_method": paper.get("method", ""),
                     "paper_mean": float(np.nanmean(theirs)) if theirs else np.nan, "paper_n_seeds": len(theirs),

@@ -626,11 +626,16 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
                                 f"`{best['method']}` {_fmt(float(best['mean']))})"))
             continue
         beats, tie = _significant(beats, float(p_value) if p_text else None)
+        # a pick on its grid's edge may not be the baseline's best: the reader sees where
+        edges = best.get("pick_edges")
+        edge_text = (f"; `{best['method']}`'s pick sits on its grid's edge in {edges}"
+                     if isinstance(edges, str) and edges else "")
         out.append(Result(label=f"{where} {metric}", status=_status(beats),
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
                           numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
                                   f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}"
-                                  f"{'; the baseline is deterministic: one run' if covers else ''}{p_text}{tie})"))
+                                  f"{'; the baseline is deterministic: one run' if covers else ''}{p_text}{tie}"
+                                  f"{edge_text})"))
     return out or [_missing(check.label or "every dataset", f"rows of `{STRONG_BASELINES}` for this check")]
 
 

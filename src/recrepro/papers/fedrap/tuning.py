@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from recrepro.strong import grid_edges
+
 __all__ = ["GRID_RUN", "grid_edges", "grid_frame", "grid_points", "grid_run_name", "parse_grid_run", "pick_from_records", "tuned_point",
            "check_tuned_records",
            "tuning_block", "tuning_grid_runs", "tuning_table", "tuning_markdown", "tuned_runs"]
@@ -62,26 +64,6 @@ def grid_points(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         points += [dict(zip(keys, values)) for values in itertools.product(*(product[k] for k in keys))]
     points += [dict(p) for p in spec.get("extra", [])]
     return points
-
-
-def grid_edges(points: Sequence[Mapping[str, Any]], pick: Mapping[str, Any]) -> list[str]:
-    """The keys at whose searched range's end ``pick`` sits, e.g. ``["lam (smallest)"]``: a
-    pick on an edge may have a better point beyond it (keys with one searched value are not edges).
-
-    >>> grid_edges([{"lam": 0.1, "mu": 1.0}, {"lam": 0.01, "mu": 1.0}, {"lam": 0.001, "mu": 1.0}],
-    ...            {"lam": 0.001, "mu": 1.0})
-    ['lam (smallest)']
-    """
-    edges = []
-    for key, value in pick.items():
-        values = sorted({p[key] for p in points if isinstance(p.get(key), (int, float))})
-        if len(values) < 2 or not isinstance(value, (int, float)):
-            continue
-        if value == values[0]:
-            edges.append(f"{key} (smallest)")
-        elif value == values[-1]:
-            edges.append(f"{key} (largest)")
-    return edges
 
 
 def grid_run_name(grid: str, index: int) -> str:
