@@ -22,9 +22,9 @@ from recrepro.scorecard.claims import (
     ClaimRecords,
     Context,
     evaluate_check,
-    judge_claim,
 )
 from recrepro.scorecard.claimspec import claim_from_mapping
+from recrepro.scorecard.verdicts import judge_claim
 
 PAPERS = ("exadmm", "prism", "lambdaopt", "fedrap", "lrs")
 
@@ -269,6 +269,46 @@ def test_converges_on_a_history(tmp_path):
     assert r.status == CONTRADICTED
     [r] = evaluate_check(check(datasets=["none"], **spec), ctx(tmp_path, 1))
     assert r.status == NOT_TESTABLE
+
+
+def test_cost_ratios_and_growth_from_a_timing_record(tmp_path):
+    # hand-made timings: `a` costs 2x `b` at d 16 and 3x at d 32; along users a grows as n^1 (0.1 s at
+    # 1,000 users, 0.4 s at 4,000: slope log(4)/log(4) = 1), `quad` as n^2
+    rows = [{"family": "a", "axis": "dim", "dim": 16, "n_users": 9, "seconds": 0.2},
+            {"family": "b", "axis": "dim", "dim": 16, "n_users": 9, "seconds": 0.1, "post_seconds": 5.0},
+            {"family": "a", "axis": "dim", "dim": 32, "n_users": 9, "seconds": 0.6},
+            {"family": "b", "axis": "dim", "dim": 32, "n_users": 9, "seconds": 0.2},
+            {"family": "b", "axis": "dim", "dim": 64, "n_users": 9, "seconds": 0.4},  # no `a` here: not paired
+            {"family": "a", "axis": "users", "dim": 16, "n_users": 1000, "seconds": 0.1},
+            {"family": "a", "axis": "users", "dim": 16, "n_users": 4000, "seconds": 0.4},
+            {"family": "quad", "axis": "users", "dim": 16, "n_users": 1000, "seconds": 0.1},
+            {"family": "quad", "axis": "users", "dim": 16, "n_users": 4000, "seconds": 1.6}]
+    (tmp_path / "timing").mkdir()
+    (tmp_path / "timing/toy.json").write_text(json.dumps({"records": rows}))
+    ratio = dict(kind="cost", datasets=["toy"], file="timing/{dataset}.json", method="a", than="b", along="dim")
+    [r] = evaluate_check(check(**ratio, max_ratio=10), ctx(tmp_path))
+    assert r.status == SUPPORTED and "2–3 at 2 points along dim" in r.numbers
+    [r] = evaluate_check(check(**ratio, max_ratio=2.5), ctx(tmp_path))
+    assert r.status == CONTRADICTED   # 3x is outside a factor 2.5
+    [r] = evaluate_check(check(**{**ratio, "method": "b", "than": "a"}, max_ratio=2.5), ctx(tmp_path))
+    assert r.status == CONTRADICTED   # either way: 1/3 is outside it too
+    growth = dict(kind="cost", datasets=["toy"], file="timing/{dataset}.json", along="users", x="n_users",
+                  max_exponent=1.2)
+    [r] = evaluate_check(check(**growth, method="a"), ctx(tmp_path))
+    assert r.status == SUPPORTED and "n_users^1.00 over n_users 1,000–4,000" in r.numbers
+    [r] = evaluate_check(check(**growth, method="quad"), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "n_users^2.00" in r.numbers
+    # no record, or no family timed there: waits, never judged
+    [r] = evaluate_check(check(**{**growth, "datasets": ["big"]}, method="a"), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "timing/big.json" in r.numbers
+    [r] = evaluate_check(check(**{**ratio, "than": "c"}, max_ratio=10), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE
+    # the loader asks for one bound and what it needs
+    for bad, words in ((dict(ratio), "either max_ratio"), ({**ratio, "max_ratio": 2, "max_exponent": 1}, "either"),
+                       ({**growth, "method": "a", "x": None}, "needs x"),
+                       ({**ratio, "than": None, "max_ratio": 2}, "needs than")):
+        with pytest.raises(ValueError, match=words):
+            check(**{k: v for k, v in bad.items() if v is not None})
 
 
 # ------------------------------------------------------------------------------------------ cells, strongest, waits
@@ -650,7 +690,8 @@ def test_dataset_checks_read_per_dataset_summaries_and_respect_the_recipe(tmp_pa
 def test_a_long_mixed_verdict_is_counted_along_the_factor_that_splits_it():
     """Eight places: under one pool the claim never holds, under the other it holds three times in
     four; the verdict counts per pool (the factor with unanimous groups), not per dataset."""
-    from recrepro.scorecard.claims import Result, _grouped_mixed
+    from recrepro.scorecard.claims import Result
+    from recrepro.scorecard.verdicts import _grouped_mixed
 
     def result(dataset, pool, held):
         return Result(label=f"{dataset} vs B, {pool}", status=SUPPORTED if held else CONTRADICTED)

@@ -2,7 +2,7 @@
 that opens ``results/<tier>/README.md``, and the table of dataset-size checks.
 
 Every word here is filled from the claims of ``expected/<paper>.yaml`` and the verdicts
-:mod:`~recrepro.scorecard.claims` computed from the records; nothing depends on the day or the machine.
+:mod:`~recrepro.scorecard.verdicts` computed from the records; nothing depends on the day or the machine.
 """
 
 from __future__ import annotations
@@ -17,14 +17,9 @@ import pandas as pd
 
 from recrepro.datasets.statistics import recipe_applies
 from recrepro.io import write_text
-from recrepro.scorecard.claims import (
-    CLAIMS_COLUMNS,
-    NOT_TESTABLE,
-    VERDICT_CLASSES,
-    ClaimVerdict,
-    judge_claims,
-)
+from recrepro.scorecard.claims import CLAIMS_COLUMNS, NOT_TESTABLE, VERDICT_CLASSES
 from recrepro.scorecard.expected import ExpectedFile, load_expected
+from recrepro.scorecard.verdicts import ClaimVerdict, judge_claims
 
 SMOKE_TIER = "smoke"
 _STATUS_WORD = {"supported": "holds", "contradicted": "does not hold", NOT_TESTABLE: "not testable"}

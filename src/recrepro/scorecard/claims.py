@@ -8,8 +8,10 @@ gathers its results: **supported** / **contradicted** when every testable result
 seeds than the protocol runs says ``k of n seeds`` and makes the verdict provisional; so does a
 ``pending`` run the claim's protocol needs. A "beats" result holds only when the mean is better
 **and**, where the seeds allow a paired test, the difference is significant at :data:`SIGNIFICANCE`:
-a gain inside the seed noise is no evidence of a gain, so it counts against the claim and says so. :func:`write_claims` writes ``claims.md`` and
-``claims.csv``; nothing in them depends on the day or the machine, so a redraw is byte-identical.
+a gain inside the seed noise is no evidence of a gain, so it counts against the claim and says so. This module evaluates the checks;
+:mod:`~recrepro.scorecard.verdicts` gathers them into a claim's verdict and
+:mod:`~recrepro.scorecard.claimpage` writes ``claims.md`` and ``claims.csv``; nothing in them depends
+on the day or the machine, so a redraw is byte-identical.
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ import pandas as pd
 from recrepro.evaluation.exposure import lower_is_better
 from recrepro.io import write_text
 from recrepro.records import METRICS_FILE, read_record_json
-from recrepro.scorecard.claimspec import Check, Claim
-from recrepro.scorecard.expected import ExpectedFile, load_expected
+from recrepro.scorecard.claimspec import Check
 from recrepro.scorecard.stats import paired_seed_ttest
 
 SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE = "supported", "contradicted", "mixed", "not testable here"
@@ -518,6 +519,65 @@ def _check_converges(check: Check, ctx: Context) -> list[Result]:
     return out
 
 
+def _cost_points(path: Path, family: str, axis: str) -> list[dict[str, Any]]:
+    """The timing record's points of ``family`` along ``axis`` (``{"records": [{"axis", "family",
+    "seconds", <sizes>...}]}``, e.g. exADMM's ``scalability/<dataset>.json``), in record order."""
+    rows = read_record_json(path).get("records")
+    if not isinstance(rows, list):
+        raise ClaimsError(f"{path}: no list of timing records under 'records'")
+    return [r for r in rows if r.get("family") == family and r.get("axis") == axis and "seconds" in r]
+
+
+def _cost_key(row: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Where a timing was taken (its sizes: every field but the family and the seconds)."""
+    return tuple(sorted((k, v) for k, v in row.items() if k != "family" and not k.endswith("seconds")))
+
+
+def _check_cost(check: Check, ctx: Context) -> list[Result]:
+    """Seconds per epoch from a timing record measured in one process: ``method``'s against ``than``'s
+    at every point along ``along`` (the same order: within a factor ``max_ratio`` either way), or the
+    growth of ``method``'s along the size ``x`` (the log–log least-squares slope, at most
+    ``max_exponent``). Both are ratios of one machine's timings, so they travel between machines as
+    the absolute seconds do not."""
+    out = []
+    for dataset in check.datasets:
+        label = f"{dataset}" + (f" ({check.label})" if check.label else "")
+        place = f"{dataset} {check.label or check.along}"
+        path = ctx.results / (check.file or "").format(dataset=dataset)
+        method = check.method[0]
+        if not path.is_file():
+            out.append(_missing(label, f"the timing record `{ctx.paper}/{path.relative_to(ctx.results)}`"))
+            continue
+        ours = _cost_points(path, method, check.along or "")
+        if check.max_ratio is not None:
+            than = check.than[0]
+            theirs = {_cost_key(r): float(r["seconds"]) for r in _cost_points(path, than, check.along or "")}
+            ratios = [float(r["seconds"]) / theirs[_cost_key(r)] for r in ours if theirs.get(_cost_key(r), 0) > 0]
+            if not ratios:
+                out.append(_missing(label, f"`{method}` and `{than}` timed at the same points along {check.along}"))
+                continue
+            bound = check.max_ratio
+            holds = all(1 / bound <= r <= bound for r in ratios)
+            numbers = (f"`{method}` / `{than}` seconds per epoch {_fmt(min(ratios))}–{_fmt(max(ratios))} at "
+                       f"{len(ratios)} points along {check.along} (same order: within a factor {_fmt(bound)})")
+        else:
+            points = [(float(r[check.x or ""]), float(r["seconds"])) for r in ours
+                      if float(r.get(check.x or "", 0) or 0) > 0 and float(r["seconds"]) > 0]
+            if len({x for x, _ in points}) < 2:
+                out.append(_missing(label, f"`{method}` timed at two or more sizes of {check.x}"))
+                continue
+            xs, ys = np.log([x for x, _ in points]), np.log([y for _, y in points])
+            slope = float(np.polyfit(xs, ys, 1)[0])
+            holds = slope <= (check.max_exponent or 0.0)
+            low, high = min(x for x, _ in points), max(x for x, _ in points)
+            numbers = (f"`{method}` seconds per epoch ∝ {check.x}^{slope:.2f} over {check.x} "
+                       f"{low:,.0f}–{high:,.0f} "
+                       f"(log–log slope; at most {_fmt(check.max_exponent or 0.0)})")
+        out.append(Result(label=label, place=place, status=_status(holds), numbers=numbers,
+                          stand_in=ctx.stand_in(dataset)))
+    return out
+
+
 def _check_cells(check: Check, ctx: Context) -> list[Result]:
     card = ctx.table("scorecard.csv")
     if card is None:
@@ -646,7 +706,8 @@ def _check_waits(check: Check, ctx: Context) -> list[Result]:
 _CHECKS = {
     "better": _check_better, "relative_change": _check_relative_change, "monotone": _check_monotone,
     "correlation": _check_correlation, "frontier": _check_frontier, "converges": _check_converges,
-    "cells": _check_cells, "beats_strongest_baseline": _check_strong_baseline, "waits": _check_waits,
+    "cells": _check_cells, "beats_strongest_baseline": _check_strong_baseline, "cost": _check_cost,
+    "waits": _check_waits,
 }
 
 
@@ -655,141 +716,5 @@ def evaluate_check(check: Check, ctx: Context) -> list[Result]:
     return _CHECKS[check.kind](check, ctx)
 
 
-# ------------------------------------------------------------------------------------------ verdicts
-
-
-@dataclass(frozen=True)
-class ClaimVerdict:
-    """A claim with its results and the verdict they give."""
-
-    claim: Claim
-    results: tuple[Result, ...]
-    verdict: str  # the words shown: "supported (provisional) on ml-100k (a stand-in)", "mixed: ...", ...
-    verdict_class: str  # one of VERDICT_CLASSES
-    provisional: bool
-    waits: tuple[str, ...] = ()
-
-    @property
-    def numbers(self) -> str:
-        """The numbers of the testable results (else what the claim waits for)."""
-        testable = [r for r in self.results if r.status != NOT_TESTABLE]
-        shown = testable or list(self.results)
-        return "; ".join(f"{r.label}: {r.numbers}" for r in shown)
-
-    @property
-    def headline(self) -> str:
-        """The first :data:`HEADLINE_RESULTS` testable results and how many more (empty when none is testable)."""
-        testable = [r for r in self.results if r.status != NOT_TESTABLE]
-        text = "; ".join(f"{r.place or r.label}: {r.numbers}" for r in testable[:HEADLINE_RESULTS])
-        more = len(testable) - HEADLINE_RESULTS
-        return text + (f"; … {more} more" if more > 0 else "")
-
-
-def _places(results: Sequence[Result]) -> str:
-    return ", ".join(dict.fromkeys(r.place or r.label for r in results))
-
-
-#: a mixed verdict with more places than this is summarised by the factor that splits it best
-MIXED_LIST_MAX = 6
-
-
-def _grouped_mixed(supported: Sequence[Result], contradicted: Sequence[Result]) -> str | None:
-    """A long mixed verdict as counts along the factor that best separates where the claim holds
-    from where it does not: the places' first word (the dataset) or their last comma-separated part
-    (e.g. the negative pool, the metric).  "holds in 6 of 16 checks — train pool: 0 of 8; released-code
-    pool: 6 of 8".  None when the list is short, or when no factor has unanimous groups covering at
-    least half of the checks (the list then says more than the counts)."""
-    checks = [(r.place or r.label, True) for r in supported] + [(r.place or r.label, False) for r in contradicted]
-    if len(dict.fromkeys(place for place, _ in checks)) <= MIXED_LIST_MAX:
-        return None
-    factors = {
-        "first": lambda place: place.split(" ")[0].rstrip(",:"),
-        "last": lambda place: place.rsplit(", ", 1)[1] if ", " in place else None,
-    }
-    best: tuple[int, dict[str, list[bool]]] | None = None
-    for key_of in factors.values():
-        keys = [key_of(place) for place, _ in checks]
-        if any(k is None for k in keys) or len(set(keys)) < 2:
-            continue
-        groups: dict[str, list[bool]] = {}
-        for k, (_, held) in zip(keys, checks):
-            groups.setdefault(str(k), []).append(held)
-        unanimous = sum(len(v) for v in groups.values() if len(set(v)) == 1)
-        if best is None or unanimous > best[0]:
-            best = (unanimous, groups)
-    if best is None or 2 * best[0] < len(checks):
-        return None
-    parts = "; ".join(f"{k}: {sum(v)} of {len(v)}" for k, v in best[1].items())
-    return f"holds in {len(supported)} of {len(checks)} checks — {parts}"
-
-
-def _pending(claim: Claim, records: ClaimRecords) -> list[str]:
-    """What the claim's ``pending`` runs wait for, for each pattern no record's method matches."""
-    methods = {m for _, _, m in records.values}
-    return [p.what for p in claim.pending
-            if not any(fnmatch.fnmatchcase(m, pattern) for m in methods for pattern in p.methods)]
-
-
-def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
-    """Evaluate every check of ``claim`` and gather the verdict."""
-    results = tuple(r for check in claim.checks for r in evaluate_check(check, ctx))
-    testable = [r for r in results if r.status != NOT_TESTABLE]
-    untestable = [r for r in results if r.status == NOT_TESTABLE]
-    waits = tuple(_pending(claim, ctx.records))
-    if not testable:
-        text = "; ".join(dict.fromkeys(r.numbers for r in untestable)) or "waits for a check"
-        return ClaimVerdict(claim, results, f"{NOT_TESTABLE}: {text}", NOT_TESTABLE, False, waits)
-    provisional = any(r.provisional for r in testable) or bool(waits)
-    supported = [r for r in testable if r.status == SUPPORTED]
-    contradicted = [r for r in testable if r.status == CONTRADICTED]
-    if supported and contradicted:
-        cls = MIXED
-        where = (_grouped_mixed(supported, contradicted)
-                 or f"holds for {_places(supported)}; not for {_places(contradicted)}")
-        text = f"{MIXED}{' (provisional)' if provisional else ''}: {where}"
-    else:
-        cls = SUPPORTED if supported else CONTRADICTED
-        text = cls + (" (provisional)" if provisional else "")
-    stand_ins = sorted({r.label.split(":")[0].split(" ")[0].rstrip(",") for r in testable if r.stand_in})
-    if stand_ins and all(r.stand_in for r in testable):
-        text += f"; on {', '.join(stand_ins)} ({'a stand-in' if len(stand_ins) == 1 else 'stand-ins'})"
-    short = [r.seeds for r in testable if r.seeds and r.seeds[0] < r.seeds[1]]
-    if short:
-        fewest = min(short)
-        text += f"; {'as few as ' if len(set(short)) > 1 else ''}{fewest[0]} of {fewest[1]} seeds"
-    capped = [r for r in testable if r.capped]
-    if capped:
-        text += f"; {len(capped)} check{'s' if len(capped) > 1 else ''} on a tuned pick from part of its grid"
-    if waits:
-        text += "; waits for " + "; ".join(waits)
-    if untestable:
-        places = list(dict.fromkeys(r.place or r.label for r in untestable))
-        # a long list belongs to the claim's section, not to the one-line verdict
-        text += ("; not testable yet: " + ", ".join(places) if len(places) <= 3
-                 else f"; {len(places)} more checks not testable yet") + " (claims.md names the runs)"
-    return ClaimVerdict(claim, results, text, cls, provisional, waits)
-
-
-def paper_datasets(expected: ExpectedFile) -> frozenset[str]:
-    """The datasets the paper itself reports on (its entries other than our anchors): any other is a stand-in."""
-    return frozenset(e.dataset for e in expected.entries if e.kind != "anchor")
-
-
-def judge_claims(expected: ExpectedFile, results: str | Path, seeds_required: int | None = None,
-                 records: ClaimRecords | None = None) -> list[ClaimVerdict]:
-    """Every claim of ``expected`` judged on the records under ``results`` (``results/<tier>/<paper>``)."""
-    results = Path(results)
-    ctx = Context(paper=expected.paper, results=results, records=records or ClaimRecords.under(results),
-                  seeds_required=seeds_required, paper_datasets=paper_datasets(expected))
-    return [judge_claim(claim, ctx) for claim in expected.claims]
-
-
-def load_claims_verdicts(expected_file: str | Path, results: str | Path,
-                         seeds_required: int | None = None) -> list[ClaimVerdict]:
-    """:func:`judge_claims` of the expected file at ``expected_file``."""
-    return judge_claims(load_expected(expected_file), results, seeds_required)
-
-
 __all__ = ["CLAIMS_COLUMNS", "CONTRADICTED", "MIXED", "NOT_TESTABLE", "SUPPORTED", "VERDICT_CLASSES",
-           "ClaimRecords", "ClaimVerdict", "ClaimsError", "Context", "Result", "evaluate_check", "judge_claim",
-           "judge_claims", "load_claims_verdicts", "paper_datasets"]
+           "ClaimRecords", "ClaimsError", "Context", "Result", "evaluate_check", "never_left_initialisation"]

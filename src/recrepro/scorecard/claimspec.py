@@ -15,7 +15,7 @@ from typing import Any
 
 #: Check kinds and what each needs; see the README for their meaning.
 CHECK_KINDS = ("better", "relative_change", "monotone", "correlation", "frontier", "converges", "cells",
-               "beats_strongest_baseline", "waits")
+               "beats_strongest_baseline", "cost", "waits")
 _COMMON = ("kind", "label", "datasets", "split")
 CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
     "better": (*_COMMON, "metric", "method", "than", "lower_is_better", "table", "per", "where", "paired"),
@@ -28,6 +28,7 @@ CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
     "cells": ("kind", "label", "methods", "sources"),
     "beats_strongest_baseline": ("kind", "label", "datasets", "split", "metric", "method", "baselines",
                                  "lower_is_better"),
+    "cost": ("kind", "label", "datasets", "file", "method", "than", "along", "x", "max_ratio", "max_exponent"),
     "waits": ("kind", "label", "waits_for"),
 }
 CHECK_REQUIRED: Mapping[str, tuple[str, ...]] = {
@@ -39,6 +40,7 @@ CHECK_REQUIRED: Mapping[str, tuple[str, ...]] = {
     "converges": ("datasets", "method", "series", "max_ratio"),
     "cells": (),
     "beats_strongest_baseline": (),
+    "cost": ("datasets", "file", "method", "along"),
     "waits": ("waits_for",),
 }
 CLAIM_REQUIRED_KEYS = ("id", "claim", "source", "checks")
@@ -83,6 +85,7 @@ class Check:
     series: str | None = None
     history: str | None = None
     max_ratio: float | None = None
+    max_exponent: float | None = None
     sources: tuple[str, ...] = ()
     waits_for: str | None = None
 
@@ -172,6 +175,12 @@ def _check_from_mapping(raw: Any) -> Check:
                          "(without either, it reads tables/strong_baselines.csv)")
     if kind == "beats_strongest_baseline" and raw.get("baselines") and not (raw.get("datasets") and raw.get("metric")):
         raise ValueError("a 'beats_strongest_baseline' check from run records needs datasets and metric")
+    if kind == "cost" and (raw.get("max_ratio") is None) == (raw.get("max_exponent") is None):
+        raise ValueError("a 'cost' check bounds either max_ratio (against than) or max_exponent (along x)")
+    if kind == "cost" and raw.get("max_ratio") is not None and not raw.get("than"):
+        raise ValueError("a 'cost' check with max_ratio needs than (the method whose cost it is set against)")
+    if kind == "cost" and raw.get("max_exponent") is not None and not raw.get("x"):
+        raise ValueError("a 'cost' check with max_exponent needs x (the size the cost grows with)")
     denominator = raw.get("denominator", "than")
     if denominator not in ("than", "method"):
         raise ValueError(f"denominator must be than or method, got {denominator!r}")
@@ -188,7 +197,7 @@ def _check_from_mapping(raw: Any) -> Check:
         direction=direction, table=_text(raw, "table"), per=_text(raw, "per"), along=_text(raw, "along"),
         where=tuple(sorted(where.items())), file=_text(raw, "file"), x=_text(raw, "x"), y=_text(raw, "y"),
         min=_float(raw, "min"), series=_text(raw, "series"), history=_text(raw, "history"),
-        max_ratio=_float(raw, "max_ratio"), sources=_names_or_text(raw, "sources"),
+        max_ratio=_float(raw, "max_ratio"), max_exponent=_float(raw, "max_exponent"), sources=_names_or_text(raw, "sources"),
         waits_for=_text(raw, "waits_for"),
     )
     if check.tolerance is not None and check.tolerance < 0:
