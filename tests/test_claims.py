@@ -254,6 +254,19 @@ def test_frontier_of_operating_points(tmp_path):
     assert r.status == CONTRADICTED and "above it: `rival_high` (0.8500, 0.0790)" in r.numbers  # curve there: 0.075
     [r] = evaluate_check(check(baselines=["far"], **spec), ctx(tmp_path, None))
     assert r.status == NOT_TESTABLE
+    # the curve's end is a seed mean: a point past it by less than its standard error over seeds is
+    # compared with it. ex_a's gini over two seeds, 0.89 and 0.91: mean 0.9, standard error 0.01
+    run(tmp_path, "ex_a", 0, {"gini@20": 0.89, "ndcg@20": 0.08})
+    run(tmp_path, "ex_a", 1, {"gini@20": 0.91, "ndcg@20": 0.08})
+    run(tmp_path, "edge_close", 0, {"gini@20": 0.905, "ndcg@20": 0.085})   # within 0.01 of 0.9: above the end
+    run(tmp_path, "edge_far", 0, {"gini@20": 0.915, "ndcg@20": 0.085})     # past it: not comparable
+    [r] = evaluate_check(check(baselines=["edge_close"], **spec), ctx(tmp_path, None))
+    assert r.status == CONTRADICTED and "above it: `edge_close` (0.9050, 0.0850)" in r.numbers
+    [r] = evaluate_check(check(baselines=["edge_far"], **spec), ctx(tmp_path, None))
+    assert r.status == NOT_TESTABLE
+    # a label names the check in the result and its place (two cut-offs of one figure)
+    [r] = evaluate_check(check(baselines=["base_*"], label="K = 20", **spec), ctx(tmp_path, None))
+    assert r.label.startswith("toy (K = 20): ") and r.place == "toy base_*, K = 20"
 
 
 # ------------------------------------------------------------------------------------------ converges
