@@ -203,7 +203,7 @@ def test_monotone_along_methods(tmp_path):
     assert r.status == SUPPORTED and r.numbers.startswith("gini@20: 0.9000 > 0.8000 > 0.7000")
     [r] = evaluate_check(check(kind="monotone", datasets=["toy"], metric="gini@20",
                                methods=["sw1", "sw2", "sw3", "up"], direction="decreasing"), c)
-    assert r.status == CONTRADICTED and r.numbers.endswith("not decreasing at `sw3` → `up`")
+    assert r.status == CONTRADICTED and r.numbers.endswith("not decreasing at `sw3` → `up`")  # one seed: no count
     [r] = evaluate_check(check(kind="monotone", datasets=["toy"], metric="gini@20", methods=["sw1", "sw9", "sw3"],
                                direction="decreasing"), c)
     assert r.status == NOT_TESTABLE and r.numbers == "waits for `sw9` on toy (gini@20)"
@@ -220,6 +220,14 @@ def test_monotone_along_a_table_column(tmp_path):
     assert r.status == CONTRADICTED
     [r] = evaluate_check(check(direction="decreasing", **{**spec, "table": "sweeps/none.parquet"}), ctx(tmp_path))
     assert r.status == NOT_TESTABLE
+    # one seed's outlier breaks the mean: the break stays (the verdict is the means'), and says in how
+    # many of the seeds both points ran the step goes against the direction (1/e + 0.01 s, seed 0 at
+    # eps 1 raised to 5.0: mean 2.01 at eps 0.5 → 2.343 at eps 1, against in 1 of 3 seeds)
+    rows = [{**r, "err": 5.0} if (r["eps"], r["seed"]) == (1.0, 0) else r for r in rows]
+    pd.DataFrame(rows).to_parquet(tmp_path / "sweeps/p.parquet")
+    c = ctx(tmp_path)
+    [r] = evaluate_check(check(direction="decreasing", **spec), c)
+    assert r.status == CONTRADICTED and r.numbers.endswith("not decreasing at eps 0.5 → eps 1 (against in 1 of 3 seeds)")
 
 
 # ------------------------------------------------------------------------------------------ correlation

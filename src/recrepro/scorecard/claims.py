@@ -355,9 +355,11 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
     return out
 
 
-def _series(check: Check, ctx: Context, dataset: str) -> tuple[list[str], list[float], list[str], int] | None:
-    """Names, seed means, missing points and fewest seeds along a monotone check's sweep; None without a table."""
-    names, means, missing, fewest = [], [], [], 10**9
+def _series(check: Check, ctx: Context, dataset: str
+            ) -> tuple[list[str], list[dict[int, float]], list[str], int] | None:
+    """Names, ``{seed: value}`` per point, missing points and fewest seeds along a monotone check's
+    sweep; None without a table."""
+    names, points, missing, fewest = [], [], [], 10**9
     if check.along:
         rows = _table_rows(check, ctx, dataset)
         if rows is None:
@@ -368,18 +370,28 @@ def _series(check: Check, ctx: Context, dataset: str) -> tuple[list[str], list[f
         for value, part in rows.groupby(check.along, sort=True):
             seeds = _table_seeds(part, check.metric or "", str(part["method"].iloc[0]))
             names.append(f"{check.along} {value:g}" if isinstance(value, (int, float)) else str(value))
-            means.append(_mean(seeds))
+            points.append(seeds)
             fewest = min(fewest, len(seeds))
-        return names, means, missing, fewest
+        return names, points, missing, fewest
     for method in check.methods:
         seeds = ctx.records.seeds(dataset, check.split, method, check.metric or "")
         if not seeds:
             missing.append(f"`{method}`")
             continue
         names.append(f"`{method}`")
-        means.append(_mean(seeds))
+        points.append(seeds)
         fewest = min(fewest, len(seeds))
-    return names, means, missing, fewest
+    return names, points, missing, fewest
+
+
+def _against_in_seeds(before: Mapping[int, float], after: Mapping[int, float], sign: float) -> str:
+    """" (against in 1 of 3 seeds)": how many of the seeds both points ran move against the direction
+    (a mean's break may be one seed's outlier; the verdict stays the mean's), "" without two such seeds."""
+    common = sorted(set(before) & set(after))
+    if len(common) < 2:
+        return ""
+    against = sum((after[s] - before[s]) * sign <= 0 for s in common)
+    return f" (against in {against} of {len(common)} seeds)"
 
 
 def _check_monotone(check: Check, ctx: Context) -> list[Result]:
@@ -390,12 +402,14 @@ def _check_monotone(check: Check, ctx: Context) -> list[Result]:
         if series is None:
             out.append(_missing(label, f"`{check.table}` for {dataset}"))
             continue
-        names, means, missing, fewest = series
-        if missing or len(means) < 2:
+        names, points, missing, fewest = series
+        if missing or len(points) < 2:
             out.append(_missing(label, ", ".join(missing or ["a second point"]) + f" on {dataset} ({check.metric})"))
             continue
+        means = [_mean(p) for p in points]
         sign = -1.0 if check.direction == "decreasing" else 1.0
-        breaks = [f"{names[i]} → {names[i + 1]}" for i in range(len(means) - 1) if (means[i + 1] - means[i]) * sign <= 0]
+        breaks = [f"{names[i]} → {names[i + 1]}" + _against_in_seeds(points[i], points[i + 1], sign)
+                  for i in range(len(means) - 1) if (means[i + 1] - means[i]) * sign <= 0]
         arrow = " > " if check.direction == "decreasing" else " < "
         numbers = f"{check.metric}: " + arrow.join(f"{_fmt(m)}" for m in means) + f" along {', '.join(names)}"
         if breaks:
