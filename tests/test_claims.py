@@ -160,6 +160,15 @@ def test_better_on_a_table_per_group(tmp_path):
     [r] = evaluate_check(check(kind="better", datasets=["toy"], table="figures/g_{dataset}.csv", per="group",
                                where={"metric": "hr"}, metric="mean", method="x", than="y"), ctx(tmp_path))
     assert r.status == SUPPORTED and r.seeds == (1, 3) and r.provisional
+    assert r.numbers == "mean 0.5000 vs 0.4000 (1 of 3 seeds)"
+    # three seeds: paired over the seeds, and a gain inside their noise is no gain; a label names the check
+    rows = [{"method": m, "seed": s, "group": "low", "metric": "hr", "mean": v}
+            for s, (vx, vy) in enumerate([(0.50, 0.40), (0.41, 0.42), (0.60, 0.45)]) for m, v in (("x", vx), ("y", vy))]
+    pd.DataFrame(rows).to_csv(tmp_path / "figures/g_toy.csv", index=False)
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], table="figures/g_{dataset}.csv", per="group",
+                               where={"metric": "hr"}, metric="mean", method="x", than="y", label="share"), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "paired t-test over 3 seeds" in r.numbers and "not significantly" in r.numbers
+    assert r.label == "toy, group low: `x` vs `y` (share)" and r.place == "toy, group low share"
 
 
 # ------------------------------------------------------------------------------------------ relative change

@@ -323,9 +323,17 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             ma, mb = _mean(a), _mean(b)
             holds = ma < mb if check.lower_is_better else ma > mb
             n = min(len(a), len(b))
-            out.append(Result(label=f"{where}: `{method}` vs `{than}`", status=_status(holds), place=where,
-                              numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}",
-                              seeds=ctx.seed_pair(n) if "seed" in part.columns else None,
+            seeded = "seed" in part.columns
+            # as a run-record check: a paired test where the seeds allow one, and a gain inside the
+            # seed noise is no evidence of a gain
+            test = paired_seed_ttest(a, b) if seeded else None
+            p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
+            holds, tie = _significant(holds, test[2] if test is not None else None)
+            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie})" if seeded else ""
+            out.append(Result(label=f"{where}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
+                              status=_status(holds), place=f"{where} {check.label}" if check.label else where,
+                              numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}{detail}",
+                              seeds=ctx.seed_pair(n) if seeded else None,
                               stand_in=ctx.stand_in(dataset)))
     return out
 
