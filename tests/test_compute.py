@@ -291,3 +291,15 @@ def test_a_tuned_baselines_job_is_priced_from_its_grid_and_test_runs_and_queued_
     assert "| strong | big | no | 1 | 0 | not measured |  |" in page
     # a grid record outside the strong layout is not a job
     assert compute_table(["results/paper/baselines/strong/ds/grid.json"], tmp_path).empty
+
+
+def test_a_job_priced_from_its_datasets_other_methods_is_counted_apart(tmp_path):
+    # "ref": one mf_bpr_wd0 record of 2 CPU-hours. A second seed of it is priced from its own method (2.0);
+    # an ials job (no ials record, no ials family on "ref") only from the dataset's other methods (2.0)
+    runs = [_record(tmp_path, "ref", 2.0), _run("ref", seed=1), _run("ref", method="ials")]
+    page = compute_markdown(compute_table(runs, tmp_path), {"ref": "mirror"}, sizes={})
+    assert _remaining_row(page, "ref") == "| demo | ref | yes | 2 | 2 (1 from other methods' jobs) | 4.00 |  |"
+    # one of its own method's records: nothing to flag
+    runs = [_record(tmp_path / "b", "ref", 2.0), _run("ref", seed=1)]
+    page = compute_markdown(compute_table(runs, tmp_path / "b"), {"ref": "mirror"}, sizes={})
+    assert _remaining_row(page, "ref") == "| demo | ref | yes | 1 | 1 | 2.00 |  |"

@@ -322,7 +322,9 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     lines += _recorded_lines(done)
     todo = frame[~frame["recorded"]].copy()
     if len(todo):
-        todo["estimate"] = _estimates(todo, cpu_done)
+        prices = _estimates(todo, cpu_done)
+        todo["estimate"] = [price for price, _ in prices]
+        todo["estimate_basis"] = [basis for _, basis in prices]
         todo["scaled"], todo["scaled_from"] = _scaled_estimates(
             todo, cpu_done, _dataset_sizes() if sizes is None else sizes)
         if len(on_gpu):
@@ -420,9 +422,11 @@ def _recorded_lines(done: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[float | None]:
-    """CPU-hours of each job not run yet: the mean of its own method's records (its other seeds), else
-    its family's, else its dataset's, else None.
+def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[tuple[float | None, str | None]]:
+    """CPU-hours of each job not run yet and what priced it: the mean of its own method's records (its
+    other seeds, ``"method"``), else its family's (``"family"``), else its dataset's (``"dataset"``:
+    other methods' jobs only, which can be far off, e.g. FedRAP's paper objective on a dataset where
+    only its released-code mode has run), else ``(None, None)``.
 
     The method comes first because a family spans a grid whose points train for very different
     numbers of epochs (PRISM's weight decay 1e-2 stops after a few dozen, 1e-6 after 250): a
@@ -432,14 +436,21 @@ def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[float | None]:
     family_mean = done.groupby(["paper", "dataset", "family"])["cpu_hours"].mean()
     dataset_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
 
-    def price(r: Any) -> float | None:
-        for table, key in ((method_mean, (r.paper, r.dataset, r.method)),
-                           (family_mean, (r.paper, r.dataset, r.family)), (dataset_mean, (r.paper, r.dataset))):
+    def price(r: Any) -> tuple[float | None, str | None]:
+        for basis, table, key in (("method", method_mean, (r.paper, r.dataset, r.method)),
+                                  ("family", family_mean, (r.paper, r.dataset, r.family)),
+                                  ("dataset", dataset_mean, (r.paper, r.dataset))):
             if key in table.index and pd.notna(table[key]):
-                return float(table[key])
-        return None
+                return float(table[key]), basis
+        return None, None
 
     return [price(r) for r in todo.itertuples(index=False)]
+
+
+def _from_other_methods(g: pd.DataFrame) -> str:
+    """" (k from other methods' jobs)": the rows priced from their dataset's other methods only."""
+    k = int((g["estimate_basis"] == "dataset").sum()) if "estimate_basis" in g else 0
+    return f" ({k} from other methods' jobs)" if k else ""
 
 
 def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame, sizes: Mapping[str, int],
@@ -512,7 +523,11 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
              "filters). It is linear in interactions because training steps per epoch are; full-ranking "
              "evaluation grows with users × items, and a paper may set other epochs or grids on a larger "
              "dataset, so it understates large catalogues: an order of magnitude, not a price, and never "
-             "counted among the priced jobs.", ""]
+             "counted among the priced jobs. A priced job with no record of its own method or method "
+             "family on its dataset is priced from the dataset's other methods' jobs, and the priced-jobs "
+             "column counts those: their price can be far off (a method whose steps cost more than its "
+             "dataset's other methods', such as FedRAP's paper objective where only its released-code "
+             "mode has run).", ""]
     gpu = "gpu" in todo
     if gpu:
         lines += ["The GPU column scales every job not run the same way from the records that ran on a GPU "
@@ -529,7 +544,8 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
         est = g["estimate"].dropna()
         total += float(est.sum())
         unpriced += int(g["estimate"].isna().sum())
-        lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | {len(est)} | "
+        lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | "
+                     f"{len(est)}{_from_other_methods(g)} | "
                      f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {_scaled_cell(g)} |"
                      + (f" {_scaled_cell(g, 'gpu')} |" if gpu else ""))
     scaled = todo["scaled"].dropna()
@@ -575,7 +591,7 @@ def _queue_lines(here: pd.DataFrame) -> list[str]:
         else:
             shown = ", ".join(f"`{m}`" for m in methods[:6]) + (f" and {len(methods) - 6} more" if len(methods) > 6
                                                                  else "")
-        measured = _hours(float(est.sum())) if len(est) else "not measured"
+        measured = (_hours(float(est.sum())) + _from_other_methods(g)) if len(est) else "not measured"
         scaled = _scaled_cell(g)
         lines.append(f"| {prio}: {names[prio]} | {paper} | {dataset} | {len(g)} | "
                      f"{measured}{'; scaled ' + scaled if scaled else ''} |"
