@@ -30,7 +30,7 @@ from recrepro.datasets.registry import DATASETS
 from recrepro.io import read_json
 from recrepro.records import PROVENANCE_FILE, TIMINGS_FILE
 
-__all__ = ["compute_table", "compute_markdown"]
+__all__ = ["compute_markdown", "compute_table", "method_family"]
 
 
 #: the ``paper`` of a tuned simple baseline's job (issue 48): one job per model and split, its grid on
@@ -160,8 +160,24 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
             frame[col] = pd.NA
     frame["pieces_estimated"] = (frame["pieces_estimated"].fillna(False).astype(bool)
                                  if "pieces_estimated" in frame else False)
-    frame["family"] = frame["method"].str.replace(r"_(wd|bwd|sw|a)[0-9a-z]*$", "", regex=True)
+    frame["family"] = method_family(frame["method"])
     return frame
+
+
+def method_family(methods: pd.Series) -> pd.Series:
+    """The method family of each run name: the name without the parts that name a setting of the
+    same training loop — a weight decay, strength or sweep point (``_wd1em6``, ``_a025``, ``_sw2``), a
+    validation-grid point (``-g07``), the tuned pick (``_tuned``) and the released code's negative
+    pool (``_pool``), which cost what the family's other runs cost per step.
+
+    >>> import pandas as pd
+    >>> method_family(pd.Series(["mf_bpr_wd1em6", "fedmf-g03", "pfedrec_pool_tuned", "fedrap_code_pool"])).tolist()
+    ['mf_bpr', 'fedmf', 'pfedrec', 'fedrap_code']
+    """
+    return (methods.str.replace(r"-g\d+$", "", regex=True)
+            .str.replace(r"_tuned$", "", regex=True)
+            .str.replace(r"_pool(?=_|$)", "", regex=True)
+            .str.replace(r"_(wd|bwd|sw|a)[0-9a-z]*$", "", regex=True))
 
 
 def _published_cells(papers: Sequence[str]) -> set[tuple[str, str, str]]:
