@@ -351,3 +351,30 @@ def test_a_pick_on_its_grids_edge_is_flagged_per_split(tmp_path):
     assert frame["pick_edges"].iloc[0].startswith("alpha (smallest), k (largest) on 1 of 2 splits")
     assert "; pick on the grid's edge in alpha (smallest)" in frame["budget"].iloc[0]
     assert "a better point may lie beyond" in (tmp_path / "t.md").read_text()
+
+
+def test_without_per_user_rows_the_test_pairs_the_splits(tmp_path):
+    from scipy import stats
+
+    # PRISM's protocol: one split per split seed, the paper's method's seed<k> trained on split k;
+    # neither side keeps per-user rows
+    base = tmp_path / "baselines/strong/toy/p/rr"
+    ours, theirs = {1: 0.30, 2: 0.32, 3: 0.35}, {1: 0.28, 2: 0.31, 3: 0.31}
+    for k, value in ours.items():
+        _run(base / "rp3beta" / f"split{k}" / "seed0", value, None)
+        (base / "rp3beta" / f"split{k}" / "grid.json").write_text(json.dumps({
+            "model": "rp3beta", "dataset": "toy", "split": "rr", "select": "ndcg@20", "grid_points": 1,
+            "settings": {}, "runs": ["seed0"], "deterministic": True}))
+        _run(tmp_path / f"paper/runs/m/seed{k}", theirs[k], None)
+    proto = {"toy/rr": {"metrics": ["ndcg@20"], "paper_method": {"method": "m", "runs": "paper/runs/m"},
+                        "split_seeds": [1, 2, 3]}}
+    grids = sorted(base.glob("rp3beta/*/grid.json"))
+    frame = strong_table(grids, proto, results_root=tmp_path, out_md=tmp_path / "t.md", out_csv=tmp_path / "t.csv",
+                         title="toy")
+    expected = stats.ttest_rel([0.30, 0.32, 0.35], [0.28, 0.31, 0.31]).pvalue
+    assert frame["p_value"].iloc[0] == pytest.approx(expected)
+    assert frame["p_note"].iloc[0].startswith("paired t-test over 3 splits")
+    # one split in common: no test, and the note still says why not over users
+    frame = strong_table(grids[:1], proto, results_root=tmp_path, out_md=tmp_path / "t.md",
+                         out_csv=tmp_path / "t.csv", title="toy")
+    assert pd.isna(frame["p_value"].iloc[0]) and "not kept" in frame["p_note"].iloc[0]

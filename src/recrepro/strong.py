@@ -320,6 +320,32 @@ def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str,
     return float(stats.ttest_rel(joined["a"], joined["b"]).pvalue), f"paired t-test over {len(joined)} users"
 
 
+def _paired_over_splits(grids: Sequence[tuple[Path, Mapping[str, Any]]], paper_dirs: Sequence[Path], metric: str,
+                        part: str | None, why_not_users: str) -> tuple[float | None, str]:
+    """Where no per-user rows can be paired: a two-sided paired t-test over the protocol's splits, when
+    each split seed has its own split and the paper's method ran one seed per split under the split's
+    number (PRISM's random splits: its ``seed123`` trained on split 123). Each side's value on a split
+    is its mean over the runs there. Else ``(None, why_not_users)``."""
+    from scipy import stats
+
+    ours: dict[int, float] = {}
+    for grid_file, grid in grids:
+        name = grid_file.parent.name          # ``split<k>``
+        if not name.startswith("split") or not name[5:].isdigit():
+            return None, why_not_users
+        values = [_run_metrics(grid_file.parent / r).get(metric, np.nan) for r in grid["runs"]]
+        ours[int(name[5:])] = float(np.nanmean(values))
+    theirs = {int(d.name[4:]): _run_metrics(d, part).get(metric, np.nan) for d in paper_dirs
+              if d.name.startswith("seed") and d.name[4:].isdigit()}
+    common = sorted(k for k in set(ours) & set(theirs) if np.isfinite(ours[k]) and np.isfinite(theirs[k]))
+    if len(common) < 2:
+        return None, why_not_users
+    a, b = np.array([ours[k] for k in common]), np.array([theirs[k] for k in common])
+    if np.allclose(a - b, (a - b)[0]):
+        return None, f"{why_not_users}; constant differences over {len(common)} splits"
+    return float(stats.ttest_rel(a, b).pvalue), f"paired t-test over {len(common)} splits ({why_not_users.split(' (')[0]})"
+
+
 def _record_part(run_dir: Path) -> str | None:
     """The held-out part a run record scores (its provenance's ``target``, ``<part>_te``), if it says."""
     path = run_dir / "provenance.json"
@@ -388,6 +414,8 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
             theirs = [_run_metrics(d, paper.get("part")).get(metric, np.nan) for d in paper_dirs]
             if paper_dirs:
                 p, note = _paired_p(run_dirs, paper_dirs, metric, paper.get("part"))
+                if p is None and "not kept" in note:
+                    p, note = _paired_over_splits(grids, paper_dirs, metric, paper.get("part"), note)
             else:
                 p, note = None, "no records of the paper's method on this split"
             rows.append({
@@ -463,7 +491,8 @@ def render_markdown(frame: pd.DataFrame, title: str) -> str:
              "grid is searched on the validation part with the paper's metric, and the pick is tested "
              "on every seed (deterministic models: one run per split, which stands for every seed). `paper` is our reproduction's run of the "
              "paper's method on the same split; `p` a two-sided paired t-test over users where both "
-             "sides' per-user rows exist. Bold: the best baseline per metric (Gini: the lowest). A configured "
+             "sides' per-user rows exist, else over the splits where each split seed has its own split and "
+             "both sides ran on several (PRISM's random splits; `p_note` in the CSV says which). Bold: the best baseline per metric (Gini: the lowest). A configured "
              "model shown as not run leaves the strongest baseline open: the claims then never say the "
              "paper's method beats it.", ""]
     for (dataset, split), block in frame.groupby(["dataset", "split"], sort=True):
