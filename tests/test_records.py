@@ -111,6 +111,12 @@ def test_record_files_and_provenance_keys(tmp_path, monkeypatch):
     assert provenance["versions"]["numpy"] == np.__version__
     assert set(provenance["git"]) == {"commit", "dirty"}
     assert provenance["host"]["hostname"]
+    # the CPU and its widest SIMD level: records of one config agree bit for bit only on one kind of CPU
+    assert set(provenance["host"]) == {"hostname", "platform", "cpu", "cpu_simd"}
+    if Path("/proc/cpuinfo").is_file():
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")).split()
+        expected = "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE4.2" if "sse4_2" in flags else None
+        assert provenance["host"]["cpu_simd"] == expected and provenance["host"]["cpu"]
     assert provenance["peak_rss_mb"] > 1.0
     assert 0.0 < provenance["cpu_seconds"]  # at least the interpreter's start-up
     assert provenance["run"]["method"] == "mostpop" and provenance["run"]["seed"] == 7

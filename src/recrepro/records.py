@@ -327,6 +327,41 @@ def _as_timestamp(started_at: float | dt.datetime | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(float(started_at), tz=dt.timezone.utc)
 
 
+def host_description() -> dict[str, str | None]:
+    """The machine a record ran on: hostname, OS, CPU model and the widest SIMD level the CPU offers
+    (``AVX512``, ``AVX2``, ``SSE4.2``, from ``/proc/cpuinfo``; elsewhere torch's dispatch level when
+    torch is loaded, else None), which numpy's and torch's kernels dispatch to.
+
+    The CPU matters for reproducing a number: two CPUs that dispatch to different SIMD levels round
+    some reductions differently, and a long chaotic training (100 federated rounds) carries a 1e-9
+    difference of its first round to a different selected round and a visibly different score, so
+    two records of one configuration agree bit for bit only on the same kind of CPU.
+    """
+    model, flags = None, set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model is None:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+                if model is not None and flags:
+                    break
+    except OSError:
+        pass
+    simd = next((name for name, flag in (("AVX512", "avx512f"), ("AVX2", "avx2"), ("SSE4.2", "sse4_2"))
+                 if flag in flags), None)
+    torch = sys.modules.get("torch")
+    if simd is None and torch is not None:
+        try:
+            simd = str(torch.backends.cpu.get_cpu_capability())
+        except (AttributeError, RuntimeError):
+            simd = None
+    return {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "cpu": model or platform.processor() or None, "cpu_simd": simd}
+
+
 def build_provenance(
     *,
     meta: Mapping[str, Any],
@@ -369,7 +404,7 @@ def build_provenance(
         "device": str(device),
         "device_name": _device_name(device),
         "threads": thread_settings(),
-        "host": {"hostname": socket.gethostname(), "platform": platform.platform()},
+        "host": host_description(),
         "started_at": started.isoformat() if started is not None else None,
         "finished_at": now.isoformat(),
         "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 3),
