@@ -335,3 +335,20 @@ def test_a_tuned_record_that_did_not_run_at_the_current_pick_is_refused_by_name(
     del block["picks"]["ml-100k"]
     with pytest.raises(ValueError, match="names no 'fedncf' pick on ml-100k"):
         tuning.check_tuned_records(block, [tuned])
+
+
+def test_the_pick_says_which_points_its_validation_noise_does_not_separate(tmp_path):
+    block = {"grids": {"fedmf": {"product": {"lr_network": [0.5, 0.01, 1.0e-4, 1.0e-5]}}}}
+    dirs = [_grid_record(tmp_path, "ml-100k", f"fedmf-g0{i}", v, 0.3) for i, v in enumerate((0.45, 0.41, 0.40, 0.30))]
+    for d in dirs:  # 100 users evaluated: the pick's (g00, 0.45) binomial standard error is sqrt(.45 .55 / 100)
+        m = json.loads((d / "metrics.json").read_text())
+        (d / "metrics.json").write_text(json.dumps({**m, "counts": {"n_users_evaluated": 100}}))
+    md = tuning.tuning_markdown(tuning.tuning_table(block, dirs), block, "paper")
+    # 0.0497: g01 (0.41) lies within it, g02 (0.40, 0.0003 further) and g03 do not
+    assert "hr@10 0.4500 has a binomial standard error of 0.0497 over 100 users; 1 other point lies within" in md
+    # one point run: nothing to compare it with, no line
+    md = tuning.tuning_markdown(tuning.tuning_table(block, dirs[:1]), block, "paper")
+    assert "Validation noise" not in md
+    # records without the count (older ones): no line rather than a guess
+    bare = [_grid_record(tmp_path / "b", "ml-100k", f"fedmf-g0{i}", v, 0.3) for i, v in enumerate((0.45, 0.41))]
+    assert "Validation noise" not in tuning.tuning_markdown(tuning.tuning_table(block, bare), block, "paper")

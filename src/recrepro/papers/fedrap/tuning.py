@@ -164,7 +164,7 @@ def grid_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
                      # a point that diverged before its first evaluation has no metric at all
                      "test_hr@10": m["overall"].get("hr@10", np.nan),
                      "test_ndcg@10": m["overall"].get("ndcg@10", np.nan), "diverged_round": diverged.get("round"),
-                     "dir": str(d)})
+                     "n_users": (m.get("counts") or {}).get("n_users_evaluated", np.nan), "dir": str(d)})
     return pd.DataFrame(rows)
 
 
@@ -246,6 +246,30 @@ def tuning_table(block: Mapping[str, Any], run_dirs: Sequence[str | Path]) -> pd
     return frame.sort_values(["dataset", "grid", "point"], kind="stable").reset_index(drop=True)
 
 
+def _pick_noise(grid: pd.DataFrame, pick: Mapping[str, Any], select: str) -> str:
+    """How far the pick stands out of its grid's validation noise: the binomial standard error of its
+    validation HR (a share of the users evaluated) and how many other points lie within one standard
+    error of it (they are not told apart from the pick). Empty for a selection that is not an HR."""
+    if not select.startswith("val_hr@") or "n_users" not in grid or select not in grid:
+        return ""
+    value, n = float(pick[select]), float(pick.get("n_users", np.nan))
+    if not (np.isfinite(value) and np.isfinite(n) and n > 0):
+        return ""
+    se = float(np.sqrt(value * (1 - value) / n))
+    others = grid[(grid["point"] != pick["point"]) & grid["diverged_round"].isna()] if "diverged_round" in grid \
+        else grid[grid["point"] != pick["point"]]
+    if others.empty:  # one point run: nothing to tell it apart from
+        return ""
+    close = int((others[select] >= value - se).sum())
+    text = (f"Validation noise: the pick's {select.removeprefix('val_')} {value:.4f} has a binomial standard error "
+            f"of {se:.4f} over {n:,.0f} users")
+    if not close:
+        return text + "; every other point lies more than one standard error below it."
+    return (text + f"; {close} other point{'s lie' if close > 1 else ' lies'} within one standard error of it, "
+            "so the grid does not tell them apart from the pick (the value is also the best of the run's rounds, "
+            "which favours it).")
+
+
 def tuning_markdown(table: pd.DataFrame, block: Mapping[str, Any], tier: str) -> str:
     select = block.get("select", "val_hr@10")
     lines = [f"# FedRAP: validation grids ({tier} tier)", "",
@@ -281,6 +305,9 @@ def tuning_markdown(table: pd.DataFrame, block: Mapping[str, Any], tier: str) ->
             edges = grid_edges(points, points[int(picked["point"].iloc[0][1:])])
             if edges:
                 lines.append(f"\nThe pick sits on the grid's edge in {', '.join(edges)}: a better point may lie beyond it.")
+            noise = _pick_noise(g, picked.iloc[0], select)
+            if noise:
+                lines.append(f"\n{noise}")
         if len(g) < expected:
             lines.append(f"\nThe pick is provisional: {expected - len(g)} point(s) not run yet.")
         lines.append("")
