@@ -739,3 +739,12 @@ def test_a_long_mixed_verdict_is_counted_along_the_factor_that_splits_it():
                                                    ("d", "x", False), ("d", "y", True)]]
     assert _grouped_mixed([r for r in mixed if r.status == SUPPORTED],
                           [r for r in mixed if r.status == CONTRADICTED]) is None
+    # labels with and without a comma (FedRAP's F2: "train pool", "released code, train pool"): the
+    # factor "all but the dataset" groups them, where "the part after the last comma" cannot
+    places = [(d, label, held) for d in ("ml", "av") for label, held in
+              (("train pool", False), ("code pool", True), ("released code, train pool", False),
+               ("released code, code pool", True))]
+    rows = [Result(label=f"{d} {label}", status=SUPPORTED if held else CONTRADICTED) for d, label, held in places]
+    assert _grouped_mixed([r for r in rows if r.status == SUPPORTED], [r for r in rows if r.status == CONTRADICTED]) == (
+        "holds in 4 of 8 checks — code pool: 2 of 2; released code, code pool: 2 of 2; train pool: 0 of 2; "
+        "released code, train pool: 0 of 2")

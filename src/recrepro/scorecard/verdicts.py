@@ -74,21 +74,24 @@ def _grouped_mixed(supported: Sequence[Result], contradicted: Sequence[Result]) 
     factors = {
         "first": lambda place: place.split(" ")[0].rstrip(",:"),
         "last": lambda place: place.rsplit(", ", 1)[1] if ", " in place else None,
+        # all but the dataset: the check's label ("released code, train pool"), when few
+        "rest": lambda place: place.split(" ", 1)[1] if " " in place else None,
     }
-    best: tuple[int, dict[str, list[bool]]] | None = None
+    best: tuple[int, int, dict[str, list[bool]]] | None = None
     for key_of in factors.values():
         keys = [key_of(place) for place, _ in checks]
-        if any(k is None for k in keys) or len(set(keys)) < 2:
+        if any(k is None for k in keys) or not 2 <= len(set(keys)) <= MIXED_LIST_MAX:
             continue
         groups: dict[str, list[bool]] = {}
         for k, (_, held) in zip(keys, checks):
             groups.setdefault(str(k), []).append(held)
         unanimous = sum(len(v) for v in groups.values() if len(set(v)) == 1)
-        if best is None or unanimous > best[0]:
-            best = (unanimous, groups)
+        # the most checks in unanimous groups; of equals, the fewest groups
+        if best is None or (unanimous, -len(groups)) > (best[0], best[1]):
+            best = (unanimous, -len(groups), groups)
     if best is None or 2 * best[0] < len(checks):
         return None
-    parts = "; ".join(f"{k}: {sum(v)} of {len(v)}" for k, v in best[1].items())
+    parts = "; ".join(f"{k}: {sum(v)} of {len(v)}" for k, v in best[2].items())
     return f"holds in {len(supported)} of {len(checks)} checks — {parts}"
 
 
