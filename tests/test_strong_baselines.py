@@ -378,3 +378,22 @@ def test_without_per_user_rows_the_test_pairs_the_splits(tmp_path):
     frame = strong_table(grids[:1], proto, results_root=tmp_path, out_md=tmp_path / "t.md",
                          out_csv=tmp_path / "t.csv", title="toy")
     assert pd.isna(frame["p_value"].iloc[0]) and "not kept" in frame["p_note"].iloc[0]
+
+
+def test_every_committed_strong_run_keeps_the_per_user_rows_its_protocol_keeps():
+    """A run record whose per-user rows `.gitignore` keeps must carry them: without them the table's
+    paired test is blank ("no per-user rows of the baseline") where it could be computed."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    runs = sorted(p.parent for p in (root / "results/paper/baselines/strong").glob("*/*/*/*/split*/seed*/metrics.json"))
+    if not runs:
+        pytest.skip("no committed strong-baseline records")
+    wanted = [r / "per_user.parquet" for r in runs]
+    # git check-ignore prints the ignored ones (exit 1 when none is): the others are kept
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=root, text=True,
+                             input="\n".join(str(p.relative_to(root)) for p in wanted), capture_output=True).stdout
+    kept = [p for p in wanted if str(p.relative_to(root)) not in set(ignored.split())]
+    assert kept, "no protocol keeps per-user rows: the .gitignore rules changed"
+    missing = [str(p.relative_to(root)) for p in kept if not p.is_file()]
+    assert not missing, f"kept per-user rows missing (rerun their grid jobs): {missing}"
