@@ -74,6 +74,13 @@ def test_exadmm_tradeoff_overlays_the_official_code_values(tmp_path, saved_figur
     assert set(_published(fig)) == {(0.911, 0.078), (0.863, 0.07), (0.3, 0.07)}
     assert len(fig.legends) == 1 and fig.get_size_inches()[0] <= 7.5
     assert any(t.get_text().startswith("published") for t in fig.legends[0].get_texts())
+    # exADMM under the released code's U-step is its own series (squares), never mixed into ours
+    from recrepro.papers.exadmm.experiments import _is_code_step
+
+    assert [m for m in ("exadmm", "exadmm_sw5", "exadmm_code", "exadmm_code_sw5") if _is_code_step(m)] == \
+        ["exadmm_code", "exadmm_code_sw5"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "exADMM, released code's U-step" in labels and "exADMM" in labels
 
 
 def test_fedrap_curves_put_the_maintainers_log_at_its_round(tmp_path, saved_figures):

@@ -250,11 +250,27 @@ def family_colors() -> dict[str, str]:
     return fixed_colors(FAMILIES)
 
 
+def _is_code_step(method: str) -> bool:
+    """An exADMM point run with the released code's U-step (``exadmm_code``, ``exadmm_code_sw<i>``)."""
+    return method == "exadmm_code" or method.startswith("exadmm_code_")
+
+
+def _tradeoff_series() -> list[tuple[str, Any, str, str]]:
+    """Figure 1's series: (family, which of its methods, marker, legend label). exADMM's points under
+    the released code's U-step (docs/deviations.md#exadmm-u-step-size) are squares of exADMM's colour,
+    apart from ours."""
+    return [("ials", lambda m: True, "o", FAMILY_LABELS["ials"]),
+            ("exadmm", lambda m: not _is_code_step(m), "o", FAMILY_LABELS["exadmm"]),
+            ("exadmm", _is_code_step, "s", f"{FAMILY_LABELS['exadmm']}, released code's U-step"),
+            ("fairrec", lambda m: True, "o", FAMILY_LABELS["fairrec"])]
+
+
 def figure_tradeoff(run_files, out_pdf, out_png, *, tier: str, ks: Sequence[int]) -> None:
     """Figure 1: per dataset and K, NDCG@K and Recall@K against Gini@K and Coverage@K (test, seed mean).
 
     One row per (dataset, K), columns nDCG vs Gini, nDCG vs Coverage, Recall vs Gini, Recall vs
-    Coverage; one marker per operating point (filled). The numbers measured with the official
+    Coverage; one marker per operating point (filled; exADMM under the released code's U-step:
+    squares). The numbers measured with the official
     code (``expected/exadmm.yaml``) are drawn as hollow markers where both coordinates are given.
     """
     from recrepro.plotting import figure_legend, new_figure, plot_published, published_handles, save_figure
@@ -275,13 +291,14 @@ def figure_tradeoff(run_files, out_pdf, out_png, *, tier: str, ks: Sequence[int]
         for k in ks:
             for col, (y, x) in enumerate(panels):
                 ax = axes[row, col]
-                for family in FAMILIES:
-                    pts = sub[sub["family"] == family].sort_values(f"test:{x}@{k}") if f"test:{x}@{k}" in sub \
+                for family, series, marker, label in _tradeoff_series():
+                    pts = sub[(sub["family"] == family) & sub["method"].map(series)] if f"test:{x}@{k}" in sub \
                         else sub.iloc[0:0]
                     if pts.empty or f"test:{y}@{k}" not in pts:
                         continue
-                    ax.plot(pts[f"test:{x}@{k}"], pts[f"test:{y}@{k}"], marker="o", linestyle="none", markersize=4,
-                            color=colors[family], label=FAMILY_LABELS[family])
+                    pts = pts.sort_values(f"test:{x}@{k}")
+                    ax.plot(pts[f"test:{x}@{k}"], pts[f"test:{y}@{k}"], marker=marker, linestyle="none", markersize=4,
+                            color=colors[family], label=label)
                     for method in sorted(set(pts["method"])):
                         px = published_value(published, dataset, method, f"{x}@{k}")
                         py = published_value(published, dataset, method, f"{y}@{k}")
