@@ -35,8 +35,9 @@ not control, so with one fixed η the iteration diverges for heavy users wheneve
 large — at fold-in, ``pred_iterations`` steps with V fixed then blow those users up along the
 popular direction (the seed-dependent collapse of issue 23).  ``"fixed"`` (official) uses η
 for every user; ``"lipschitz"`` uses ``η_u = min(η, 1/L̂_u)`` with the O(|R|) upper bound
-``L̂_u = α0 λ_max(G_V) + λ_u + Σ_{i∈I_u} ‖v_i‖² ≥ ‖H_u‖₂`` (:func:`u_step_curvature_bound`)
-and the global prox generalised to per-user steps (:func:`prox_mean_penalty`).
+``L̂_u = α0 λ_max(G_V) + λ_u + Σ_{i∈I_u} ‖v_i‖² ≥ ‖H_u‖₂`` (:func:`u_step_curvature_bound`),
+``"lipschitz_exact"`` the exact ``L_u = ‖H_u‖₂`` (:func:`u_step_curvature`, batched ``d × d``
+eigenvalues), and both the global prox generalised to per-user steps (:func:`prox_mean_penalty`).
 
 Items without a training interaction start (and stay) at 0, their exact V-step solution, as in
 :class:`~recrepro.models.ials.IALS` (docs/deviations.md#exadmm-cold-items).
@@ -76,7 +77,7 @@ from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
 
 __all__ = ["ExADMM", "observed_hessian_product", "prox_mean_penalty", "prox_sherman_morrison", "u_step",
-           "u_step_curvature_bound", "u_step_sizes", "s_step"]
+           "u_step_curvature", "u_step_curvature_bound", "u_step_sizes", "s_step"]
 
 
 def _check_operands(step: str, where: str, **operands: Any) -> None:
@@ -148,6 +149,31 @@ def u_step_curvature_bound(V: torch.Tensor, by_user: sp.csr_matrix | RowGroups, 
     for rows, idx in zip(groups.rows, groups.idx, strict=True):
         observed[rows] = squared_norms.index_select(0, idx.reshape(-1)).view(idx.shape).sum(dim=1)
     return alpha0 * top + lam_u + observed
+
+
+def u_step_curvature(V: torch.Tensor, by_user: sp.csr_matrix | RowGroups, lam_u: torch.Tensor,
+                     gram_v: torch.Tensor, alpha0: float, block: int = 1024) -> torch.Tensor:
+    """``L_u = λ_max(H_u) = λ_max(α0 G_V + Σ_{i∈I_u} v_i v_iᵀ) + λ_u`` for every row of ``by_user``, exact.
+
+    The curvature the linearised ADMM's step condition ``η_u L_u ≤ 1`` names.  Per row group, the
+    users' ``d × d`` matrices ``α0 G_V + V_hᵀV_h`` in one batched product and their largest
+    eigenvalues in one batched ``eigvalsh`` (float64): O(|R| d² + n d³) an epoch, the order of an
+    iALS user solve.  :func:`u_step_curvature_bound`'s trace bound costs less but can exceed this
+    up to ``d`` times, and steps that small kept the ADMM residuals oscillating on epinions where
+    these converge (docs/deviations.md#exadmm-u-step-size).
+    """
+    groups = by_user if isinstance(by_user, RowGroups) else build_row_groups(by_user, V.shape[1], str(V.device))
+    d = V.shape[1]
+    ext = torch.cat([V, V.new_zeros(1, d)]).to(torch.float64)   # padding points at the zero row
+    base = alpha0 * gram_v.to(torch.float64)
+    # a row without entries (no group holds it) has H_u = α0 G_V + λ_u I
+    top = torch.full((lam_u.shape[0],), float(torch.linalg.eigvalsh(base)[-1]), dtype=torch.float64, device=V.device)
+    for rows, idx in zip(groups.rows, groups.idx, strict=True):
+        for lo in range(0, rows.numel(), block):
+            hist = gather_history(ext, idx[lo:lo + block])                 # [b, L, d]
+            gram = torch.baddbmm(base.expand(hist.shape[0], d, d), hist.mT, hist)
+            top[rows[lo:lo + block]] = torch.linalg.eigvalsh(gram)[:, -1]
+    return top.to(V.dtype) + lam_u
 
 
 def u_step_sizes(eta: float, curvature: torch.Tensor) -> torch.Tensor:
@@ -236,9 +262,12 @@ class ExADMM(TorchFactorModel):
         ``"full"`` (the paper's gradient) or ``"lower"`` (the official code's product with
         a lower-triangle-only ``Σ v vᵀ``); see :func:`observed_hessian_product`.
     u_step_size:
-        ``"lipschitz"`` (default: per-user ``η_u = min(η, 1/L̂_u)``, the step the linearised
-        ADMM's convergence needs) or ``"fixed"`` (the official code: η for every user, which
-        diverges at fold-in whenever ``η L_u > 2`` for some user); see the module docstring.
+        ``"lipschitz"`` (default: per-user ``η_u = min(η, 1/L̂_u)`` with the trace bound
+        ``L̂_u ≥ L_u``, the step the linearised ADMM's convergence needs, cheaply),
+        ``"lipschitz_exact"`` (the same with the exact ``L_u``: larger steps that converge faster
+        and a batched ``d × d`` eigenvalue problem an epoch) or ``"fixed"``
+        (the official code: η for every user, which diverges at fold-in whenever ``η L_u > 2`` for
+        some user); see the module docstring.
     """
 
     def __init__(self, dim: int = 8, alpha0: float = 0.1, l2: float = 0.002, l2_exp: float = 1.0,
@@ -250,8 +279,8 @@ class ExADMM(TorchFactorModel):
             raise ValueError(f"strength_scaling must be 'n2' or 'none', got {strength_scaling!r}")
         if u_step_hessian not in ("full", "lower"):
             raise ValueError(f"u_step_hessian must be 'full' or 'lower', got {u_step_hessian!r}")
-        if u_step_size not in ("lipschitz", "fixed"):
-            raise ValueError(f"u_step_size must be 'lipschitz' or 'fixed', got {u_step_size!r}")
+        if u_step_size not in ("lipschitz", "lipschitz_exact", "fixed"):
+            raise ValueError(f"u_step_size must be 'lipschitz', 'lipschitz_exact' or 'fixed', got {u_step_size!r}")
         self.u_step_hessian, self.u_step_size = u_step_hessian, u_step_size
         self.dim, self.alpha0, self.l2, self.l2_exp = int(dim), float(alpha0), float(l2), float(l2_exp)
         self.exposure_reg, self.admm_penalty = float(exposure_reg), float(admm_penalty)
@@ -270,8 +299,14 @@ class ExADMM(TorchFactorModel):
 
     def _steps(self, V: torch.Tensor, groups: RowGroups, lam_u: torch.Tensor,
                gram_v: torch.Tensor) -> tuple[float | torch.Tensor, float]:
-        """The U-step's step size(s) and the largest ``η_u L̂_u`` (logged; > 1 means unsafe)."""
-        curvature = u_step_curvature_bound(V, groups, lam_u, gram_v, self.alpha0)
+        """The U-step's step size(s) and the largest ``η_u L̂_u`` (logged; > 1 means unsafe).
+
+        ``lipschitz`` caps each user's step by the trace bound (:func:`u_step_curvature_bound`);
+        ``lipschitz_exact`` with the paper's gradient (``u_step_hessian: full``) by the exact
+        curvature (:func:`u_step_curvature`; with the official ``tril`` product, whose norm only the
+        trace bound covers, by the bound); ``fixed`` logs the bound and steps η for every user."""
+        exact = self.u_step_size == "lipschitz_exact" and self.u_step_hessian == "full"
+        curvature = (u_step_curvature if exact else u_step_curvature_bound)(V, groups, lam_u, gram_v, self.alpha0)
         worst = self.learning_rate * float(curvature.max())
         if self.u_step_size == "fixed":
             return self.learning_rate, worst
