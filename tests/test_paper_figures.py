@@ -80,7 +80,7 @@ def test_exadmm_tradeoff_overlays_the_official_code_values(tmp_path, saved_figur
     assert [m for m in ("exadmm", "exadmm_sw5", "exadmm_code", "exadmm_code_sw5") if _is_code_step(m)] == \
         ["exadmm_code", "exadmm_code_sw5"]
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "exADMM, released code's U-step" in labels and "exADMM" in labels
+    assert "exADMM, released code's U-step" in labels and "exADMM" in labels and "exADMM, exact curvature" in labels
 
 
 def test_fedrap_curves_put_the_maintainers_log_at_its_round(tmp_path, saved_figures):

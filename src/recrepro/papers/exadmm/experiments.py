@@ -257,11 +257,15 @@ def _is_code_step(method: str) -> bool:
 
 def _tradeoff_series() -> list[tuple[str, Any, str, str]]:
     """Figure 1's series: (family, which of its methods, marker, legend label). exADMM's points under
-    the released code's U-step (docs/deviations.md#exadmm-u-step-size) are squares of exADMM's colour,
-    apart from ours."""
+    the released code's U-step are squares of exADMM's colour, and its points with the exact per-user
+    curvature diamonds, apart from our default step's (docs/deviations.md#exadmm-u-step-size)."""
+    def exact(m: str) -> bool:
+        return m == "exadmm_exact" or m.startswith("exadmm_exact_")
+
     return [("ials", lambda m: True, "o", FAMILY_LABELS["ials"]),
-            ("exadmm", lambda m: not _is_code_step(m), "o", FAMILY_LABELS["exadmm"]),
+            ("exadmm", lambda m: not _is_code_step(m) and not exact(m), "o", FAMILY_LABELS["exadmm"]),
             ("exadmm", _is_code_step, "s", f"{FAMILY_LABELS['exadmm']}, released code's U-step"),
+            ("exadmm", exact, "D", f"{FAMILY_LABELS['exadmm']}, exact curvature"),
             ("fairrec", lambda m: True, "o", FAMILY_LABELS["fairrec"])]
 
 
