@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from recrepro.cliargs import add_run_arguments, json_arg, set_torch_threads
+from recrepro.eager_torch import defer_dynamo
 from recrepro.entrypoints import KNOWN_ERRORS, TRACEBACK_ENV, report_error
 
 log = logging.getLogger("recrepro")
@@ -528,6 +529,7 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    defer_dynamo()  # torch.optim would import the torch.compile tracer: seconds per job, never used here
     args = build_parser(papers=[_command(argv)]).parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -29,16 +29,31 @@ from recrepro.evaluation.metrics import (
     recall_lgcn,
     recall_liang,
 )
-from recrepro.evaluation.ranking import (
-    ALL_METRICS,
-    DEFAULT_METRICS,
-    evaluate_full_ranking,
-    full_ranking_topk,
-    rank_positives,
-    select_topk,
-)
 from recrepro.evaluation.results import EvaluationResult, SampledResult, TopKResult
-from recrepro.evaluation.sampled import evaluate_sampled, sampled_ranks
+
+# The ranking and sampled modules need torch (2-3 s to import); record readers, tables and figures
+# import this package only for metrics and exposure, so those names load on first use (PEP 562).
+_TORCH_BOUND = {
+    "ALL_METRICS": "ranking",
+    "DEFAULT_METRICS": "ranking",
+    "evaluate_full_ranking": "ranking",
+    "full_ranking_topk": "ranking",
+    "rank_positives": "ranking",
+    "select_topk": "ranking",
+    "evaluate_sampled": "sampled",
+    "sampled_ranks": "sampled",
+}
+
+
+def __getattr__(name: str):
+    module = _TORCH_BOUND.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ALL_METRICS",

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from recrepro.io import read_json
 from recrepro.papers.prism.experiments import load_prism_runs
@@ -435,6 +434,8 @@ def figure_magnitudes(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path
     nrows = math.ceil(n / ncols)
     fig, axes = new_figure(ncols, nrows, width=6.0, height=2.5 * nrows)
     axes = np.atleast_1d(axes).ravel()
+    from scipy import stats  # here, not at the top: a second of import that only this figure needs
+
     rhos = {}
     for ax, (title, run_dir) in zip(axes, run_dirs.items()):
         mags = pd.read_parquet(Path(run_dir) / "magnitudes.parquet")
