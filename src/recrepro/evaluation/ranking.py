@@ -475,6 +475,99 @@ def _membership(keys_sorted: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 # Long on purpose: one batch pass feeds every metric family; splitting it would spread the per_user/overall key order the records depend on
+def _per_user_metrics(
+    eval_users: np.ndarray,
+    n_targets: np.ndarray,
+    topk: np.ndarray,
+    hits: np.ndarray,
+    ranks: np.ndarray,
+    rank_users: np.ndarray,
+    auc: np.ndarray | None,
+    ks: list[int],
+    families: list[str],
+    strata_labels: np.ndarray | None,
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """The per-user metric columns of :func:`evaluate_full_ranking` from its ranked hits.
+
+    Returns the columns (``user``, ``n_targets``, then one per metric and cut-off) and the overall
+    values that are not per-user means (the per-positive ``pp_*_micro@K``).
+    """
+    per_user: dict[str, np.ndarray] = {"user": eval_users, "n_targets": n_targets}
+    overall: dict[str, float] = {}
+    hit_functions = {
+        "recall_liang": M.recall_liang,
+        "recall_lgcn": M.recall_lgcn,
+        "ndcg": M.ndcg,
+        "hr": M.hit_rate,
+        "precision": M.precision,
+    }
+    for k in ks:
+        for name in families:
+            if name in hit_functions:
+                per_user[f"{name}@{k}"] = hit_functions[name](hits, n_targets, k)
+    if strata_labels is not None:
+        item_label = np.where(topk >= 0, strata_labels[np.maximum(topk, 0)], -1)
+        for k in ks:
+            idcg = M.ideal_dcg(n_targets, k)
+            discounts = M.dcg_discounts(k)
+            for label, stratum in enumerate(STRATA):
+                dcg = (hits[:, :k] & (item_label[:, :k] == label)) @ discounts
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    per_user[f"ndcg_{stratum}@{k}"] = dcg / idcg
+    if auc is not None:
+        per_user["auc"] = auc
+    for k in ks:
+        for name, fn in (("pp_hr", M.rank_hit), ("pp_ndcg", M.rank_ndcg)):
+            if name in families:  # the rank metrics: ``ranks`` holds every target's rank
+                per_positive = fn(ranks, k)
+                per_user[f"{name}@{k}"] = (np.bincount(rank_users, weights=per_positive, minlength=eval_users.size)
+                                           / n_targets)
+                overall[f"{name}_micro@{k}"] = float(per_positive.mean()) if per_positive.size else float("nan")
+    return per_user, overall
+
+
+def _counts_and_settings(
+    requested: np.ndarray,
+    n_eval: int,
+    n_items: int,
+    n_targets: np.ndarray,
+    n_excluded_targets: int,
+    topk: np.ndarray,
+    per_user: dict[str, np.ndarray],
+    families: list[str],
+    ks: list[int],
+    rank_ties: str | None,
+    resolved: str,
+    device: str,
+    batch_size: int,
+    strata_labels: np.ndarray | None,
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """The ``counts`` and ``settings`` an :class:`EvaluationResult` of :func:`evaluate_full_ranking` records."""
+    counts = {
+        "n_users_requested": int(requested.size),
+        "n_users_evaluated": int(n_eval),
+        "n_users_skipped_no_targets": int(requested.size - n_eval),
+        "n_items": int(n_items),
+        "n_targets": int(n_targets.sum()),
+        "n_targets_excluded": int(n_excluded_targets),
+        "n_users_short_list": int(np.count_nonzero(topk[:, -1] < 0)) if n_eval else 0,
+    }
+    if "auc" in families:
+        counts["n_users_auc_undefined"] = int(np.count_nonzero(np.isnan(per_user["auc"])))
+    settings: dict[str, Any] = {
+        "ks": ks,
+        "metrics": families,
+        "tie_rule": "score desc, then item id asc",
+        "rank_ties": rank_ties,
+        "backend": resolved,
+        "device": str(device),
+        "batch_size": int(batch_size),
+    }
+    if strata_labels is not None:
+        settings["strata_sizes"] = {s: int(np.count_nonzero(strata_labels == i)) for i, s in enumerate(STRATA)}
+    return counts, settings
+
+
 def evaluate_full_ranking(
     score_source: Any,
     exclude: sp.spmatrix | None,
@@ -594,38 +687,9 @@ def evaluate_full_ranking(
         want_rank=want_rank, want_auc="auc" in families, rank_ties=rank_ties)
     n_eval = eval_users.size
 
-    per_user: dict[str, np.ndarray] = {"user": eval_users, "n_targets": n_targets}
-    overall: dict[str, float] = {}
-    hit_functions = {
-        "recall_liang": M.recall_liang,
-        "recall_lgcn": M.recall_lgcn,
-        "ndcg": M.ndcg,
-        "hr": M.hit_rate,
-        "precision": M.precision,
-    }
-    for k in ks:
-        for name in families:
-            if name in hit_functions:
-                per_user[f"{name}@{k}"] = hit_functions[name](hits, n_targets, k)
+    per_user, overall = _per_user_metrics(eval_users, n_targets, topk, hits, ranks, rank_users, auc, ks, families,
+                                          strata_labels)
     strata: dict[str, dict[str, float]] = {}
-    if strata_labels is not None:
-        item_label = np.where(topk >= 0, strata_labels[np.maximum(topk, 0)], -1)
-        for k in ks:
-            idcg = M.ideal_dcg(n_targets, k)
-            discounts = M.dcg_discounts(k)
-            for label, stratum in enumerate(STRATA):
-                dcg = (hits[:, :k] & (item_label[:, :k] == label)) @ discounts
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    per_user[f"ndcg_{stratum}@{k}"] = dcg / idcg
-    if want_rank:
-        if auc is not None:
-            per_user["auc"] = auc
-        for k in ks:
-            for name, fn in (("pp_hr", M.rank_hit), ("pp_ndcg", M.rank_ndcg)):
-                if name in families:
-                    per_positive = fn(ranks, k)
-                    per_user[f"{name}@{k}"] = np.bincount(rank_users, weights=per_positive, minlength=n_eval) / n_targets
-                    overall[f"{name}_micro@{k}"] = float(per_positive.mean()) if per_positive.size else float("nan")
 
     per_user_frame = pd.DataFrame(per_user)
     metric_columns = [c for c in per_user_frame.columns if c not in ("user", "n_targets")]
@@ -639,28 +703,9 @@ def evaluate_full_ranking(
                 strata.setdefault(stratum, {})[f"ndcg@{k}"] = overall[f"ndcg_{stratum}@{k}"]
     overall = dict(sorted(overall.items(), key=lambda kv: _sort_key(kv[0])))
 
-    counts = {
-        "n_users_requested": int(requested.size),
-        "n_users_evaluated": int(n_eval),
-        "n_users_skipped_no_targets": int(requested.size - n_eval),
-        "n_items": int(n_items),
-        "n_targets": int(n_targets.sum()),
-        "n_targets_excluded": int(n_excluded_targets),
-        "n_users_short_list": int(np.count_nonzero(topk[:, -1] < 0)) if n_eval else 0,
-    }
-    if "auc" in families:
-        counts["n_users_auc_undefined"] = int(np.count_nonzero(np.isnan(per_user["auc"])))
-    settings: dict[str, Any] = {
-        "ks": ks,
-        "metrics": families,
-        "tie_rule": "score desc, then item id asc",
-        "rank_ties": rank_ties if want_rank else None,
-        "backend": resolved,
-        "device": str(device),
-        "batch_size": int(batch_size),
-    }
-    if strata_labels is not None:
-        settings["strata_sizes"] = {s: int(np.count_nonzero(strata_labels == i)) for i, s in enumerate(STRATA)}
+    counts, settings = _counts_and_settings(requested, n_eval, n_items, n_targets, n_excluded_targets, topk, per_user,
+                                            families, ks, rank_ties if want_rank else None, resolved, device,
+                                            batch_size, strata_labels)
     return EvaluationResult(
         overall=overall,
         per_user=per_user_frame,
