@@ -15,6 +15,7 @@ import yaml
 from recrepro.scorecard import ExpectedFileError, expected_path, load_expected
 from recrepro.scorecard.claimpage import claims_counts, claims_section, dataset_checks_section, write_claims
 from recrepro.scorecard.claims import (
+    _fmt_vs,
     CONTRADICTED,
     MIXED,
     NOT_TESTABLE,
@@ -748,3 +749,11 @@ def test_a_long_mixed_verdict_is_counted_along_the_factor_that_splits_it():
     assert _grouped_mixed([r for r in rows if r.status == SUPPORTED], [r for r in rows if r.status == CONTRADICTED]) == (
         "holds in 4 of 8 checks — code pool: 2 of 2; released code, code pool: 2 of 2; train pool: 0 of 2; "
         "released code, train pool: 0 of 2")
+
+
+def test_a_comparison_prints_both_sides_at_one_precision():
+    # a leak-driven HR@10 of exactly 1 beside a baseline's 0.5387 printed "1 vs 0.5387"
+    assert _fmt_vs(1.0, 0.5387) == "1.0000 vs 0.5387"
+    assert _fmt_vs(0.1096, 0.0911) == "0.1096 vs 0.0911"
+    assert _fmt_vs(2.5, 1.25) == "2.5 vs 1.25"          # neither side a share: as before
+    assert _fmt_vs(1234.0, 0.5) == "1.23e+03 vs 0.5000"  # large values keep their own form

@@ -193,6 +193,15 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if magnitude >= 1 else f"{value:.4f}"
 
 
+def _fmt_vs(a: float, b: float) -> str:
+    """``a vs b`` with both sides at one precision: a share of 1 beside 0.5387 reads ``1.0000``, not ``1``."""
+    both = (a, b)
+    if all(math.isfinite(v) and abs(v) < 10 for v in both) and any(abs(v) < 1 for v in both) \
+            and all(v == 0 or abs(v) >= 1e-3 for v in both):
+        return f"{a:.4f} vs {b:.4f}"
+    return f"{_fmt(a)} vs {_fmt(b)}"
+
+
 def _mean(values: Mapping[int, float]) -> float:
     return float(np.mean([values[s] for s in sorted(values)]))
 
@@ -274,7 +283,7 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
         capped = ctx.records.capped(dataset, method, than)
         out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
-                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)} ({_seeds_text(n, ctx)}{p_text}{tie}"
+                          numbers=f"{check.metric} {_fmt_vs(ma, mb)} ({_seeds_text(n, ctx)}{p_text}{tie}"
                                   f"{'; ' + capped if capped else ''})",
                           place=_place(dataset, check, method, than), capped=capped))
     return out
@@ -332,7 +341,7 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             detail = f" ({_seeds_text(n, ctx)}{p_text}{tie})" if seeded else ""
             out.append(Result(label=f"{where}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
                               status=_status(holds), place=f"{where} {check.label}" if check.label else where,
-                              numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}{detail}",
+                              numbers=f"{check.metric} {_fmt_vs(ma, mb)}{detail}",
                               seeds=ctx.seed_pair(n) if seeded else None,
                               stand_in=ctx.stand_in(dataset)))
     return out
@@ -358,7 +367,7 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
         capped = ctx.records.capped(dataset, method, than)
         out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
                           place=_place(dataset, check, method, than), capped=capped,
-                          numbers=f"{check.metric} {_fmt(ma)} vs {_fmt(mb)}: {change:+.1%} against the paper's "
+                          numbers=f"{check.metric} {_fmt_vs(ma, mb)}: {change:+.1%} against the paper's "
                                   f"{published:+.2%} {bound} ({_seeds_text(n, ctx)}{'; ' + capped if capped else ''})"))
     return out
 
