@@ -249,6 +249,8 @@ def test_the_claimed_runs_come_from_the_expected_files_checks():
     claimed = _claimed_runs(["lambdaopt", "fedrap"])
     assert ("lambdaopt", "ml-100k", "lambdaopt_dui") in claimed and ("lambdaopt", "amazon-video", "lambdafix") in claimed
     assert any(p == "fedrap" and m == "fedmf_tuned" for p, _, m in claimed)
+    # F1's "fedrap_pool" is the stand-in the check reads only while fedrap_pool_tuned has no records
+    assert not any(p == "fedrap" and m == "fedrap_pool" for p, _, m in claimed)
     # the N(0, 0.01²) switch runs sit beside the claims, not in them: a figure sweep
     assert not any(m.startswith("lambdafix_init") for _, _, m in claimed)
 

@@ -238,7 +238,9 @@ def _claimed(claimed: set[tuple[str, str, str]] | frozenset, paper: str, dataset
 def _claimed_runs(papers: Sequence[str]) -> set[tuple[str, str, str]]:
     """(paper, dataset, method pattern) of every method a claim's check compares (``method``, ``than``,
     ``methods``, ``baselines``) or a claim's pending protocol names; dataset ``*`` where the check names
-    none.  Patterns are the checks' own (``ials*``)."""
+    none.  Patterns are the checks' own (``ials*``).  Of ``method`` and ``than`` only the first: the
+    rest are stand-ins a check reads when the first has no records (FedRAP's default-flag runs for its
+    runs at the validation pick), so the queue asks for the run the check wants, not for its stand-in."""
     from recrepro.scorecard import expected_path, load_expected
 
     out: set[tuple[str, str, str]] = set()
@@ -249,7 +251,7 @@ def _claimed_runs(papers: Sequence[str]) -> set[tuple[str, str, str]]:
             continue
         for claim in expected.claims:
             for check in claim.checks:
-                names = (*check.method, *check.than, *check.methods, *check.baselines)
+                names = (*check.method[:1], *check.than[:1], *check.methods, *check.baselines)
                 out |= {(paper, d, n) for d in (check.datasets or ("*",)) for n in names}
             out |= {(paper, "*", n) for pending in claim.pending for n in pending.methods}
     return out
