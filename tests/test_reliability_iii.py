@@ -423,31 +423,8 @@ def test_a_committed_record_missing_from_the_tree_is_refused(tmp_path):
 # ============================================================ 4, 5. a failed redraw (workflow)
 
 
-@pytest.mark.workflow
-def test_a_failed_redraw_names_the_bad_record_and_leaves_committed_files(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    target = "results/smoke/baselines/scorecard.md"
-    args = ("--cores", "1", "--directory", str(work), "--configfile", str(REPO / "config.yaml"))
-    snakemake(target, *args)
-    git(work, "init", "-q")
-    commit_all(work, "records and their scorecard")
-    drawn = {p: p.read_bytes() for p in (work / "results/smoke/baselines").glob("scorecard.*")}
-    records = sorted((work / "results/smoke/baselines/runs").rglob("metrics.json"))
-    bad = records[0]
-    text = bad.read_text()
-    bad.write_text(text[:120] + "}" + text[120:])  # invalid JSON
-    proc = snakemake(target, *args, "--config", "from_records=true", check=False)
-    console = proc.stdout + proc.stderr
-    assert proc.returncode != 0
-    assert "invalid JSON" in console and str(bad.relative_to(work)) in console
-    assert {p: p.read_bytes() for p in drawn} == drawn  # the committed scorecard is as it was
-    bad.write_text(text)
-    bad.unlink()  # deleted by accident: refused, not a silent not_run
-    proc = snakemake(target, *args, "--config", "from_records=true", check=False)
-    console = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "git checkout --" in console and str(bad.relative_to(work)) in console
-    assert {p: p.read_bytes() for p in drawn} == drawn
+# tests/test_workflow.py::test_a_failed_redraw_names_the_bad_record_and_leaves_committed_files (it redraws
+# the smoke run's baselines records, which that file makes anyway)
 
 
 # ============================================================ 6. two processes on one run

@@ -130,6 +130,78 @@ def test_smoke_run_records_provenance(smoke_run):
     assert record["split"]["verified"] is True
 
 
+# Byte-identical reruns: each paper's smallest jobs once more, in a fresh directory, against the smoke run.
+SMALLEST_RUNS = [
+    "results/smoke/baselines/runs/synthetic/fedrap/leave_one_out/mostpop/seed0/metrics.json",
+    "results/smoke/exadmm/runs/synthetic/strong_generalization/ials/seed98765/metrics.json",
+    "results/smoke/prism/runs/synthetic/prism/random_ratio/mf_bpr_wd0/seed123/metrics.json",
+    "results/smoke/lambdaopt/runs/synthetic/temporal_user_ratio/sgda/seed0/metrics.json",
+    "results/smoke/fedrap/runs/synthetic/leave_one_out/fedmf/seed0/metrics.json",
+    "results/smoke/lrs/runs/acceptance_seed0.txt",
+]
+TIMING_FILES = {"provenance.json", "timings.json"}
+
+
+@pytest.mark.workflow
+def test_a_second_run_of_every_papers_smallest_jobs_gives_byte_identical_files(smoke_run, tmp_path):
+    second = tmp_path / "second"
+    second.mkdir()
+    snakemake(*SMALLEST_RUNS, "--cores", "2", "--directory", str(second), "--configfile", str(REPO / "config.yaml"),
+              timeout=1200)
+    run_dirs = sorted(p.parent.relative_to(second) for p in (second / "results").rglob("metrics.json"))
+    papers = {d.parts[2] for d in run_dirs}
+    assert papers == {"baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"}
+    compared = []
+    for run_dir in run_dirs:
+        names = sorted(p.name for p in (second / run_dir).iterdir())
+        assert names == sorted(p.name for p in (smoke_run / run_dir).iterdir()), run_dir
+        for name in names:
+            if name not in TIMING_FILES:
+                assert (smoke_run / run_dir / name).read_bytes() == (second / run_dir / name).read_bytes(), \
+                    run_dir / name
+                compared.append(name)
+    assert {"metrics.json", "history.json", "history.parquet"} <= set(compared)
+    # the two runs were separate runs: their wall-clock records differ (so a timing left in a
+    # metrics file would have been caught above)
+    provenance = next(d for d in run_dirs if (second / d / "provenance.json").exists()) / "provenance.json"
+    assert (smoke_run / provenance).read_bytes() != (second / provenance).read_bytes()
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env)
+
+
+@pytest.mark.workflow
+def test_a_failed_redraw_names_the_bad_record_and_leaves_committed_files(smoke_run, tmp_path):
+    # the smoke run's baselines records and scorecard, committed in a fresh checkout of results
+    work = tmp_path / "work"
+    shutil.copytree(smoke_run / "results" / "smoke" / "baselines", work / "results" / "smoke" / "baselines")
+    _git(work, "init", "-q")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", "records and their scorecard")
+    target = "results/smoke/baselines/scorecard.md"
+    args = ("--cores", "1", "--directory", str(work), "--configfile", str(REPO / "config.yaml"))
+    drawn = {p: p.read_bytes() for p in (work / "results/smoke/baselines").glob("scorecard.*")}
+    assert drawn
+    records = sorted((work / "results/smoke/baselines/runs").rglob("metrics.json"))
+    bad = records[0]
+    text = bad.read_text()
+    bad.write_text(text[:120] + "}" + text[120:])  # invalid JSON
+    proc = snakemake(target, *args, "--config", "from_records=true", check=False)
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "invalid JSON" in console and str(bad.relative_to(work)) in console
+    assert {p: p.read_bytes() for p in drawn} == drawn  # the committed scorecard is as it was
+    bad.write_text(text)
+    bad.unlink()  # deleted by accident: refused, not a silent not_run
+    proc = snakemake(target, *args, "--config", "from_records=true", check=False)
+    console = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "git checkout --" in console and str(bad.relative_to(work)) in console
+    assert {p: p.read_bytes() for p in drawn} == drawn
+
+
 @pytest.fixture(scope="module")
 def smoke_report(smoke_run):
     """``snakemake --report`` of the smoke run: (page text, results, categories) as the page embeds them."""
