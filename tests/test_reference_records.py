@@ -228,6 +228,21 @@ def test_normalise_moves_old_timings_and_local_paths(tmp_path):
     assert normalise_run_dir(tmp_path) == []  # idempotent
 
 
+def test_timings_are_written_compact_and_old_ones_normalised_to_it(tmp_path):
+    import json
+
+    from recrepro.records import normalise_run_dir, read_timings, timings_text
+
+    # by hand: keys sorted, lists of numbers on one line, seconds to the microsecond, NaN kept
+    assert timings_text({"meta": {"wall_seconds": 12.3456789}, "history.parquet": {"seconds": [0.1234567, float("nan")]}}) \
+        == '{\n  "history.parquet": {\n    "seconds": [0.123457, NaN]\n  },\n  "meta": {\n    "wall_seconds": 12.345679\n  }\n}\n'
+    old = {"history.parquet": {"seconds": [0.2074103439990722, 0.1950751449985546]}, "meta": {"wall_seconds": 3.25}}
+    (tmp_path / "timings.json").write_text(json.dumps(old, indent=2))  # the earlier layout: one number per line
+    assert normalise_run_dir(tmp_path) == ["timings.json: seconds to the microsecond, number lists on one line"]
+    assert read_timings(tmp_path) == {"history.parquet": {"seconds": [0.207410, 0.195075]}, "meta": {"wall_seconds": 3.25}}
+    assert normalise_run_dir(tmp_path) == []  # idempotent
+
+
 def _card(path, rows):
     import pandas as pd
 
