@@ -320,3 +320,17 @@ def test_method_families_join_a_grids_points_its_pick_and_its_pool():
         # the paper objective stays apart from the released code's mode: their steps cost differently
         "fedrap", "mf_bpr", "mf_directau_prism", "mf_directau_tunedwd", "exadmm",
         "fedrap_code_ml1m", "lambdaopt_dui_init001"]
+
+
+def test_a_family_new_to_a_dataset_is_priced_by_its_cost_ratios_elsewhere(tmp_path):
+    # "slow" costs 6 and 12 times "fast" on a and b (geometric mean 8.485...); on c only "fast" ran, at 0.5 h:
+    # by the ratios slow costs 0.5 x sqrt(6 x 12) = 4.24 h there, where c's mean (0.5) would say 0.50
+    runs = [_record(tmp_path, "a", 1.0, method="fast"), _record(tmp_path, "a", 6.0, method="slow"),
+            _record(tmp_path, "b", 0.5, method="fast"), _record(tmp_path, "b", 6.0, method="slow"),
+            _record(tmp_path, "c", 0.5, method="fast"), _run("c", method="slow")]
+    page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={})
+    assert _remaining_row(page, "c") == "| demo | c | no | 1 | 1 (1 by cost ratios) | 4.24 |  |"
+    # with no family beside it elsewhere, the dataset's mean prices it, and says so
+    runs = [_record(tmp_path / "x", "c", 0.5, method="fast"), _run("c", method="slow")]
+    page = compute_markdown(compute_table(runs, tmp_path / "x"), {}, sizes={})
+    assert _remaining_row(page, "c") == "| demo | c | no | 1 | 1 (1 from other methods' jobs) | 0.50 |  |"

@@ -442,21 +442,27 @@ def _recorded_lines(done: pd.DataFrame) -> list[str]:
 
 def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[tuple[float | None, str | None]]:
     """CPU-hours of each job not run yet and what priced it: the mean of its own method's records (its
-    other seeds, ``"method"``), else its family's (``"family"``), else its dataset's (``"dataset"``:
-    other methods' jobs only, which can be far off, e.g. FedRAP's paper objective on a dataset where
-    only its released-code mode has run), else ``(None, None)``.
+    other seeds, ``"method"``), else its family's (``"family"``), else its family's cost relative to the
+    families that ran beside it on other datasets, applied to theirs here (``"ratio"``,
+    :func:`_ratio_prices`), else its dataset's (``"dataset"``: other methods' jobs only, which can be far
+    off), else ``(None, None)``.
 
     The method comes first because a family spans a grid whose points train for very different
     numbers of epochs (PRISM's weight decay 1e-2 stops after a few dozen, 1e-6 after 250): a
-    tuned pick's other seeds cost what its first seed did, not the grid's mean.
+    tuned pick's other seeds cost what its first seed did, not the grid's mean. The ratio comes before
+    the dataset's mean because a family can cost many times its siblings: FedRAP's paper objective
+    took 6.5 times its released-code mode's CPU on ml-100k and 12 times on amazon-video, so where only
+    the released-code mode has run its dataset's mean prices it at a fraction of what it costs.
     """
     method_mean = done.groupby(["paper", "dataset", "method"])["cpu_hours"].mean()
     family_mean = done.groupby(["paper", "dataset", "family"])["cpu_hours"].mean()
     dataset_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
+    ratio_price = _ratio_prices(family_mean)
 
     def price(r: Any) -> tuple[float | None, str | None]:
         for basis, table, key in (("method", method_mean, (r.paper, r.dataset, r.method)),
                                   ("family", family_mean, (r.paper, r.dataset, r.family)),
+                                  ("ratio", ratio_price, (r.paper, r.dataset, r.family)),
                                   ("dataset", dataset_mean, (r.paper, r.dataset))):
             if key in table.index and pd.notna(table[key]):
                 return float(table[key]), basis
@@ -465,10 +471,41 @@ def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[tuple[float | Non
     return [price(r) for r in todo.itertuples(index=False)]
 
 
+def _ratio_prices(family_mean: pd.Series) -> pd.Series:
+    """(paper, dataset, family) -> CPU-hours for the families with no record on a dataset: the geometric
+    mean, over every other family G recorded on that dataset and every other dataset D' where both ran,
+    of cost(family, D') / cost(G, D') × cost(G, dataset).
+
+    A cost ratio between two methods of one paper carries across datasets far better than a level does
+    (their steps differ by a factor, the dataset scales both); the geometric mean keeps one outlying
+    pair from dominating.
+    """
+    frame = family_mean.rename("hours").reset_index()
+    frame = frame[frame["hours"] > 0]
+    out: dict[tuple[str, str, str], float] = {}
+    for paper, g in frame.groupby("paper"):
+        cost = g.set_index(["dataset", "family"])["hours"]
+        datasets, families = set(g["dataset"]), set(g["family"])
+        for dataset in datasets:
+            here = set(g.loc[g["dataset"] == dataset, "family"])
+            for family in families - here:
+                logs = [math.log(cost[(other, family)] / cost[(other, sibling)] * cost[(dataset, sibling)])
+                        for sibling in here for other in datasets - {dataset}
+                        if (other, family) in cost.index and (other, sibling) in cost.index]
+                if logs:
+                    out[(paper, dataset, family)] = math.exp(sum(logs) / len(logs))
+    index = pd.MultiIndex.from_tuples(list(out), names=["paper", "dataset", "family"]) if out else \
+        pd.MultiIndex.from_tuples([], names=["paper", "dataset", "family"])
+    return pd.Series(list(out.values()), index=index, dtype=float)
+
+
 def _from_other_methods(g: pd.DataFrame) -> str:
-    """" (k from other methods' jobs)": the rows priced from their dataset's other methods only."""
-    k = int((g["estimate_basis"] == "dataset").sum()) if "estimate_basis" in g else 0
-    return f" ({k} from other methods' jobs)" if k else ""
+    """" (k from other methods' jobs; j by cost ratios)": the rows priced from their dataset's other methods
+    only, and those priced by their family's cost relative to others measured on other datasets."""
+    basis = g["estimate_basis"] if "estimate_basis" in g else pd.Series(dtype=object)
+    k, j = int((basis == "dataset").sum()), int((basis == "ratio").sum())
+    parts = [f"{k} from other methods' jobs"] * bool(k) + [f"{j} by cost ratios"] * bool(j)
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _scaled_estimates(todo: pd.DataFrame, done: pd.DataFrame, sizes: Mapping[str, int],
@@ -542,10 +579,11 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
              "evaluation grows with users × items, and a paper may set other epochs or grids on a larger "
              "dataset, so it understates large catalogues: an order of magnitude, not a price, and never "
              "counted among the priced jobs. A priced job with no record of its own method or method "
-             "family on its dataset is priced from the dataset's other methods' jobs, and the priced-jobs "
-             "column counts those: their price can be far off (a method whose steps cost more than its "
-             "dataset's other methods', such as FedRAP's paper objective where only its released-code "
-             "mode has run).", ""]
+             "family on its dataset is priced by cost ratios where its family ran beside others on other "
+             "datasets (its cost there relative to each of them, times theirs here; geometric mean), else "
+             "from the dataset's other methods' jobs; the priced-jobs column counts both, as their price "
+             "is an extrapolation and the second can be far off (a method whose steps cost more than its "
+             "dataset's other methods').", ""]
     gpu = "gpu" in todo
     if gpu:
         lines += ["The GPU column scales every job not run the same way from the records that ran on a GPU "
