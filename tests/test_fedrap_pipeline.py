@@ -239,3 +239,32 @@ def test_a_dp_runs_clip_comes_from_its_record_else_its_provenance(tmp_path):
     (tmp_path / "provenance.json").write_text(json.dumps({"config": {"settings": {"dp_noise": 1.0}}}))
     with pytest.raises(ValueError, match="no dp_clip"):
         _dp_clip(tmp_path, {"dp_noise": 1.0})
+
+
+def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny_split, tmp_path):
+    # fedrap_dp_clip: the clip alone guarantees nothing, so no ε (an ε of inf would be refused by the
+    # record writer at the end of the run); the DP panel labels it apart from the run without DP
+    base = {"method": "fedrap", "mode": "paper", "dim": 4, "rounds": 2, "local_epochs": 1}
+    for name, extra in (("fedrap", {}), ("fedrap_dp_clip", {"dp_clip": 1.0, "dp_noise": 0.0}),
+                        ("fedrap_dp", {"dp_clip": 1.0, "dp_noise": 1.0})):
+        driver.run_variant(split_dir=tiny_split, variant=name, settings={**base, **extra}, seed=0,
+                           out_dir=tmp_path / name, meta={"tier": "smoke", "paper": "fedrap"}, evaluation=EVAL)
+    clip_only = read_json(tmp_path / "fedrap_dp_clip" / "metrics.json")
+    assert clip_only["dp_noise"] == 0.0 and clip_only["dp_epsilon"] is None
+    assert read_json(tmp_path / "fedrap_dp" / "metrics.json")["dp_epsilon"] > 0
+    import matplotlib.pyplot as plt
+
+    drawn = {}
+    real_annotate = plt.Axes.annotate
+
+    def spy(self, text, xy, **kw):
+        drawn[text] = xy
+        return real_annotate(self, text, xy, **kw)
+
+    plt.Axes.annotate = spy
+    try:
+        driver.ablation_figure([tmp_path / n for n in ("fedrap", "fedrap_dp_clip", "fedrap_dp")],
+                               str(tmp_path / "a.pdf"), str(tmp_path / "a.png"), "smoke")
+    finally:
+        plt.Axes.annotate = real_annotate
+    assert {"no DP", "clip 1, no noise"} <= set(drawn) and any(t.startswith("ε=") for t in drawn)

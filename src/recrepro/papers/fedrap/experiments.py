@@ -466,7 +466,7 @@ MAIN_METHODS = ("fedrap", "fedrap_code", "fedrap_pool", "fedrap_code_pool", "fed
 #: Every FedRAP method in the legends' order (the paper's: FedRAP, federated baselines, centralised).
 METHOD_ORDER = (*MAIN_METHODS, "fedncf_sgd", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_sin", "fedrap_square",
                 "fedrap_frac", "fedrap_code_no", "fedrap_code_l2", "fedrap_code_tanh", "fedrap_dp_low", "fedrap_dp",
-                "fedrap_dp_high")
+                "fedrap_dp_high", "fedrap_dp_clip")
 #: The order colours are handed out in (strongest first): a method has the same colour and marker in
 #: every FedRAP figure.
 COLOR_ORDER = ("fedrap", "fedmf", "pfedrec", "fedncf", "mf", "ncf", "fedrap_code", "fedrap_pool", "fedrap_code_pool",
@@ -626,14 +626,19 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
                   color=colors[dataset], label=dataset, error_kw={"elinewidth": 0.8})
         dp = sub[sub["dp_noise"].notna() | (sub["method"] == "fedrap")].copy()
         dp["std"] = (dp["dp_noise"] * dp["dp_clip"]).fillna(0.0)
-        dp["clip"] = dp["dp_clip"].fillna(1.0)
+        dp["clip"] = dp["dp_clip"].fillna(np.inf)  # no DP: nothing clipped, apart from a clip without noise
         if len(dp) > 1:
             g = (dp.groupby(["std", "clip"]).agg(hr=("hr@10", "mean"), eps=("dp_epsilon", "mean"))
-                 .reset_index().sort_values("std"))
+                 .reset_index().sort_values(["std", "clip"], ascending=[True, False]))
             ax_dp.plot(g["std"], g["hr"], marker="o", color=colors[dataset], label=dataset)
             dp_drawn = True
             for r in g.itertuples():
-                label = "no DP" if r.std == 0 else f"ε={r.eps:.3g}" + ("" if r.clip == 1 else f", clip {r.clip:g}")
+                if not np.isfinite(r.clip):
+                    label = "no DP"
+                elif r.std == 0:
+                    label = f"clip {r.clip:g}, no noise"
+                else:
+                    label = f"ε={r.eps:.3g}" + ("" if r.clip == 1 else f", clip {r.clip:g}")
                 ax_dp.annotate(label, (r.std, r.hr), fontsize=7, textcoords="offset points", xytext=(3, 3))
     ax_ab.set_xticks(np.arange(len(names)) + width * (len(datasets) - 1) / 2, names, rotation=30, ha="right")
     ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
@@ -643,8 +648,8 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     if not names:
         note_no_data(ax_ab, "no run of FedRAP, its ablations or curricula is recorded")
     if not dp_drawn:
-        note_no_data(ax_dp, "no DP run recorded (fedrap_dp_code, fedrap_dp_low, fedrap_dp, fedrap_dp_high\n"
-                            "beside fedrap on the same dataset)")
+        note_no_data(ax_dp, "no DP run recorded (fedrap_dp_code, fedrap_dp_low, fedrap_dp, fedrap_dp_high,\n"
+                            "fedrap_dp_clip beside fedrap on the same dataset)")
     figure_legend(fig, title="dataset")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
                 caption="FedRAP ablations, curricula and differential privacy")

@@ -172,8 +172,9 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
             "train_loss": loss_sum / participants.size, "c_sparsity": sparsity,
             "upload_bytes_dense": int(dense_bytes), "upload_bytes_sparse": int(nnz_upload * 8),
             "seconds": time.perf_counter() - t0,
+            # a clip without noise guarantees nothing: no ε (a record holds finite numbers only)
             "dp_epsilon": (gaussian_epsilon(cfg.dp_noise, self.round, cfg.dp_delta)
-                           if cfg.dp_clip is not None else None),
+                           if cfg.dp_clip is not None and cfg.dp_noise > 0 else None),
         }
 
     def privatise(self, uploads: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
