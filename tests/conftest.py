@@ -9,7 +9,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The files that take minutes, longest first (from `--durations`: the smoke-run fixture alone is ~17 min).
+# The files that take minutes, longest first (from `--durations`: the smoke-run fixture is the longest by far).
 # `pytest -n 2 --dist loadfile` hands files to the two workers in collection order; a long file reached
 # last runs alone at the end and sets the wall time, so these go first and the rest fill in around them.
 HEAVY_FIRST = (
