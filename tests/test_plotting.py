@@ -87,7 +87,8 @@ def test_interrupted_save_leaves_no_file(tmp_path, monkeypatch, fail_on):
 
     def savefig_interrupted(target, *args, **kwargs):
         if kwargs.get("format") == fail_on:
-            Path(target).write_bytes(b"%PDF-1.4 half a fi")  # partial output, then the kill
+            partial = b"%PDF-1.4 half a fi"  # partial output, then the kill
+            target.write(partial) if hasattr(target, "write") else Path(target).write_bytes(partial)
             raise KeyboardInterrupt
         return real_savefig(target, *args, **kwargs)
 
@@ -286,3 +287,29 @@ def test_png_resolution_is_at_least_150_dpi(tmp_path):
     assert PNG_DPI >= 150
     width_px = Image.open(tmp_path / "f.png").size[0]
     assert width_px >= 150 * 5.0 * 0.9  # bbox "tight" trims a little whitespace
+
+
+def test_png_is_a_palette_image_close_to_the_full_colour_rendering(tmp_path):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from recrepro.plotting import PNG_COLORS, PNG_DPI
+
+    fig, ax = new_figure(width=5.0, height=3.0)
+    for k in range(12):  # many anti-aliased colours: more than the palette holds
+        ax.plot(np.linspace(0, 1, 50), np.sin(np.linspace(0, 6, 50) + k), lw=2)
+    save_figure(fig, tmp_path / "f.pdf", tmp_path / "f.png", tier="smoke", dataset="synthetic")
+    full = io.BytesIO()
+    fig.savefig(full, format="png", dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.05)
+    with Image.open(full) as im:
+        reference = np.asarray(im.convert("RGB"), dtype=int)
+    saved = Image.open(tmp_path / "f.png")
+    assert saved.mode == "P" and len(saved.getcolors()) <= PNG_COLORS
+    assert len(np.unique(reference.reshape(-1, 3), axis=0)) > PNG_COLORS
+    assert saved.info["Software"] == "recrepro"
+    assert round(saved.info["dpi"][0]) == PNG_DPI
+    diff = np.abs(np.asarray(saved.convert("RGB"), dtype=int) - reference).sum(axis=-1)
+    assert diff.shape == reference.shape[:2]
+    assert diff.mean() < 1.0 and (diff > 30).mean() < 0.01

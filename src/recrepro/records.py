@@ -571,6 +571,27 @@ def timings_text(timings: Mapping[str, Any]) -> str:
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text) + "\n"
 
 
+def _is_flat(obj: Any) -> bool:
+    children = obj.values() if isinstance(obj, Mapping) else obj
+    return not any(isinstance(c, (Mapping, list, tuple)) for c in children)
+
+
+def _layout(obj: Any, depth: int) -> str:
+    if not isinstance(obj, (Mapping, list, tuple)) or not obj or _is_flat(obj):
+        return json.dumps(obj, sort_keys=True, default=_json_default)
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(obj, Mapping):
+        items = [f"{inner}{json.dumps(str(k))}: {_layout(obj[k], depth + 1)}" for k in sorted(obj)]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    return "[\n" + ",\n".join(f"{inner}{_layout(v, depth + 1)}" for v in obj) + f"\n{pad}]"
+
+
+def history_text(history: Any) -> str:
+    """``history.json``'s text: sorted keys, two-space indent, one line per object or list that holds no
+    other (one epoch's or iteration's values per line: a tenth of the lines ``indent=2`` makes)."""
+    return _layout(history, 0) + "\n"
+
+
 def write_timings(path: str | Path, timings: Mapping[str, Any]) -> None:
     """Write a run's ``timings.json`` (:func:`timings_text`)."""
     write_text(path, timings_text(timings))
@@ -637,7 +658,7 @@ def write_history(run_dir: str | Path, history: Mapping[str, Any] | pd.DataFrame
         _update_timings(run_dir, name, {c: history[c].tolist() for c in timing_cols} or None)
     else:
         clean, timing = _split_timing_values(history)
-        write_json(path, clean)
+        write_text(path, history_text(clean))
         _update_timings(run_dir, name, timing or None)
     return path
 
@@ -667,7 +688,7 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
     """Bring a record written by an earlier version into the current layout; returns what changed.
 
     Timing keys leave ``metrics.json`` and the histories for ``timings.json``, which takes the
-    compact layout of :func:`timings_text`; the split manifest in ``provenance.json`` is named below
+    compact layout of :func:`timings_text` (``history.json``: :func:`history_text`); the split manifest in ``provenance.json`` is named below
     the data root. Metric values are not
     touched, so a record normalised here equals one written by the current code from the
     same run. Idempotent.
@@ -692,6 +713,13 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
         if has_timing and name not in read_timings(run_dir):
             write_history(run_dir, history, name)
             changed.append(f"{name}: timings -> {TIMINGS_FILE}")
+    history_path = run_dir / "history.json"
+    if history_path.is_file():
+        text = history_path.read_text()
+        compact = history_text(json.loads(text))
+        if compact != text:
+            write_text(history_path, compact)
+            changed.append("history.json: one line per epoch's or iteration's values")
     timings_path = run_dir / TIMINGS_FILE
     if timings_path.is_file():
         text = timings_path.read_text()
