@@ -125,21 +125,21 @@ def test_lazy_paper_path_equals_dense(mu, client_ratio, memmap, row_groups, tmp_
         assert crossed > 0
 
 
-@pytest.mark.parametrize("dp_noise,rounds", [(0.0, 3), (0.5, 2)])
-def test_lazy_paper_path_with_dp_equals_dense(dp_noise, rounds):
+@pytest.mark.parametrize("dp_clip,dp_noise,rounds", [(0.5, 0.0, 3), (0.5, 0.5, 2), (None, 0.05, 2)])
+def test_lazy_paper_path_with_dp_equals_dense(dp_clip, dp_noise, rounds):
     """DP (clip every client's update C_i − C, add Gaussian noise) on the lazy path: the uploads are
     formed from the lazy map and give the dense path's rounds. The previous round's cached statistics
     assume the un-noised server table, so every round takes its own start pass (correct, and checked
     by the cache's bit-for-bit test of C). With noise, 2 rounds: by the third, an entry of some C_i
     that a step leaves within float error of zero takes the other sign in one of the paths (TOL above)."""
     train = _data()
-    dp = dict(dp_clip=0.5, dp_noise=dp_noise, rounds=rounds)
+    dp = dict(dp_clip=dp_clip, dp_noise=dp_noise, rounds=rounds)  # None: noise with no clip
     lazy, spy = _fit(train, "lazy", 0.4, 1.0, **dp)
     dense, _ = _fit(train, "dense", 0.4, 1.0, **dp)
     assert spy.results and spy.cached == [False] * rounds
     _assert_equal_paths(lazy, dense, train)
     assert [h["dp_epsilon"] for h in lazy.history] == [h["dp_epsilon"] for h in dense.history]
-    # the clip bites: without DP the server table ends elsewhere
+    # the clip or the noise bites: without DP the server table ends elsewhere
     plain, _ = _fit(train, "lazy", 0.4, 1.0, rounds=rounds)
     assert float((plain.C - lazy.C).abs().max()) > 10 * TOL
 

@@ -267,3 +267,13 @@ def test_dp_accountant_and_clipping():
     noisy.C = torch.zeros(2000, 2)
     z = noisy.privatise(torch.zeros(1, 2000, 2), np.random.default_rng(0))
     assert float(z.std()) == pytest.approx(2.0, rel=0.05)  # noise sd = σ · clip
+    # no clip (the pre-release code's noise on C): the update passes whole, the noise sd is dp_noise itself
+    unclipped = _model(1, 2000, dp_noise=0.1)
+    assert unclipped.config.uses_dp and not _model(1, 2, dp_clip=None).config.uses_dp
+    unclipped.C = torch.zeros(2000, 2)
+    big = torch.full((1, 2000, 2), 3.0)  # norm ~190: a clip would shrink it
+    out = unclipped.privatise(big.clone(), np.random.default_rng(0))
+    assert float(out.mean()) == pytest.approx(3.0, abs=0.01) and float(out.std()) == pytest.approx(0.1, rel=0.05)
+    for bad in ({"dp_noise": -0.1}, {"dp_clip": 0.0}):
+        with pytest.raises(ValueError, match="dp_noise must be"):
+            _model(1, 2, **bad)

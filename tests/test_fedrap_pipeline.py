@@ -246,12 +246,25 @@ def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny
     # record writer at the end of the run); the DP panel labels it apart from the run without DP
     base = {"method": "fedrap", "mode": "paper", "dim": 4, "rounds": 2, "local_epochs": 1}
     for name, extra in (("fedrap", {}), ("fedrap_dp_clip", {"dp_clip": 1.0, "dp_noise": 0.0}),
-                        ("fedrap_dp", {"dp_clip": 1.0, "dp_noise": 1.0})):
+                        ("fedrap_dp", {"dp_clip": 1.0, "dp_noise": 1.0}), ("fedrap_dp_noise", {"dp_noise": 0.1})):
         driver.run_variant(split_dir=tiny_split, variant=name, settings={**base, **extra}, seed=0,
                            out_dir=tmp_path / name, meta={"tier": "smoke", "paper": "fedrap"}, evaluation=EVAL)
     clip_only = read_json(tmp_path / "fedrap_dp_clip" / "metrics.json")
     assert clip_only["dp_noise"] == 0.0 and clip_only["dp_epsilon"] is None
     assert read_json(tmp_path / "fedrap_dp" / "metrics.json")["dp_epsilon"] > 0
+    from recrepro.papers.fedrap.experiments import _dp_clip
+
+    # noise without a clip (the pre-release code's): recorded as DP with no clip and no ε, and it trains
+    # otherwise than the run without DP (a noise setting with no clip was once dropped without a word)
+    noise_only = read_json(tmp_path / "fedrap_dp_noise" / "metrics.json")
+    assert noise_only["dp_noise"] == 0.1 and noise_only["dp_clip"] is None and noise_only["dp_epsilon"] is None
+    assert _dp_clip(tmp_path / "fedrap_dp_noise", noise_only) is None
+    no_dp = read_json(tmp_path / "fedrap" / "metrics.json")
+    assert no_dp["dp_noise"] is None
+    losses = {n: pd.read_parquet(tmp_path / n / "history.parquet")["train_loss"].tolist()
+              for n in ("fedrap", "fedrap_dp_noise")}
+    assert losses["fedrap"][0] == losses["fedrap_dp_noise"][0]  # round 1 trains from the same C
+    assert losses["fedrap"][1] != losses["fedrap_dp_noise"][1]  # round 2 from the noisy average
     import matplotlib.pyplot as plt
 
     drawn = {}
@@ -263,8 +276,9 @@ def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny
 
     plt.Axes.annotate = spy
     try:
-        driver.ablation_figure([tmp_path / n for n in ("fedrap", "fedrap_dp_clip", "fedrap_dp")],
+        driver.ablation_figure([tmp_path / n for n in ("fedrap", "fedrap_dp_clip", "fedrap_dp", "fedrap_dp_noise")],
                                str(tmp_path / "a.pdf"), str(tmp_path / "a.png"), "smoke")
     finally:
         plt.Axes.annotate = real_annotate
-    assert {"no DP", "clip 1, no noise"} <= set(drawn) and any(t.startswith("ε=") for t in drawn)
+    assert {"no DP", "clip 1, no noise", "no clip (no ε)"} <= set(drawn) and any(t.startswith("ε=") for t in drawn)
+    assert drawn["no clip (no ε)"][0] == pytest.approx(0.1)  # at its own std, not σ·clip

@@ -26,16 +26,20 @@ def gaussian_epsilon(noise_multiplier: float, rounds: int, delta: float) -> floa
     return float(eps.min())
 
 
-def gaussian_mechanism(uploads: torch.Tensor, reference: torch.Tensor, clip: float, noise: float,
+def gaussian_mechanism(uploads: torch.Tensor, reference: torch.Tensor, clip: float | None, noise: float,
                        rng: np.random.Generator) -> torch.Tensor:
     """Clip each client's update ``uploads[i] − reference`` to Frobenius norm ``clip`` and add
     ``N(0, (noise·clip)²)`` noise to every entry (Gaussian mechanism on the upload, per client,
-    before aggregation).  ``uploads`` is ``[B, ...]``, ``reference`` (the server's table) one
-    upload's shape; the noise generator is seeded from ``rng``."""
+    before aggregation).  ``clip=None``: nothing is clipped and the noise's std is ``noise``
+    itself (noise on the upload without a privacy guarantee: the update's norm is unbounded).
+    ``uploads`` is ``[B, ...]``, ``reference`` (the server's table) one upload's shape; the noise
+    generator is seeded from ``rng``."""
     delta = uploads - reference[None]
-    norms = torch.linalg.vector_norm(delta, dim=(1, 2))
-    delta.mul_(torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)[:, None, None])
+    if clip is not None:
+        norms = torch.linalg.vector_norm(delta, dim=(1, 2))
+        delta.mul_(torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)[:, None, None])
     if noise > 0:
         gen = torch.Generator(device=delta.device).manual_seed(int(rng.integers(2**62)))
-        delta.add_(torch.randn(delta.shape, generator=gen, device=delta.device), alpha=noise * clip)
+        std = noise * clip if clip is not None else noise
+        delta.add_(torch.randn(delta.shape, generator=gen, device=delta.device), alpha=std)
     return delta.add_(reference[None])

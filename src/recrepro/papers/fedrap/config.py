@@ -58,6 +58,11 @@ class FederatedConfig:
     ``client_optimizer``: ``sgd`` (FedRAP's code: SGD with weight decay ``l2``) | ``adam``
     (FedNCF only: a fresh ``torch.optim.Adam`` per client and round, as FedNCF's own paper
     trains its clients; needs ``l2 = 0``, see :mod:`recrepro.papers.fedrap.fedncf`).
+    ``dp_clip``, ``dp_noise``: Gaussian noise on each client's upload of C
+    (:func:`~recrepro.models.federated.privacy.gaussian_mechanism`). With a clip, the update is
+    clipped to norm ``dp_clip`` and ``dp_noise`` is the noise multiplier (std ``dp_noise·dp_clip``,
+    an ε is reported); without one (``None``), ``dp_noise`` is the std itself and nothing is
+    clipped (the pre-release code's noise on the uploaded C; no ε: the sensitivity is unbounded).
     """
 
     method: str = "fedrap"
@@ -104,12 +109,19 @@ class FederatedConfig:
             raise ValueError(f"paper_path must be 'lazy' or 'dense', got {self.paper_path!r}")
         if not 0.0 < self.client_ratio <= 1.0:
             raise ValueError("client_ratio must be in (0, 1]")
+        if self.dp_noise < 0 or (self.dp_clip is not None and not self.dp_clip > 0):
+            raise ValueError(f"dp_noise must be >= 0 and dp_clip None or > 0, got {self.dp_noise}, {self.dp_clip}")
         if self.client_optimizer not in ("sgd", "adam"):
             raise ValueError(f"client_optimizer must be 'sgd' or 'adam', got {self.client_optimizer!r}")
         if self.client_optimizer == "adam" and (self.method != "fedncf" or self.l2 != 0):
             # item rows a client never samples stay put only when nothing but the loss moves
             # them; Adam's L2 would move every row by ~lr per step
             raise ValueError("client_optimizer='adam' is implemented for method='fedncf' with l2=0 only")
+
+    @property
+    def uses_dp(self) -> bool:
+        """Whether uploads pass the Gaussian mechanism (a clip, noise, or both)."""
+        return self.dp_clip is not None or self.dp_noise > 0
 
     @property
     def has_private_items(self) -> bool:

@@ -209,7 +209,7 @@ def _select_round(hist: pd.DataFrame, settings: dict[str, Any], pool: str
         "round_cap": settings.get("round_cap"),
         "mode": settings.get("mode"),
         "negative_pool": pool,
-        "dp_noise": settings.get("dp_noise") if settings.get("dp_clip") else None,
+        "dp_noise": settings.get("dp_noise") if settings.get("dp_clip") or settings.get("dp_noise") else None,
         "dp_clip": settings.get("dp_clip"),
         "dp_epsilon": (float(hist["dp_epsilon"].dropna().iloc[-1])
                        if "dp_epsilon" in hist and hist["dp_epsilon"].notna().any() else None),
@@ -372,15 +372,15 @@ def _runs_frame(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
 
 
 def _dp_clip(run_dir: Path, metrics: Mapping[str, Any]) -> float | None:
-    """The DP clip norm of a run (None without DP): its record's, else the settings in its provenance
-    (records written before the metrics carried it)."""
+    """The DP clip norm of a run (None without DP, or with noise and no clip): its record's, else the
+    settings in its provenance (records written before the metrics carried it)."""
     if metrics.get("dp_noise") is None:
         return None
-    if metrics.get("dp_clip") is not None:
-        return float(metrics["dp_clip"])
+    if "dp_clip" in metrics:  # null: noise without a clip
+        return None if metrics["dp_clip"] is None else float(metrics["dp_clip"])
     prov = run_dir / "provenance.json"
     settings = (json.loads(prov.read_text()).get("config") or {}).get("settings") or {} if prov.is_file() else {}
-    if settings.get("dp_clip") is None:
+    if settings.get("dp_clip") is None:  # such records predate noise without a clip
         raise ValueError(f"{run_dir}: a DP run whose record and provenance name no dp_clip")
     return float(settings["dp_clip"])
 
@@ -466,7 +466,7 @@ MAIN_METHODS = ("fedrap", "fedrap_code", "fedrap_pool", "fedrap_code_pool", "fed
 #: Every FedRAP method in the legends' order (the paper's: FedRAP, federated baselines, centralised).
 METHOD_ORDER = (*MAIN_METHODS, "fedncf_sgd", "fedrap_no", "fedrap_l2", "fedrap_fixed", "fedrap_sin", "fedrap_square",
                 "fedrap_frac", "fedrap_code_no", "fedrap_code_l2", "fedrap_code_tanh", "fedrap_dp_low", "fedrap_dp",
-                "fedrap_dp_high", "fedrap_dp_clip")
+                "fedrap_dp_high", "fedrap_dp_clip", "fedrap_dp_noise")
 #: The order colours are handed out in (strongest first): a method has the same colour and marker in
 #: every FedRAP figure.
 COLOR_ORDER = ("fedrap", "fedmf", "pfedrec", "fedncf", "mf", "ncf", "fedrap_code", "fedrap_pool", "fedrap_code_pool",
@@ -625,16 +625,21 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
                   yerr=[agg["std"].get(n, 0.0) if np.isfinite(agg["std"].get(n, np.nan)) else 0.0 for n in names],
                   color=colors[dataset], label=dataset, error_kw={"elinewidth": 0.8})
         dp = sub[sub["dp_noise"].notna() | (sub["method"] == "fedrap")].copy()
-        dp["std"] = (dp["dp_noise"] * dp["dp_clip"]).fillna(0.0)
-        dp["clip"] = dp["dp_clip"].fillna(np.inf)  # no DP: nothing clipped, apart from a clip without noise
+        # noise std per entry: σ·clip, or the std itself where nothing is clipped; no DP: 0
+        dp["std"] = dp["dp_noise"].where(dp["dp_clip"].isna(), dp["dp_noise"] * dp["dp_clip"]).fillna(0.0)
+        dp["clip"] = dp["dp_clip"].fillna(np.inf)  # no DP, or noise without a clip: nothing clipped
         if len(dp) > 1:
             g = (dp.groupby(["std", "clip"]).agg(hr=("hr@10", "mean"), eps=("dp_epsilon", "mean"))
                  .reset_index().sort_values(["std", "clip"], ascending=[True, False]))
-            ax_dp.plot(g["std"], g["hr"], marker="o", color=colors[dataset], label=dataset)
+            unclipped = ~np.isfinite(g["clip"]) & (g["std"] > 0)  # off the line: no privacy guarantee
+            ax_dp.plot(g.loc[~unclipped, "std"], g.loc[~unclipped, "hr"], marker="o", color=colors[dataset],
+                       label=dataset)
+            ax_dp.plot(g.loc[unclipped, "std"], g.loc[unclipped, "hr"], marker="D", linestyle="none",
+                       color=colors[dataset])
             dp_drawn = True
             for r in g.itertuples():
                 if not np.isfinite(r.clip):
-                    label = "no DP"
+                    label = "no DP" if r.std == 0 else "no clip (no ε)"
                 elif r.std == 0:
                     label = f"clip {r.clip:g}, no noise"
                 else:
@@ -643,13 +648,13 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     ax_ab.set_xticks(np.arange(len(names)) + width * (len(datasets) - 1) / 2, names, rotation=30, ha="right")
     ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
     ax_ab.grid(False, axis="x")
-    ax_dp.set(xlabel="noise std per entry σ·clip (clip 1 unless labelled; δ = 1e-5)", ylabel="test HR@10",
+    ax_dp.set(xlabel="noise std per entry σ·clip (clip 1 unless labelled; δ = 1e-5; ◆: no clip)", ylabel="test HR@10",
               title="(b) DP on the upload of C")
     if not names:
         note_no_data(ax_ab, "no run of FedRAP, its ablations or curricula is recorded")
     if not dp_drawn:
         note_no_data(ax_dp, "no DP run recorded (fedrap_dp_code, fedrap_dp_low, fedrap_dp, fedrap_dp_high,\n"
-                            "fedrap_dp_clip beside fedrap on the same dataset)")
+                            "fedrap_dp_clip, fedrap_dp_noise beside fedrap on the same dataset)")
     figure_legend(fig, title="dataset")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
                 caption="FedRAP ablations, curricula and differential privacy")

@@ -179,8 +179,9 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
 
     def privatise(self, uploads: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
         """Clip each client's update ``C_i − C`` to Frobenius norm ``dp_clip`` and add
-        ``N(0, (dp_noise·dp_clip)²)`` noise to every entry (Gaussian mechanism on the upload,
-        per client, before aggregation; :func:`~recrepro.models.federated.privacy.gaussian_mechanism`)."""
+        ``N(0, (dp_noise·dp_clip)²)`` noise to every entry (without a clip: ``N(0, dp_noise²)``,
+        nothing clipped); the Gaussian mechanism on the upload, per client, before aggregation
+        (:func:`~recrepro.models.federated.privacy.gaussian_mechanism`)."""
         return gaussian_mechanism(uploads, self.C, self.config.dp_clip, self.config.dp_noise, rng)
 
     def _round_uploads(self, participants: np.ndarray, lam: float, mu: float,
@@ -188,7 +189,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         """Local training of the round's ``participants`` (chunked): ``(Σ C_i, Σ loss, uploaded nnz)``."""
         cfg = self.config
         lazy = self._uses_lazy_paper()
-        dense = not lazy and ((cfg.mode == "paper" and cfg.has_private_items) or cfg.dp_clip is not None)
+        dense = not lazy and ((cfg.mode == "paper" and cfg.has_private_items) or cfg.uses_dp)
         # the row path forms nothing of size B x n_items x d: all participants in one chunk
         chunk = (clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if dense
                  else max(1, participants.size))
@@ -199,7 +200,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
             users = participants[start:start + chunk]
             owner, item, label = self.round_samples(users, rng)
             result = self.local_train(users, owner, item, label, lam, mu, rng)
-            if "c_sum" in result and cfg.dp_clip is not None:
+            if "c_sum" in result and cfg.uses_dp:
                 # DP clips every client's own upload: formed from the lazy map a chunk of clients at a time
                 step = clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, users.size)
                 for up in self.lazy_upload_chunks(result, step):
@@ -212,9 +213,9 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
             elif "c_sum" in result:  # the lazy paper path sums its uploads itself
                 c_sum += result["c_sum"]
                 nnz_upload += result["nnz"]
-            elif cfg.dp_clip is not None or "C" in result:
+            elif cfg.uses_dp or "C" in result:
                 up = self.dense_uploads(result)
-                if cfg.dp_clip is not None:
+                if cfg.uses_dp:
                     up = self.privatise(up, rng)
                 c_sum += up.sum(0, dtype=torch.float64)
                 nnz_upload += int((up.abs() > L1_THRESHOLD).sum())
