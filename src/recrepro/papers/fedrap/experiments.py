@@ -638,13 +638,15 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
                        color=colors[dataset])
             dp_drawn = True
             for r in g.itertuples():
+                below = False
                 if not np.isfinite(r.clip):
                     label = "no DP" if r.std == 0 else "no clip (no ε)"
                 elif r.std == 0:
-                    label = f"clip {r.clip:g}, no noise"
+                    label, below = f"clip {r.clip:g}, no noise", True  # under its point: clear of std 0.1-0.3's
                 else:
                     label = f"ε={r.eps:.3g}" + ("" if r.clip == 1 else f", clip {r.clip:g}")
-                ax_dp.annotate(label, (r.std, r.hr), fontsize=7, textcoords="offset points", xytext=(3, 3))
+                ax_dp.annotate(label, (r.std, r.hr), fontsize=7, textcoords="offset points",
+                               xytext=(3, -9) if below else (3, 3))
     ax_ab.set_xticks(np.arange(len(names)) + width * (len(datasets) - 1) / 2, names, rotation=30, ha="right")
     ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
     ax_ab.grid(False, axis="x")
