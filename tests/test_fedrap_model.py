@@ -274,6 +274,13 @@ def test_dp_accountant_and_clipping():
     big = torch.full((1, 2000, 2), 3.0)  # norm ~190: a clip would shrink it
     out = unclipped.privatise(big.clone(), np.random.default_rng(0))
     assert float(out.mean()) == pytest.approx(3.0, abs=0.01) and float(out.std()) == pytest.approx(0.1, rel=0.05)
+
+
+def test_settings_that_would_act_otherwise_than_written_are_refused():
+    with pytest.raises(ValueError, match="acts in mode='paper'"):  # a schedule code mode would drop
+        _model(1, 2, mode="code", curriculum="sin")
+    assert _model(1, 2, mode="code", curriculum="sin", code_curriculum=True).config.weights(3) == \
+        _model(1, 2, mode="paper", curriculum="sin").config.weights(3)
     for bad in ({"dp_noise": -0.1}, {"dp_clip": 0.0}):
         with pytest.raises(ValueError, match="dp_noise must be"):
             _model(1, 2, **bad)

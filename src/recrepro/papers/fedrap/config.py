@@ -103,6 +103,9 @@ class FederatedConfig:
             raise ValueError(f"mode must be 'paper' or 'code', got {self.mode!r}")
         if self.curriculum not in CURRICULA:
             raise ValueError(f"unknown curriculum {self.curriculum!r}; known: {CURRICULA}")
+        if self.mode == "code" and not self.code_curriculum and self.curriculum != "tanh":
+            # code mode keeps λ, μ constant: the schedule would be dropped without a word
+            raise ValueError(f"curriculum={self.curriculum!r} acts in mode='paper' or with code_curriculum=true only")
         if self.l1_update == "prox" and self.mode != "paper":
             raise ValueError("l1_update='prox' needs mode='paper' (the code's L1 is a batch-row mean)")
         if self.paper_path not in ("lazy", "dense"):
