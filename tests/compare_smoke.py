@@ -14,7 +14,7 @@ puts it first on ``PYTHONPATH``), so an editable install of another checkout doe
 ``metrics.json`` byte for byte, and every table (``*.md``, ``*.csv``: results tables, scorecards,
 summaries) byte for byte but for its wall-clock columns (:data:`WALL_CLOCK_COLUMN`, e.g. PRISM
 Table 1's ``tuned_seconds_per_epoch``, FedRAP's ``s/round``): those differ between any two runs
-of the same code. Figures, logs, provenance and ``timings.json`` are left out for the same
+of the same code. Figures, logs and provenance (with its timings) are left out for the same
 reason (dates, hosts, seconds). It exits 1 when a file differs or is on one side only, and
 prints which.
 

@@ -36,13 +36,13 @@ def test_a_record_resumed_before_the_usage_ledger_is_priced_from_its_epoch_secon
     # Its last piece ran 1 hour (0.5 CPU-hours); its per-epoch seconds, over every piece, add up to 3 hours.
     path = _record(tmp_path, "ds", 0.5)
     run_dir = (tmp_path / path).parent
+    # an earlier record's own timings.json (before they moved into provenance.json) is read too
     (run_dir / "timings.json").write_text(json.dumps({"history.json": {"epoch_seconds": [3600.0] * 3}}))
     measured = _record(tmp_path, "ds", 0.5, seed=1)  # resumed with a ledger: its times already sum the pieces
     prov = json.loads(((tmp_path / measured).parent / "provenance.json").read_text())
-    prov.update(pieces=2, earlier_pieces={"pieces": 1, "wall_seconds": 1800.0, "cpu_seconds": 900.0})
+    prov.update(pieces=2, earlier_pieces={"pieces": 1, "wall_seconds": 1800.0, "cpu_seconds": 900.0},
+                timings={"history.json": {"epoch_seconds": [3600.0] * 3}})  # where records keep them now
     ((tmp_path / measured).parent / "provenance.json").write_text(json.dumps(prov))
-    ((tmp_path / measured).parent / "timings.json").write_text(
-        json.dumps({"history.json": {"epoch_seconds": [3600.0] * 3}}))
     frame = compute_table([path, measured, _record(tmp_path, "ds", 0.25, seed=2)], tmp_path)
     assert frame["wall_hours"].tolist() == [3.0, 1.0, 1.0]
     assert frame["cpu_hours"].tolist() == [1.5, 0.5, 0.25]  # 0.5 CPU-h per wall hour, over 3 hours

@@ -21,6 +21,7 @@ RESULTS = REPO / "results" / "paper"
 
 MAX_TOTAL_BYTES = 30 * 1024 * 1024
 MAX_FILE_BYTES = 2 * 1024 * 1024
+BLOCK_BYTES = 4096
 #: What a record may be made of: small JSON/CSV/Markdown/parquet, figures. Anything else (model
 #: weights, arrays, archives, split parts) is refused.
 #: .jsonl: the released FedRAP code's per-round curves (fedrap/official/, benchmarks/official_fedrap.py)
@@ -60,8 +61,15 @@ def committed_results() -> list[Path]:
 
 def test_results_paper_is_small_and_holds_no_forbidden_files():
     files = committed_results()
-    total = sum((REPO / p).stat().st_size for p in files)  # the files' bytes (`du --apparent-size`)
+    sizes = [(REPO / p).stat().st_size for p in files]
+    total = sum(sizes)  # the files' bytes (`du --apparent-size`)
     assert total <= MAX_TOTAL_BYTES, f"results/paper holds {total / 2**20:.1f} MB (limit 30 MB)"
+    # and on disk: each file takes whole 4 KiB blocks (`du` of the files), which the many small
+    # files of the records make the larger measure
+    blocks = sum(-(-size // BLOCK_BYTES) * BLOCK_BYTES for size in sizes)
+    assert blocks <= MAX_TOTAL_BYTES, f"results/paper's files take {blocks / 2**20:.1f} MB of 4 KiB blocks (limit 30 MB)"
+    # a record keeps its timings in provenance.json (`recrepro records normalise` folds an old timings.json in)
+    assert not [p for p in files if p.name == "timings.json"], "timings.json left in records: run `recrepro records normalise`"
     big = [f"{p} ({(REPO / p).stat().st_size / 2**20:.2f} MB)" for p in files if (REPO / p).stat().st_size > MAX_FILE_BYTES]
     assert not big, f"files over 2 MB: {big[:5]}"
     bad_kind = [str(p) for p in files if p.suffix not in ALLOWED_SUFFIXES]
@@ -176,6 +184,8 @@ def test_readme_is_written_after_every_figure_and_table_it_shows(redraw):
 # ---------------------------------------------------------------- units behind the records
 
 def test_write_history_splits_timings_and_read_history_merges_them(tmp_path):
+    import json
+
     import pandas as pd
 
     from recrepro.records import read_history, read_timings, write_history
@@ -187,7 +197,10 @@ def test_write_history_splits_timings_and_read_history_merges_them(tmp_path):
     assert "seconds" not in stored and '"loss": 0.25' in stored
     assert read_timings(tmp_path)["history.json"]["seconds_per_epoch"] == 1.375
     assert read_history(tmp_path) == history
-    # the same run with other timings: history.json byte-identical, only timings.json differs
+    # the timings sit in provenance.json, no file of their own (a record is as few disk blocks as it can be)
+    assert not (tmp_path / "timings.json").exists()
+    assert json.loads((tmp_path / "provenance.json").read_text())["timings"]["history.json"]["epoch_seconds"] == [1.25, 1.5]
+    # the same run with other timings: history.json byte-identical, only provenance's timings differ
     before = (tmp_path / "history.json").read_bytes()
     write_history(tmp_path, {**history, "seconds_per_epoch": 9.0, "epoch_seconds": [9.0, 9.0]})
     assert (tmp_path / "history.json").read_bytes() == before
@@ -200,14 +213,17 @@ def test_write_history_splits_timings_and_read_history_merges_them(tmp_path):
 def test_run_record_keeps_timing_meta_out_of_metrics(tmp_path):
     import pandas as pd
 
-    from recrepro.records import read_metrics, write_run_record
+    from recrepro.records import read_metrics, read_timings, write_history, write_run_record
 
+    write_history(tmp_path, {"best_epoch": 3, "epoch_seconds": [1.5, 2.5]})  # histories are written first
     write_run_record(tmp_path, overall={"ndcg@20": 0.5}, strata={}, per_user=pd.DataFrame({"user": [0], "ndcg@20": [0.5]}),
                      counts={"n_users_evaluated": 1}, meta={"dataset": "d", "split": "s", "method": "m", "tier": "smoke",
                                                              "seconds_per_epoch": 2.5, "best_epoch": 3},
                      config_slice={}, split_manifest=None, seed=0, device="cpu")
     assert "seconds" not in (tmp_path / "metrics.json").read_text()
     assert read_metrics(tmp_path)["seconds_per_epoch"] == 2.5 and read_metrics(tmp_path)["best_epoch"] == 3
+    # the record's provenance keeps the history's timings beside its own
+    assert read_timings(tmp_path) == {"history.json": {"epoch_seconds": [1.5, 2.5]}, "meta": {"seconds_per_epoch": 2.5}}
 
 
 def test_normalise_moves_old_timings_and_local_paths(tmp_path):
@@ -228,19 +244,34 @@ def test_normalise_moves_old_timings_and_local_paths(tmp_path):
     assert normalise_run_dir(tmp_path) == []  # idempotent
 
 
-def test_timings_are_written_compact_and_old_ones_normalised_to_it(tmp_path):
+def test_timings_live_in_a_compact_provenance_and_old_timings_files_are_folded_in(tmp_path):
     import json
 
-    from recrepro.records import normalise_run_dir, read_timings, timings_text
+    from recrepro.records import normalise_run_dir, provenance_text, read_timings
 
-    # by hand: keys sorted, lists of numbers on one line, seconds to the microsecond, NaN kept
-    assert timings_text({"meta": {"wall_seconds": 12.3456789}, "history.parquet": {"seconds": [0.1234567, float("nan")]}}) \
-        == '{\n  "history.parquet": {\n    "seconds": [0.123457, NaN]\n  },\n  "meta": {\n    "wall_seconds": 12.345679\n  }\n}\n'
+    # by hand: keys sorted, an object or list holding no other on one line, seconds to the microsecond, NaN kept
+    assert provenance_text({"seed": 0, "run": {"method": "m", "dataset": "d"},
+                            "timings": {"meta": {"wall_seconds": 12.3456789},
+                                        "history.parquet": {"seconds": [0.1234567, float("nan")]}}}) == (
+        '{\n  "run": {"dataset": "d", "method": "m"},\n  "seed": 0,\n  "timings": {\n'
+        '    "history.parquet": {\n      "seconds": [0.123457, NaN]\n    },\n    "meta": {"wall_seconds": 12.345679}\n'
+        '  }\n}\n')
+    # an earlier record: its own timings.json (one number per line) beside an indented provenance
     old = {"history.parquet": {"seconds": [0.2074103439990722, 0.1950751449985546]}, "meta": {"wall_seconds": 3.25}}
-    (tmp_path / "timings.json").write_text(json.dumps(old, indent=2))  # the earlier layout: one number per line
-    assert normalise_run_dir(tmp_path) == ["timings.json: seconds to the microsecond, number lists on one line"]
+    (tmp_path / "timings.json").write_text(json.dumps(old, indent=2))
+    assert read_timings(tmp_path) == old  # read where it is until normalised
+    (tmp_path / "provenance.json").write_text(json.dumps({"seed": 0, "git": {"commit": "abc", "dirty": False}}, indent=2))
+    assert normalise_run_dir(tmp_path) == ["timings.json -> provenance.json (timings)"]
+    assert not (tmp_path / "timings.json").exists()
     assert read_timings(tmp_path) == {"history.parquet": {"seconds": [0.207410, 0.195075]}, "meta": {"wall_seconds": 3.25}}
+    assert json.loads((tmp_path / "provenance.json").read_text())["git"] == {"commit": "abc", "dirty": False}
     assert normalise_run_dir(tmp_path) == []  # idempotent
+    # a provenance in the earlier indented layout alone is rewritten, its content unchanged
+    content = {"seed": 1, "split": {"files": {"a.parquet": {"rows": 3, "sha256": "x"}}}}
+    (tmp_path / "provenance.json").write_text(json.dumps(content, indent=2))
+    assert normalise_run_dir(tmp_path) == ["provenance.json: one line per object that holds no other"]
+    assert json.loads((tmp_path / "provenance.json").read_text()) == content
+    assert (tmp_path / "provenance.json").read_text().count("\n") == 8
 
 
 def test_histories_are_written_one_epoch_per_line_and_old_ones_normalised_to_it(tmp_path):

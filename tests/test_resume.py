@@ -403,9 +403,9 @@ def _assert_two_pieces(out: Path) -> None:
 
 
 def _run_files(out: Path) -> dict[str, bytes]:
-    """Every file of a run record but the wall-clock ones (provenance.json, timings.json), as bytes."""
+    """Every file of a run record but the wall-clock one (provenance.json, with the timings), as bytes."""
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())
-            if p.is_file() and p.name not in ("provenance.json", "timings.json")}
+            if p.is_file() and p.name != "provenance.json"}
 
 
 @pytest.mark.parametrize("variant,settings", [

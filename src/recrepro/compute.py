@@ -28,7 +28,7 @@ import pandas as pd
 
 from recrepro.datasets.registry import DATASETS
 from recrepro.io import read_json
-from recrepro.records import PROVENANCE_FILE, TIMINGS_FILE
+from recrepro.records import PROVENANCE_FILE, read_timings
 
 __all__ = ["compute_markdown", "compute_table", "method_family"]
 
@@ -64,18 +64,15 @@ def _run_identity(path: str | Path) -> dict[str, str] | None:
             "run_dir": str(Path(*parts[:i + 1 + len(tail)]))}
 
 
-#: Per-epoch / per-round wall seconds in a record's ``timings.json`` (PRISM's ``history.json``;
+#: Per-epoch / per-round wall seconds in a record's timings (PRISM's ``history.json``;
 #: FedRAP's and λOpt's ``history.parquet``).
 STEP_SECONDS_KEYS = ("epoch_seconds", "seconds")
 
 
 def _step_seconds(run_dir: Path) -> float | None:
     """Sum of the record's per-epoch / per-round seconds over every piece it ran in, or None."""
-    path = run_dir / TIMINGS_FILE
-    if not path.is_file():
-        return None
     # rows that are not epochs (λ-Fix's grid rows beside its epochs) hold no seconds: NaN / null
-    found = [float(x) for entry in read_json(path).values() if isinstance(entry, dict)
+    found = [float(x) for entry in read_timings(run_dir).values() if isinstance(entry, dict)
              for key, v in entry.items() if key in STEP_SECONDS_KEYS and isinstance(v, list)
              for x in v if isinstance(x, (int, float)) and math.isfinite(x)]
     return sum(found) if found else None

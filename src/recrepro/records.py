@@ -56,7 +56,10 @@ PROVENANCE_SCHEMA_VERSION = 1
 METRICS_FILE = "metrics.json"
 PER_USER_FILE = "per_user.parquet"
 PROVENANCE_FILE = "provenance.json"
+#: Where records written before the timings moved into ``provenance.json`` (key ``timings``) kept them;
+#: :func:`normalise_run_dir` folds such a file in (one file fewer per record: a disk block each).
 TIMINGS_FILE = "timings.json"
+TIMINGS_KEY = "timings"
 
 #: Keys ``meta`` must provide; they identify the run inside metrics.json.
 REQUIRED_META_KEYS = ("dataset", "split", "method", "tier")
@@ -445,8 +448,11 @@ def write_run_record(
     }
     paths["metrics"].unlink(missing_ok=True)
     write_parquet(paths["per_user"], per_user_frame)
-    write_json(paths["provenance"], provenance)
-    _update_timings(run_dir, "meta", meta_timings or None)
+    # the histories written before the record keep their timings (they are the same run's)
+    timings = {k: v for k, v in read_timings(run_dir).items() if k != "meta"}
+    if meta_timings:
+        timings["meta"] = meta_timings
+    write_provenance(paths["provenance"], {**provenance, **({TIMINGS_KEY: timings} if timings else {})})
     write_json(paths["metrics"], metrics)
     return paths
 
@@ -542,16 +548,24 @@ def is_timing_key(key: str) -> bool:
 
 
 def read_timings(run_dir: str | Path) -> dict[str, Any]:
-    """``timings.json`` of a run (``{}`` if it has none)."""
-    path = Path(run_dir) / TIMINGS_FILE
-    return read_json(path) if path.is_file() else {}
+    """A run's wall-clock values: section (``"meta"``, ``"history.json"``, ...) -> values; ``{}`` if none.
+
+    They are the ``timings`` of ``provenance.json``; a record written before that (and not yet
+    normalised) has them in its own ``timings.json``, which is read then.
+    """
+    run_dir = Path(run_dir)
+    prov = run_dir / PROVENANCE_FILE
+    if prov.is_file():
+        timings = read_json(prov).get(TIMINGS_KEY)
+        if timings is not None:
+            return dict(timings)
+    legacy = run_dir / TIMINGS_FILE
+    return read_json(legacy) if legacy.is_file() else {}
 
 
 #: Wall seconds are kept to the microsecond: finer digits are timer noise and cost the committed
 #: records space (a λOpt run's 3,200 epoch times took 220 kB at full precision, one per line).
 TIMING_DECIMALS = 6
-_NUMBER = r"(?:-?[0-9][-0-9.eE+]*|NaN|-?Infinity)"
-_NUMBER_LIST = re.compile(rf"\[\s*({_NUMBER}(?:,\s*{_NUMBER})*)\s*\]")
 
 
 def _round_timings(obj: Any) -> Any:
@@ -562,13 +576,6 @@ def _round_timings(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_round_timings(v) for v in obj]
     return obj
-
-
-def timings_text(timings: Mapping[str, Any]) -> str:
-    """``timings.json``'s text: sorted keys, two-space indent, a list of numbers on one line, seconds to
-    :data:`TIMING_DECIMALS` decimals."""
-    text = json.dumps(_round_timings(timings), indent=2, sort_keys=True, default=_json_default)
-    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text) + "\n"
 
 
 def _is_flat(obj: Any) -> bool:
@@ -592,22 +599,40 @@ def history_text(history: Any) -> str:
     return _layout(history, 0) + "\n"
 
 
-def write_timings(path: str | Path, timings: Mapping[str, Any]) -> None:
-    """Write a run's ``timings.json`` (:func:`timings_text`)."""
-    write_text(path, timings_text(timings))
+def provenance_text(provenance: Mapping[str, Any]) -> str:
+    """``provenance.json``'s text: the layout of :func:`history_text` (an object or list that holds no
+    other on one line), its ``timings`` to :data:`TIMING_DECIMALS` decimals.
+
+    A record is several files of a few kB, each taking whole disk blocks: this layout keeps a
+    provenance with its timings inside one 4 KiB block for most runs.
+    """
+    prov = dict(provenance)
+    if TIMINGS_KEY in prov:
+        prov[TIMINGS_KEY] = _round_timings(prov[TIMINGS_KEY])
+    return _layout(prov, 0) + "\n"
+
+
+def write_provenance(path: str | Path, provenance: Mapping[str, Any]) -> None:
+    """Write a run's ``provenance.json`` (:func:`provenance_text`), atomically."""
+    write_text(path, provenance_text(provenance))
 
 
 def _update_timings(run_dir: Path, section: str, values: Any) -> None:
-    """Replace one section of ``timings.json`` (others are kept: history and meta are written apart)."""
+    """Replace one section of the run's timings in ``provenance.json`` (others are kept: histories and
+    the record are written apart; a history written before the record starts the file)."""
+    path = run_dir / PROVENANCE_FILE
+    prov = read_json(path) if path.is_file() else {}
     timings = read_timings(run_dir)
     if values in ({}, None):
         timings.pop(section, None)
     else:
         timings[section] = values
+    prov.pop(TIMINGS_KEY, None)
     if timings:
-        write_timings(run_dir / TIMINGS_FILE, timings)
-    else:
-        (run_dir / TIMINGS_FILE).unlink(missing_ok=True)
+        prov[TIMINGS_KEY] = timings
+    if prov:
+        write_provenance(path, prov)
+    (run_dir / TIMINGS_FILE).unlink(missing_ok=True)
 
 
 def _split_timing_values(obj: Any) -> tuple[Any, Any]:
@@ -643,7 +668,8 @@ def _merge_timing_values(clean: Any, timing: Any) -> Any:
 
 def write_history(run_dir: str | Path, history: Mapping[str, Any] | pd.DataFrame,
                   name: str = "history.json") -> Path:
-    """Write a run's training history without its wall-clock values; those go to ``timings.json``.
+    """Write a run's training history without its wall-clock values; those go to the ``timings`` of
+    ``provenance.json``.
 
     ``history`` is a JSON-able mapping (``name`` ending in ``.json``) or a frame (``.parquet``):
     keys or columns for which :func:`is_timing_key` holds are split off, so the history
@@ -687,9 +713,10 @@ def read_per_user(run_dir: str | Path) -> pd.DataFrame | None:
 def normalise_run_dir(run_dir: str | Path) -> list[str]:
     """Bring a record written by an earlier version into the current layout; returns what changed.
 
-    Timing keys leave ``metrics.json`` and the histories for ``timings.json``, which takes the
-    compact layout of :func:`timings_text` (``history.json``: :func:`history_text`); the split manifest in ``provenance.json`` is named below
-    the data root. Metric values are not
+    Timing keys leave ``metrics.json`` and the histories for the ``timings`` of ``provenance.json``,
+    and a ``timings.json`` of an earlier layout is folded in there and removed; ``provenance.json``
+    takes the layout of :func:`provenance_text` (``history.json``: :func:`history_text`); the split
+    manifest in ``provenance.json`` is named below the data root. Metric values are not
     touched, so a record normalised here equals one written by the current code from the
     same run. Idempotent.
     """
@@ -720,19 +747,24 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
         if compact != text:
             write_text(history_path, compact)
             changed.append("history.json: one line per epoch's or iteration's values")
-    timings_path = run_dir / TIMINGS_FILE
-    if timings_path.is_file():
-        text = timings_path.read_text()
-        compact = timings_text(json.loads(text))
-        if compact != text:
-            write_text(timings_path, compact)
-            changed.append(f"{TIMINGS_FILE}: seconds to the microsecond, number lists on one line")
     prov_path = run_dir / PROVENANCE_FILE
-    if prov_path.is_file():
+    timings_path = run_dir / TIMINGS_FILE
+    if timings_path.is_file() and prov_path.is_file():
         prov = read_json(prov_path)
+        # sections the provenance has already are newer than the left-over file's
+        prov[TIMINGS_KEY] = {**read_json(timings_path), **(prov.get(TIMINGS_KEY) or {})}
+        write_provenance(prov_path, prov)
+        timings_path.unlink()
+        changed.append(f"{TIMINGS_FILE} -> {PROVENANCE_FILE} ({TIMINGS_KEY})")
+    if prov_path.is_file():
+        text = prov_path.read_text()
+        prov = json.loads(text)
         split = prov.get("split") or {}
         if split.get("manifest") and split["manifest"] != portable_split_path(split["manifest"]):
             split["manifest"] = portable_split_path(split["manifest"])
-            write_json(prov_path, prov)
             changed.append(f"{PROVENANCE_FILE}: split manifest named below the data root")
+        if provenance_text(prov) != text:
+            write_provenance(prov_path, prov)
+            if not changed or not changed[-1].startswith(PROVENANCE_FILE):
+                changed.append(f"{PROVENANCE_FILE}: one line per object that holds no other")
     return changed

@@ -252,7 +252,8 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
         "",
         "A run record (`<paper>/runs/<dataset>/.../<method>/seed<k>/`) holds `metrics.json` (test metrics), "
         "its history (per-epoch or per-round curves), `provenance.json` (code commit, config hash, split "
-        "manifest sha256, seed, device, threads, wall time, peak memory) and `timings.json`; never weights, "
+        "manifest sha256, seed, device, threads, wall time, peak memory, and under `timings` the per-epoch or "
+        "per-round seconds); never weights, "
         "data, splits or recommendation lists. Per-user metrics and per-item magnitudes are kept only where a "
         "table or figure here reads them. Deviations from the papers are explained in "
         "[docs/deviations.md](../../docs/deviations.md); the cost of every job and the queue of what remains "

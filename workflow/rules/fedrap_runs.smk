@@ -14,7 +14,6 @@ rule fedrap_train:
         per_user="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/per_user.parquet",
         provenance="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/provenance.json",
         history="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/history.parquet",
-        projection="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/projection.parquet",
     log:
         "logs/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.log",
     benchmark:
@@ -40,13 +39,39 @@ rule fedrap_train:
         out=lambda wc, output: str(Path(output.metrics).parent),
         bench="logs/benchmarks/fedrap/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/fedrap/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
+        projection="",
     shell:
         "OMP_NUM_THREADS={threads:q} recrepro fedrap run "
         "--split-dir {params.split_dir:q} --variant {wildcards.method:q} "
         "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
         "--memory-budget-mb {params.budget:q} --threads {threads:q} "
-        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"
+        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q}{params.projection} > {log:q} 2>&1"
+
+
+# The embeddings figure's run alone also writes projection.parquet: one file in every record
+# would cost each a disk block and is read nowhere else.
+_EMBEDDING_RUN = fedrap_embedding_run(config, TIER)
+if _EMBEDDING_RUN:
+    _embedding_parts = Path(_EMBEDDING_RUN[1]).parts
+
+    use rule fedrap_train as fedrap_train_projected with:
+        output:
+            metrics="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/metrics.json",
+            per_user="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/per_user.parquet",
+            provenance="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/provenance.json",
+            history="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/history.parquet",
+            projection="results/{tier}/fedrap/runs/{dataset}/{split}/{method}/seed{seed}/projection.parquet",
+        wildcard_constraints:
+            tier=re.escape(_embedding_parts[1]),
+            dataset=re.escape(_embedding_parts[4]),
+            split=re.escape(_embedding_parts[5]),
+            method=re.escape(_embedding_parts[6]),
+            seed=re.escape(_embedding_parts[7].removeprefix("seed")),
+        params:
+            projection=lambda wc, output: f" --projection {shlex.quote(output.projection)}",
+
+    ruleorder: fedrap_train_projected > fedrap_train
 
 
 rule fedrap_stats:

@@ -29,7 +29,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
                          seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
                          device=args.device, benchmark_file=args.benchmark_file,
-                         memory_budget_mb=args.memory_budget_mb, checkpoint=args.checkpoint)
+                         memory_budget_mb=args.memory_budget_mb, checkpoint=args.checkpoint,
+                         projection=args.projection)
     print(json.dumps(result, indent=1))
 
 
@@ -130,6 +131,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", required=True)
     add_json(p, "--settings", required=True, help="the variant's settings")
     p.add_argument("--memory-budget-mb", type=float, default=None)
+    p.add_argument("--projection", default=None,
+                   help="also write the embeddings figure's projection.parquet of the trained model here")
     add_threads(p)
     p.set_defaults(func=cmd_run)
 

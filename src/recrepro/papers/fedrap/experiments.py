@@ -103,8 +103,13 @@ class _RoundResults:
 def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any], seed: int,
                 out_dir: str | Path, meta: dict[str, Any], evaluation: dict[str, Any],
                 device: str = "cpu", benchmark_file: str | None = None,
-                memory_budget_mb: float | None = None, checkpoint: str | Path | None = None) -> dict[str, Any]:
+                memory_budget_mb: float | None = None, checkpoint: str | Path | None = None,
+                projection: str | Path | None = None) -> dict[str, Any]:
     """Train ``variant`` with ``settings``, evaluate every round, write the run record.
+
+    ``projection``: where to write the embeddings figure's ``projection.parquet`` of the final
+    model (:func:`_save_projection`); ``None`` (default): none is written -- one run of a tier is
+    drawn, and a file in every committed record would cost a disk block each for nothing.
 
     ``checkpoint``: a file the model saves its state (and the per-round results so far) to
     after every round / epoch and resumes from when restarted (:mod:`recrepro.checkpoints`);
@@ -161,7 +166,8 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     write_history(out_dir, hist, "history.parquet")
     if "val_hr@10" in hist and hist["val_hr@10"].notna().any():
         best_val, overall, selection = _select_round(hist, settings, pool)
-        _save_projection(model, out_dir / "projection.parquet")
+        if projection is not None:
+            _save_projection(model, Path(projection))
         per_user = per_round_users[best_val][["user", "hr@10", "ndcg@10"]]
         counts = dict(model.history[best_val - 1].get("_counts", {}))
     else:
@@ -170,7 +176,8 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
         overall, per_user, counts = {}, pd.DataFrame({"user": pd.Series(dtype=np.int64)}), {}
         selection = {"selected_round": None, "selected_by": "validation hr@10", "rounds_trained": len(hist),
                      "round_cap": settings.get("round_cap"), "mode": settings.get("mode"), "negative_pool": pool}
-        _save_projection(None, out_dir / "projection.parquet")
+        if projection is not None:
+            _save_projection(None, Path(projection))
     if diverged is not None:
         selection["diverged"] = diverged
     counts.setdefault("n_users_skipped_no_targets", 0)

@@ -18,7 +18,7 @@ __all__ = ["register"]
 
 def _write_rows(frame, out: str, out_timings: str | None) -> None:
     """The rows at ``out`` without their wall seconds, which go to ``out_timings`` (when given): a rerun
-    of the same seeds leaves ``out`` byte-identical, as a run record's metrics.json beside its timings.json."""
+    of the same seeds leaves ``out`` byte-identical, as a run record's metrics.json beside the timings in its provenance.json."""
     from recrepro.io import write_parquet
     from recrepro.papers.lrs.experiments import split_timings
 
