@@ -124,6 +124,24 @@ def test_better_prefers_the_first_candidate_that_ran_and_one_seed_is_provisional
     assert r.seeds == (1, 3) and r.provisional and "(1 of 3 seeds)" in r.numbers
 
 
+def test_better_and_relative_change_compare_the_seeds_both_sides_ran(tmp_path):
+    # a: seed 0 at 0.30, seed 1 at 0.10 (an unlucky seed); b ran seed 0 only, at 0.25.  Over every
+    # seed a's mean (0.20) is below b's; on the one seed both ran, a is above it.
+    run(tmp_path, "a", 0, {"m": 0.30})
+    run(tmp_path, "a", 1, {"m": 0.10})
+    run(tmp_path, "b", 0, {"m": 0.25})
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="m", method="a", than="b"), ctx(tmp_path))
+    assert r.status == SUPPORTED and r.seeds == (1, 3)
+    assert r.numbers.startswith("m 0.3000 vs 0.2500") and "`a`'s seed 1 left out (not run on the other side)" in r.numbers
+    [r] = evaluate_check(check(kind="relative_change", datasets=["toy"], metric="m", method="a", than="b",
+                               published=0.2, tolerance=0.05), ctx(tmp_path))
+    assert r.status == SUPPORTED and "+20.0%" in r.numbers  # (0.30 - 0.25) / 0.25, not (0.20 - 0.25) / 0.25
+    # no seed in common: the means of different seeds, and the line says so
+    run(tmp_path, "c", 2, {"m": 0.15})
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="m", method="a", than="c"), ctx(tmp_path))
+    assert r.status == SUPPORTED and "no seed in common: means over different seeds" in r.numbers
+
+
 def test_paired_better_compares_like_with_like_never_a_tuned_run_with_an_untuned_one(tmp_path):
     spec = dict(kind="better", paired=True, datasets=["toy"], metric="m", method=["a_tuned", "a"],
                 than=["b_tuned", "b"])

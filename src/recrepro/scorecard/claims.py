@@ -263,6 +263,23 @@ def _place(dataset: str, check: Check, method: str, than: str) -> str:
     return f"{dataset} {check.label}" if check.label else f"{dataset} `{method}` vs `{than}`"
 
 
+def _matched_seeds(a: dict[int, float], b: dict[int, float], method: str,
+                   than: str) -> tuple[dict[int, float], dict[int, float], str]:
+    """Both sides on the seeds both ran, and a note naming the seeds left out.
+
+    A mean over seeds 0-1 against a mean over seed 0 would mix a seed's own luck into the
+    difference; a comparison rests on the seeds the two sides share.  Without a shared seed the
+    means are of different seeds, and the note says so.
+    """
+    common = set(a) & set(b)
+    if not common:
+        return a, b, "; no seed in common: means over different seeds"
+    extra = [(name, sorted(set(side) - common)) for name, side in ((method, a), (than, b)) if set(side) - common]
+    note = "".join(f"; `{name}`'s seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} left out "
+                   f"(not run on the other side)" for name, left in extra)
+    return {k: a[k] for k in sorted(common)}, {k: b[k] for k in sorted(common)}, note
+
+
 def _check_better(check: Check, ctx: Context) -> list[Result]:
     if check.table:
         return _table_better(check, ctx)
@@ -272,8 +289,9 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
-        a = ctx.records.seeds(dataset, check.split, method, check.metric or "")
-        b = ctx.records.seeds(dataset, check.split, than, check.metric or "")
+        a, b, left_out = _matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
+                                        ctx.records.seeds(dataset, check.split, than, check.metric or ""),
+                                        method, than)
         ma, mb = _mean(a), _mean(b)
         holds = ma < mb if check.lower_is_better else ma > mb
         n = min(len(a), len(b))
@@ -283,7 +301,7 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
         capped = ctx.records.capped(dataset, method, than)
         out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
-                          numbers=f"{check.metric} {_fmt_vs(ma, mb)} ({_seeds_text(n, ctx)}{p_text}{tie}"
+                          numbers=f"{check.metric} {_fmt_vs(ma, mb)} ({_seeds_text(n, ctx)}{p_text}{tie}{left_out}"
                                   f"{'; ' + capped if capped else ''})",
                           place=_place(dataset, check, method, than), capped=capped))
     return out
@@ -329,16 +347,19 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
                 out.append(_pair_missing(check, where, method, than, ctx.records))
                 continue
             a, b = _table_seeds(part, check.metric or "", method), _table_seeds(part, check.metric or "", than)
+            seeded = "seed" in part.columns
+            left_out = ""
+            if seeded:
+                a, b, left_out = _matched_seeds(a, b, method, than)
             ma, mb = _mean(a), _mean(b)
             holds = ma < mb if check.lower_is_better else ma > mb
             n = min(len(a), len(b))
-            seeded = "seed" in part.columns
             # as a run-record check: a paired test where the seeds allow one, and a gain inside the
             # seed noise is no evidence of a gain
             test = paired_seed_ttest(a, b) if seeded else None
             p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
             holds, tie = _significant(holds, test[2] if test is not None else None)
-            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie})" if seeded else ""
+            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie}{left_out})" if seeded else ""
             out.append(Result(label=f"{where}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
                               status=_status(holds), place=f"{where} {check.label}" if check.label else where,
                               numbers=f"{check.metric} {_fmt_vs(ma, mb)}{detail}",
@@ -354,8 +375,9 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
-        a = ctx.records.seeds(dataset, check.split, method, check.metric or "")
-        b = ctx.records.seeds(dataset, check.split, than, check.metric or "")
+        a, b, left_out = _matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
+                                        ctx.records.seeds(dataset, check.split, than, check.metric or ""),
+                                        method, than)
         ma, mb = _mean(a), _mean(b)
         change = (ma - mb) / (mb if check.denominator == "than" else ma)
         published, tolerance = check.published or 0.0, check.tolerance or 0.0
@@ -368,7 +390,8 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
         out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
                           place=_place(dataset, check, method, than), capped=capped,
                           numbers=f"{check.metric} {_fmt_vs(ma, mb)}: {change:+.1%} against the paper's "
-                                  f"{published:+.2%} {bound} ({_seeds_text(n, ctx)}{'; ' + capped if capped else ''})"))
+                                  f"{published:+.2%} {bound} ({_seeds_text(n, ctx)}{left_out}"
+                                  f"{'; ' + capped if capped else ''})"))
     return out
 
 
@@ -656,19 +679,20 @@ def _strong_from_records(check: Check, ctx: Context) -> list[Result]:
             continue
         sign = 1.0 if check.lower_is_better else -1.0
         best = min(ran, key=lambda b: (sign * _mean(ran[b]), b))
-        mo, mb = _mean(ours), _mean(ran[best])
+        ours_matched, theirs, left_out = _matched_seeds(ours, ran[best], method, best)
+        mo, mb = _mean(ours_matched), _mean(theirs)
         beats = mo < mb if check.lower_is_better else mo > mb
         if beats and not_run:
             out.append(_missing(label, f"`{'`, `'.join(not_run)}` on {dataset} (not run; `{method}` {_fmt(mo)} "
                                        f"beats the strongest of those run, `{best}` {_fmt(mb)})"))
             continue
-        n = min(len(ours), len(ran[best]))
-        test = paired_seed_ttest(ours, ran[best])
+        n = min(len(ours_matched), len(theirs))
+        test = paired_seed_ttest(ours_matched, theirs)
         p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
         beats, tie = _significant(beats, test[2] if test is not None else None)
         out.append(Result(label=label, status=_status(beats), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
                           numbers=f"`{method}` {_fmt(mo)} vs strongest `{best}` {_fmt(mb)} "
-                                  f"({_seeds_text(n, ctx)}{p_text}{tie})"))
+                                  f"({_seeds_text(n, ctx)}{p_text}{tie}{left_out})"))
     return out
 
 
