@@ -142,6 +142,15 @@ def test_better_and_relative_change_compare_the_seeds_both_sides_ran(tmp_path):
     assert r.status == SUPPORTED and "no seed in common: means over different seeds" in r.numbers
 
 
+def test_a_table_of_seed_means_says_when_the_sides_average_different_seed_counts(tmp_path):
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame({"dataset": ["toy", "toy"], "method": ["a", "b"], "seeds": [2, 1], "m": [0.5, 0.4]}).to_csv(
+        tmp_path / "tables" / "t.csv", index=False)
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], table="tables/t.csv", metric="m", method=["a"],
+                               than=["b"]), ctx(tmp_path))
+    assert r.status == SUPPORTED and r.numbers.endswith("(means over 2 and 1 seeds)")
+
+
 def test_paired_better_compares_like_with_like_never_a_tuned_run_with_an_untuned_one(tmp_path):
     spec = dict(kind="better", paired=True, datasets=["toy"], metric="m", method=["a_tuned", "a"],
                 than=["b_tuned", "b"])

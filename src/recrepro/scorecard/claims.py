@@ -331,6 +331,15 @@ def _table_seeds(rows: pd.DataFrame, metric: str, method: str) -> dict[int, floa
     return {0: float(rows[metric].mean())}
 
 
+def _table_seed_counts(rows: pd.DataFrame, method: str, than: str) -> str:
+    """" (means over 2 and 1 seeds)" where a table of seed means (a ``seeds`` column, no per-seed rows)
+    averages the two sides over different numbers of seeds: the comparison cannot pair them."""
+    if "seeds" not in rows.columns:
+        return ""
+    counts = [int(rows.loc[rows["method"] == m, "seeds"].max()) for m in (method, than)]
+    return f" (means over {counts[0]} and {counts[1]} seeds)" if counts[0] != counts[1] else ""
+
+
 def _table_better(check: Check, ctx: Context) -> list[Result]:
     out = []
     for dataset in check.datasets:
@@ -359,7 +368,7 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             test = paired_seed_ttest(a, b) if seeded else None
             p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
             holds, tie = _significant(holds, test[2] if test is not None else None)
-            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie}{left_out})" if seeded else ""
+            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie}{left_out})" if seeded else _table_seed_counts(part, method, than)
             out.append(Result(label=f"{where}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
                               status=_status(holds), place=f"{where} {check.label}" if check.label else where,
                               numbers=f"{check.metric} {_fmt_vs(ma, mb)}{detail}",
