@@ -378,6 +378,8 @@ def test_without_per_user_rows_the_test_pairs_the_splits(tmp_path):
     frame = strong_table(grids[:1], proto, results_root=tmp_path, out_md=tmp_path / "t.md",
                          out_csv=tmp_path / "t.csv", title="toy")
     assert pd.isna(frame["p_value"].iloc[0]) and "not kept" in frame["p_note"].iloc[0]
+    # and the paper's method beside it is its run on that split, not its mean over all three
+    assert frame["paper_mean"].iloc[0] == pytest.approx(0.28) and frame["paper_n_seeds"].iloc[0] == 1
 
 
 def test_every_committed_strong_run_keeps_the_per_user_rows_its_protocol_keeps():

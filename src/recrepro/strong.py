@@ -346,6 +346,21 @@ def _paired_over_splits(grids: Sequence[tuple[Path, Mapping[str, Any]]], paper_d
     return float(stats.ttest_rel(a, b).pvalue), f"paired t-test over {len(common)} splits ({why_not_users.split(' (')[0]})"
 
 
+def _on_the_rows_splits(grids: Sequence[tuple[Path, Mapping[str, Any]]], paper_dirs: Sequence[Path],
+                        split_seeds: Sequence[int]) -> list[Path]:
+    """The paper's runs on the splits a row's grids ran, where each split seed has its own split and the
+    paper's ``seed<k>`` trained on split k (PRISM's random splits): a baseline run on split 123 alone is
+    set beside the paper's method on split 123, not beside its mean over three splits.  Else every run."""
+    if len(split_seeds) < 2:
+        return list(paper_dirs)
+    ran = {int(f.parent.name[5:]) for f, _ in grids if f.parent.name.startswith("split") and f.parent.name[5:].isdigit()}
+    seeds = {d: int(d.name[4:]) for d in paper_dirs if d.name.startswith("seed") and d.name[4:].isdigit()}
+    if len(seeds) != len(paper_dirs) or not set(seeds.values()) <= set(map(int, split_seeds)):
+        return list(paper_dirs)
+    kept = [d for d in paper_dirs if seeds[d] in ran]
+    return kept or list(paper_dirs)
+
+
 def _record_part(run_dir: Path) -> str | None:
     """The held-out part a run record scores (its provenance's ``target``, ``<part>_te``), if it says."""
     path = run_dir / "provenance.json"
@@ -409,6 +424,7 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
         # a deterministic model gives the same numbers at every training seed: one run per split
         # stands for all of them once every split has run (else it is as short as it looks)
         covers = all(g.get("deterministic", False) for _, g in grids) and len(grids) >= n_splits
+        paper_dirs = _on_the_rows_splits(grids, paper_dirs, proto.get("split_seeds") or [])
         for metric in proto["metrics"]:
             values = [_run_metrics(d).get(metric, np.nan) for d in run_dirs]
             theirs = [_run_metrics(d, paper.get("part")).get(metric, np.nan) for d in paper_dirs]
