@@ -32,7 +32,7 @@ FORBIDDEN_NAMES = re.compile(
     r"user_map|item_map|ratings?)\.(parquet|csv|txt)$|^(recommendations?|topk|.*_lists?)\.(parquet|csv|json|txt)$"
 )
 #: Rules that make records: none of them may run in a redraw.
-RECORD_RULES = re.compile(r"\b(\w+_train|fetch_dataset|preprocess_dataset|split_dataset|synthesize_data|"
+RECORD_RULES = re.compile(r"\b(\w+_train\w*|fetch_dataset|preprocess_dataset|split_dataset|synthesize_data|"
                           r"evaluate_baseline|exadmm_scalability|lambdaopt_sensitivity|fedrap_stats|"
                           r"lrs_sweep|lrs_acceptance|lrs_ml100k)\b")
 #: Redraw outputs compared byte for byte (figures are compared by being rewritten).

@@ -14,7 +14,7 @@ from recrepro.resources import DATASET_SIZES, DatasetSize, dataset_size, estimat
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_RULES = {"exadmm_train", "exadmm_scalability", "prism_train", "lambdaopt_train", "lambdaopt_sensitivity",
-               "fedrap_train"}
+               "fedrap_train", "fedrap_train_projected"}  # the latter: the embeddings figure's run
 
 
 def test_synthetic_size_comes_from_the_generator_settings():
