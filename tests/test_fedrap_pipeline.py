@@ -23,6 +23,22 @@ def tiny_split(tmp_path_factory):
     return build_synthetic_split(tmp_path_factory.mktemp("fedrap"), spec, "fedrap", 10, "leave_one_out", 0)
 
 
+def test_the_embeddings_projection_is_written_only_where_asked(tiny_split, tmp_path):
+    settings = {"method": "fedrap", "mode": "paper", "dim": 4, "rounds": 2, "local_epochs": 1}
+    driver.run_variant(split_dir=tiny_split, variant="fedrap", settings=settings, seed=0, out_dir=tmp_path / "plain",
+                       meta={"tier": "smoke", "paper": "fedrap"}, evaluation=EVAL)
+    assert not (tmp_path / "plain" / "projection.parquet").exists()  # a record has none by default
+    driver.run_variant(split_dir=tiny_split, variant="fedrap", settings=settings, seed=0, out_dir=tmp_path / "drawn",
+                       meta={"tier": "smoke", "paper": "fedrap"}, evaluation=EVAL,
+                       projection=tmp_path / "drawn" / "projection.parquet")
+    frame = pd.read_parquet(tmp_path / "drawn" / "projection.parquet")
+    # the global table C and three users' private tables D(i), two principal components each
+    assert set(frame["table"]) == {"C", "D"} and list(frame.columns) == ["table", "user", "pc1", "pc2"]
+    assert sorted(frame.loc[frame["table"] == "D", "user"].unique()) == [0, 1, 2]
+    # the record is the same with or without the projection beside it
+    assert (tmp_path / "plain" / "metrics.json").read_bytes() == (tmp_path / "drawn" / "metrics.json").read_bytes()
+
+
 def test_run_record_selects_on_validation(tiny_split, tmp_path):
     result = driver.run_variant(
         split_dir=tiny_split, variant="fedrap_code",
