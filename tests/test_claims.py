@@ -244,6 +244,13 @@ def test_monotone_along_methods(tmp_path):
     [r] = evaluate_check(check(kind="monotone", datasets=["toy"], metric="gini@20", methods=["sw1", "sw9", "sw3"],
                                direction="decreasing"), c)
     assert r.status == NOT_TESTABLE and r.numbers == "waits for `sw9` on toy (gini@20)"
+    # sw3 gains a seed 1 at 0.99: over its own seeds its mean (0.845) would rise above sw2's and break
+    # the trend; the trend rests on seed 0, which every point ran
+    run(tmp_path, "sw3", 1, {"gini@20": 0.99})
+    [r] = evaluate_check(check(kind="monotone", datasets=["toy"], metric="gini@20", methods=["sw1", "sw2", "sw3"],
+                               direction="decreasing"), ctx(tmp_path, None))
+    assert r.status == SUPPORTED and r.numbers.startswith("gini@20: 0.9000 > 0.8000 > 0.7000")
+    assert r.numbers.endswith("; on the seed every point ran (0), seed 1 left out")
 
 
 def test_monotone_along_a_table_column(tmp_path):

@@ -455,6 +455,16 @@ def _check_monotone(check: Check, ctx: Context) -> list[Result]:
         if missing or len(points) < 2:
             out.append(_missing(label, ", ".join(missing or ["a second point"]) + f" on {dataset} ({check.metric})"))
             continue
+        # the trend rests on the seeds every point ran (a point's extra seed would move its mean alone)
+        common = set.intersection(*(set(p) for p in points))
+        left_out = ""
+        if common and any(set(p) != common for p in points):
+            extra = sorted({k for p in points for k in p} - common)
+            left_out = (f"; on the seed{'s' if len(common) > 1 else ''} every point ran "
+                        f"({', '.join(map(str, sorted(common)))}), seed{'s' if len(extra) > 1 else ''} "
+                        f"{', '.join(map(str, extra))} left out")
+            points = [{k: p[k] for k in sorted(common)} for p in points]
+            fewest = len(common)
         means = [_mean(p) for p in points]
         sign = -1.0 if check.direction == "decreasing" else 1.0
         breaks = [f"{names[i]} → {names[i + 1]}" + _against_in_seeds(points[i], points[i + 1], sign)
@@ -463,6 +473,7 @@ def _check_monotone(check: Check, ctx: Context) -> list[Result]:
         numbers = f"{check.metric}: " + arrow.join(f"{_fmt(m)}" for m in means) + f" along {', '.join(names)}"
         if breaks:
             numbers += f"; not {check.direction} at {', '.join(breaks)}"
+        numbers += left_out
         table = ctx.table((check.table or "").replace("{dataset}", dataset)) if check.along else None
         n = fewest if table is None or "seed" in table.columns else None
         out.append(Result(label=label, status=_status(not breaks), numbers=numbers,
