@@ -30,7 +30,7 @@ from recrepro.evaluation.exposure import lower_is_better
 from recrepro.io import write_text
 from recrepro.records import METRICS_FILE, read_record_json
 from recrepro.scorecard.claimspec import Check
-from recrepro.scorecard.stats import paired_seed_ttest
+from recrepro.scorecard.stats import matched_seeds, paired_seed_ttest, table_seed_counts
 
 SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE = "supported", "contradicted", "mixed", "not testable here"
 #: The verdict classes the summary counts, in order.
@@ -263,23 +263,6 @@ def _place(dataset: str, check: Check, method: str, than: str) -> str:
     return f"{dataset} {check.label}" if check.label else f"{dataset} `{method}` vs `{than}`"
 
 
-def _matched_seeds(a: dict[int, float], b: dict[int, float], method: str,
-                   than: str) -> tuple[dict[int, float], dict[int, float], str]:
-    """Both sides on the seeds both ran, and a note naming the seeds left out.
-
-    A mean over seeds 0-1 against a mean over seed 0 would mix a seed's own luck into the
-    difference; a comparison rests on the seeds the two sides share.  Without a shared seed the
-    means are of different seeds, and the note says so.
-    """
-    common = set(a) & set(b)
-    if not common:
-        return a, b, "; no seed in common: means over different seeds"
-    extra = [(name, sorted(set(side) - common)) for name, side in ((method, a), (than, b)) if set(side) - common]
-    note = "".join(f"; `{name}`'s seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} left out "
-                   f"(not run on the other side)" for name, left in extra)
-    return {k: a[k] for k in sorted(common)}, {k: b[k] for k in sorted(common)}, note
-
-
 def _check_better(check: Check, ctx: Context) -> list[Result]:
     if check.table:
         return _table_better(check, ctx)
@@ -289,7 +272,7 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
-        a, b, left_out = _matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
+        a, b, left_out = matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
                                         ctx.records.seeds(dataset, check.split, than, check.metric or ""),
                                         method, than)
         ma, mb = _mean(a), _mean(b)
@@ -331,15 +314,6 @@ def _table_seeds(rows: pd.DataFrame, metric: str, method: str) -> dict[int, floa
     return {0: float(rows[metric].mean())}
 
 
-def _table_seed_counts(rows: pd.DataFrame, method: str, than: str) -> str:
-    """" (means over 2 and 1 seeds)" where a table of seed means (a ``seeds`` column, no per-seed rows)
-    averages the two sides over different numbers of seeds: the comparison cannot pair them."""
-    if "seeds" not in rows.columns:
-        return ""
-    counts = [int(rows.loc[rows["method"] == m, "seeds"].max()) for m in (method, than)]
-    return f" (means over {counts[0]} and {counts[1]} seeds)" if counts[0] != counts[1] else ""
-
-
 def _table_better(check: Check, ctx: Context) -> list[Result]:
     out = []
     for dataset in check.datasets:
@@ -359,7 +333,7 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             seeded = "seed" in part.columns
             left_out = ""
             if seeded:
-                a, b, left_out = _matched_seeds(a, b, method, than)
+                a, b, left_out = matched_seeds(a, b, method, than)
             ma, mb = _mean(a), _mean(b)
             holds = ma < mb if check.lower_is_better else ma > mb
             n = min(len(a), len(b))
@@ -368,7 +342,7 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             test = paired_seed_ttest(a, b) if seeded else None
             p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
             holds, tie = _significant(holds, test[2] if test is not None else None)
-            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie}{left_out})" if seeded else _table_seed_counts(part, method, than)
+            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie}{left_out})" if seeded else table_seed_counts(part, method, than)
             out.append(Result(label=f"{where}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
                               status=_status(holds), place=f"{where} {check.label}" if check.label else where,
                               numbers=f"{check.metric} {_fmt_vs(ma, mb)}{detail}",
@@ -384,7 +358,7 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
-        a, b, left_out = _matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
+        a, b, left_out = matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
                                         ctx.records.seeds(dataset, check.split, than, check.metric or ""),
                                         method, than)
         ma, mb = _mean(a), _mean(b)
@@ -506,16 +480,19 @@ def _check_correlation(check: Check, ctx: Context) -> list[Result]:
             out.append(_missing(check.label or dataset, f"{check.file} of {what} on {dataset}"))
             continue
         rho = _spearman(ctx, dataset, check, method)
+        left_out = ""
+        if than is not None:
+            rho, other_rho, left_out = matched_seeds(rho, _spearman(ctx, dataset, check, than), method, than)
         value = _mean(rho)
         holds = value >= (check.min or 0.0)
         numbers = f"Spearman ρ({check.x}, {check.y}) of `{method}` {value:+.3f} (at least {check.min:+.2f})"
         n = len(rho)
         if than is not None:
-            other = _mean(_spearman(ctx, dataset, check, than))
+            other = _mean(other_rho)
             holds = holds and value > other
             numbers += f", `{than}` {other:+.3f}"
         out.append(Result(label=f"{dataset}" + (f" ({check.label})" if check.label else ""), status=_status(holds),
-                          numbers=numbers + f" ({_seeds_text(n, ctx)} with the file)", seeds=ctx.seed_pair(n),
+                          numbers=numbers + f" ({_seeds_text(n, ctx)} with the file{left_out})", seeds=ctx.seed_pair(n),
                           stand_in=ctx.stand_in(dataset)))
     return out
 
@@ -699,7 +676,7 @@ def _strong_from_records(check: Check, ctx: Context) -> list[Result]:
             continue
         sign = 1.0 if check.lower_is_better else -1.0
         best = min(ran, key=lambda b: (sign * _mean(ran[b]), b))
-        ours_matched, theirs, left_out = _matched_seeds(ours, ran[best], method, best)
+        ours_matched, theirs, left_out = matched_seeds(ours, ran[best], method, best)
         mo, mb = _mean(ours_matched), _mean(theirs)
         beats = mo < mb if check.lower_is_better else mo > mb
         if beats and not_run:

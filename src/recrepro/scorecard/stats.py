@@ -148,3 +148,29 @@ def _paired_test(kind: str, result: PairedResult, **identity) -> PairedTest:
     """A :class:`PairedTest` of ``kind`` from a test's ``(n_pairs, statistic, p_value, mean_diff)``."""
     n, statistic, p_value, mean_diff = result
     return PairedTest(kind, n_pairs=n, statistic=statistic, p_value=p_value, mean_diff=mean_diff, **identity)
+
+
+def matched_seeds(a: dict[int, float], b: dict[int, float], method: str,
+                  than: str) -> tuple[dict[int, float], dict[int, float], str]:
+    """Both sides on the seeds both ran, and a note naming the seeds left out.
+
+    A mean over seeds 0-1 against a mean over seed 0 would mix a seed's own luck into the
+    difference; a comparison rests on the seeds the two sides share.  Without a shared seed the
+    means are of different seeds, and the note says so.
+    """
+    common = set(a) & set(b)
+    if not common:
+        return a, b, "; no seed in common: means over different seeds"
+    extra = [(name, sorted(set(side) - common)) for name, side in ((method, a), (than, b)) if set(side) - common]
+    note = "".join(f"; `{name}`'s seed{'s' if len(left) > 1 else ''} {', '.join(map(str, left))} left out "
+                   f"(not run on the other side)" for name, left in extra)
+    return {k: a[k] for k in sorted(common)}, {k: b[k] for k in sorted(common)}, note
+
+
+def table_seed_counts(rows: pd.DataFrame, method: str, than: str) -> str:
+    """" (means over 2 and 1 seeds)" where a table of seed means (a ``seeds`` column, no per-seed rows)
+    averages the two sides over different numbers of seeds: the comparison cannot pair them."""
+    if "seeds" not in rows.columns:
+        return ""
+    counts = [int(rows.loc[rows["method"] == m, "seeds"].max()) for m in (method, than)]
+    return f" (means over {counts[0]} and {counts[1]} seeds)" if counts[0] != counts[1] else ""
