@@ -12,6 +12,7 @@ import torch
 from recrepro.models.federated.aggregation import row_upload_nnz, row_upload_sum
 from recrepro.models.federated.clients import client_batches
 from recrepro.models.federated.sampling import sample_negatives
+from recrepro.models.federated.storage import clients_per_chunk
 from recrepro.papers.fedrap.config import FederatedConfig, curriculum_weight
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
@@ -245,6 +246,37 @@ def test_memory_budget_chunks_clients_and_falls_back_to_memmap(tmp_path):
     np.testing.assert_array_equal(a.score(np.arange(12)), b.score(np.arange(12)))
     assert np.isfinite(a.score(np.arange(12))).all()
     assert not np.allclose(np.asarray(a.D[0]), np.asarray(a.D[1]))  # private tables diverged per client
+
+
+@pytest.mark.parametrize("settings", [
+    {"method": "fedrap_l2", "mode": "paper"},                  # the dense paper path
+    {"method": "fedrap", "mode": "code", "dp_clip": 0.5},       # a clipped (noise-free) round: chunked rows
+], ids=["paper-dense", "code-dp-clip"])
+def test_chunked_rounds_match_one_chunk(tmp_path, settings):
+    # a client's negatives and shuffles must not depend on which chunk it trains in: the memory
+    # budget sets the chunks (5, 5, 2 clients here against 12 at once), never the numbers
+    rng = np.random.default_rng(4)
+    train = sp.csr_matrix((rng.random((12, 40)) < 0.3).astype(np.float32))
+    per_client_mb = 40 * 4 * 4 * 6 / 2**20  # storage.clients_per_chunk's estimate of one client
+
+    def run(budget_mb):
+        m = FederatedRecommender(FederatedConfig(dim=4, rounds=2, local_epochs=3, batch_size=8, tol=0.0,
+                                                 memory_budget_mb=budget_mb, scratch_dir=str(tmp_path),
+                                                 **settings))
+        m.fit(train)
+        return m
+
+    one, chunked = run(64.0), run(5 * per_client_mb)
+    assert clients_per_chunk(40, 4, 5 * per_client_mb, 12) == 5
+    assert one.private_storage == chunked.private_storage == "dense"
+    # sums over chunks are grouped differently: equal to float32 rounding, not bit for bit
+    np.testing.assert_allclose(chunked.score(np.arange(12)), one.score(np.arange(12)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(chunked.C.numpy(), one.C.numpy(), rtol=1e-5, atol=1e-6)
+    # and a different seed is a different run (the comparison can fail)
+    other = FederatedRecommender(FederatedConfig(dim=4, rounds=2, local_epochs=3, batch_size=8, tol=0.0,
+                                                 memory_budget_mb=64.0, seed=1, **settings))
+    other.fit(train)
+    assert not np.allclose(other.score(np.arange(12)), one.score(np.arange(12)), rtol=1e-3)
 
 
 def test_dp_accountant_and_clipping():

@@ -555,10 +555,14 @@ def read_timings(run_dir: str | Path) -> dict[str, Any]:
     """
     run_dir = Path(run_dir)
     prov = run_dir / PROVENANCE_FILE
-    if prov.is_file():
-        timings = read_json(prov).get(TIMINGS_KEY)
-        if timings is not None:
-            return dict(timings)
+    return _timings_of(run_dir, read_json(prov) if prov.is_file() else {})
+
+
+def _timings_of(run_dir: Path, provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`read_timings` given the run's provenance already read (``{}``: none)."""
+    timings = provenance.get(TIMINGS_KEY)
+    if timings is not None:
+        return dict(timings)
     legacy = run_dir / TIMINGS_FILE
     return read_json(legacy) if legacy.is_file() else {}
 
@@ -622,7 +626,7 @@ def _update_timings(run_dir: Path, section: str, values: Any) -> None:
     the record are written apart; a history written before the record starts the file)."""
     path = run_dir / PROVENANCE_FILE
     prov = read_json(path) if path.is_file() else {}
-    timings = read_timings(run_dir)
+    timings = _timings_of(run_dir, prov)
     if values in ({}, None):
         timings.pop(section, None)
     else:

@@ -320,6 +320,12 @@ def _paired_p(ours: Sequence[Path], theirs: Sequence[Path], metric: str,
     return float(stats.ttest_rel(joined["a"], joined["b"]).pvalue), f"paired t-test over {len(joined)} users"
 
 
+def _numbered(name: str, prefix: str) -> int | None:
+    """``k`` of a folder named ``<prefix><k>`` (``split123``, ``seed0``), else ``None``."""
+    rest = name[len(prefix):]
+    return int(rest) if name.startswith(prefix) and rest.isdigit() else None
+
+
 def _paired_over_splits(grids: Sequence[tuple[Path, Mapping[str, Any]]], paper_dirs: Sequence[Path], metric: str,
                         part: str | None, why_not_users: str) -> tuple[float | None, str]:
     """Where no per-user rows can be paired: a two-sided paired t-test over the protocol's splits, when
@@ -330,13 +336,13 @@ def _paired_over_splits(grids: Sequence[tuple[Path, Mapping[str, Any]]], paper_d
 
     ours: dict[int, float] = {}
     for grid_file, grid in grids:
-        name = grid_file.parent.name          # ``split<k>``
-        if not name.startswith("split") or not name[5:].isdigit():
+        split = _numbered(grid_file.parent.name, "split")
+        if split is None:
             return None, why_not_users
         values = [_run_metrics(grid_file.parent / r).get(metric, np.nan) for r in grid["runs"]]
-        ours[int(name[5:])] = float(np.nanmean(values))
-    theirs = {int(d.name[4:]): _run_metrics(d, part).get(metric, np.nan) for d in paper_dirs
-              if d.name.startswith("seed") and d.name[4:].isdigit()}
+        ours[split] = float(np.nanmean(values))
+    theirs = {k: _run_metrics(d, part).get(metric, np.nan) for d in paper_dirs
+              if (k := _numbered(d.name, "seed")) is not None}
     common = sorted(k for k in set(ours) & set(theirs) if np.isfinite(ours[k]) and np.isfinite(theirs[k]))
     if len(common) < 2:
         return None, why_not_users
@@ -353,8 +359,8 @@ def _on_the_rows_splits(grids: Sequence[tuple[Path, Mapping[str, Any]]], paper_d
     set beside the paper's method on split 123, not beside its mean over three splits.  Else every run."""
     if len(split_seeds) < 2:
         return list(paper_dirs)
-    ran = {int(f.parent.name[5:]) for f, _ in grids if f.parent.name.startswith("split") and f.parent.name[5:].isdigit()}
-    seeds = {d: int(d.name[4:]) for d in paper_dirs if d.name.startswith("seed") and d.name[4:].isdigit()}
+    ran = {k for f, _ in grids if (k := _numbered(f.parent.name, "split")) is not None}
+    seeds = {d: k for d in paper_dirs if (k := _numbered(d.name, "seed")) is not None}
     if len(seeds) != len(paper_dirs) or not set(seeds.values()) <= set(map(int, split_seeds)):
         return list(paper_dirs)
     kept = [d for d in paper_dirs if seeds[d] in ran]

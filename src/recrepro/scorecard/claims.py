@@ -263,6 +263,15 @@ def _place(dataset: str, check: Check, method: str, than: str) -> str:
     return f"{dataset} {check.label}" if check.label else f"{dataset} `{method}` vs `{than}`"
 
 
+def _matched_pair(ctx: Context, check: Check, dataset: str, method: str,
+                  than: str) -> tuple[dict[int, float], dict[int, float], str]:
+    """Both methods' per-seed values of the check's metric on ``dataset``, over the seeds both ran
+    (:func:`~recrepro.scorecard.stats.matched_seeds`)."""
+    metric = check.metric or ""
+    return matched_seeds(ctx.records.seeds(dataset, check.split, method, metric),
+                         ctx.records.seeds(dataset, check.split, than, metric), method, than)
+
+
 def _check_better(check: Check, ctx: Context) -> list[Result]:
     if check.table:
         return _table_better(check, ctx)
@@ -272,9 +281,7 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
-        a, b, left_out = matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
-                                        ctx.records.seeds(dataset, check.split, than, check.metric or ""),
-                                        method, than)
+        a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
         ma, mb = _mean(a), _mean(b)
         holds = ma < mb if check.lower_is_better else ma > mb
         n = min(len(a), len(b))
@@ -358,9 +365,7 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
             continue
-        a, b, left_out = matched_seeds(ctx.records.seeds(dataset, check.split, method, check.metric or ""),
-                                        ctx.records.seeds(dataset, check.split, than, check.metric or ""),
-                                        method, than)
+        a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
         ma, mb = _mean(a), _mean(b)
         change = (ma - mb) / (mb if check.denominator == "than" else ma)
         published, tolerance = check.published or 0.0, check.tolerance or 0.0

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LocalEpochs", "client_batches", "local_convergence", "row_layout"]
+__all__ = ["ChunkDraws", "LocalEpochs", "RoundDraws", "client_batches", "local_convergence", "row_layout"]
 
 
 def local_convergence(loss_acc: np.ndarray, n_acc: np.ndarray, prev_mean: np.ndarray | None,
@@ -111,6 +111,62 @@ def client_batches(owner: np.ndarray, counts: np.ndarray, batch_size: int,
         first = np.searchsorted(o, o, side="left")  # o sorted: start of each client's block
         batch_of[S[perm]] = (np.arange(S.size) - first) // batch_size
     return batch_of
+
+
+class RoundDraws:
+    """A round's samples and local-epoch shuffles drawn for all its participants at once, in the
+    order one chunk of all of them would draw them, then handed to each chunk as its slice.
+
+    A trainer that splits a round's clients into memory-sized chunks (FedRAP's dense path) would
+    otherwise draw each chunk's negatives and shuffles from the round's stream in chunk order, so
+    a different ``memory_budget_mb`` would hand the clients other draws.  Here the negatives of
+    every participant come from one :func:`~recrepro.models.federated.sampling.round_samples`
+    call and epoch ``e``'s shuffle keys from one ``rng.random`` over every multi-batch client's
+    samples, drawn when a chunk first asks for that epoch: a client gets the draws it would get
+    in one chunk, whatever the chunks (a client's local training depends on its own draws only).
+
+    ``owner``/``item``/``label`` are the round's samples sorted by owner (an index into the
+    participants), ``counts`` the samples per participant.
+    """
+
+    def __init__(self, owner: np.ndarray, item: np.ndarray, label: np.ndarray, counts: np.ndarray,
+                 batch_size: int, rng: np.random.Generator) -> None:
+        self.owner, self.item, self.label, self.rng = owner, item, label, rng
+        self.sample_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        # the shuffled samples of a client are its own only when it has more than one batch
+        shuffled = np.where(counts > batch_size, counts, 0)
+        self.key_start = np.concatenate([[0], np.cumsum(shuffled)]).astype(np.int64)
+        self._epoch_keys: list[np.ndarray] = []
+
+    def samples(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Samples of participants ``[lo, hi)``, owners renumbered from 0 (sorted by owner)."""
+        a, b = self.sample_start[lo], self.sample_start[hi]
+        return self.owner[a:b] - lo, self.item[a:b], self.label[a:b]
+
+    def keys(self, epoch: int, lo: int, hi: int) -> np.ndarray:
+        """Epoch ``epoch``'s shuffle keys of participants ``[lo, hi)``."""
+        while len(self._epoch_keys) <= epoch:
+            self._epoch_keys.append(self.rng.random(int(self.key_start[-1])))
+        return self._epoch_keys[epoch][self.key_start[lo]:self.key_start[hi]]
+
+    def chunk(self, lo: int, hi: int) -> ChunkDraws:
+        """The stand-in for the round's generator that participants ``[lo, hi)`` train with."""
+        return ChunkDraws(self, lo, hi)
+
+
+class ChunkDraws:
+    """What :func:`client_batches` draws from, for one chunk of a :class:`RoundDraws` round: its
+    ``random(n)`` returns the chunk's slice of the next epoch's keys (``n`` must match)."""
+
+    def __init__(self, draws: RoundDraws, lo: int, hi: int) -> None:
+        self.draws, self.lo, self.hi, self.epoch = draws, lo, hi, 0
+
+    def random(self, size: int) -> np.ndarray:
+        keys = self.draws.keys(self.epoch, self.lo, self.hi)
+        if keys.size != size:
+            raise RuntimeError(f"chunk draws: {size} shuffle keys asked for, the chunk has {keys.size}")
+        self.epoch += 1
+        return keys
 
 
 def row_layout(owner: np.ndarray, item: np.ndarray, label: np.ndarray, B: int, n_items: int,

@@ -74,6 +74,7 @@ import torch
 
 from recrepro.models.base import NotFittedError
 from recrepro.models.federated.aggregation import row_upload_nnz, row_upload_sum, row_uploads_dense
+from recrepro.models.federated.clients import RoundDraws
 from recrepro.models.federated.privacy import gaussian_epsilon, gaussian_mechanism
 from recrepro.models.federated.sampling import sample_clients
 from recrepro.models.federated.simulation import FederatedSimulation, check_finite_fast
@@ -196,10 +197,22 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         c_sum = torch.zeros_like(self.C, dtype=torch.float64)
         loss_sum, nnz_upload = 0.0, 0
         abs_sorted = None
+        draws = None
+        if chunk < participants.size:
+            # several chunks: every client gets the draws one chunk of all would give it, so the
+            # memory budget (which sets the chunks) does not change the numbers
+            owner, item, label = self.round_samples(participants, rng)
+            draws = RoundDraws(owner, item, label, np.bincount(owner, minlength=participants.size),
+                               cfg.batch_size, rng)
         for start in range(0, participants.size, chunk):
             users = participants[start:start + chunk]
-            owner, item, label = self.round_samples(users, rng)
-            result = self.local_train(users, owner, item, label, lam, mu, rng)
+            if draws is None:
+                owner, item, label = self.round_samples(users, rng)
+                local_rng = rng
+            else:
+                owner, item, label = draws.samples(start, start + users.size)
+                local_rng = draws.chunk(start, start + users.size)
+            result = self.local_train(users, owner, item, label, lam, mu, local_rng)
             if "c_sum" in result and cfg.uses_dp:
                 # DP clips every client's own upload: formed from the lazy map a chunk of clients at a time
                 step = clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, users.size)
