@@ -60,6 +60,9 @@ def _places(results: Sequence[Result]) -> str:
 
 #: a mixed verdict with more places than this is summarised by the factor that splits it best
 MIXED_LIST_MAX = 6
+#: past this many places a list is not read (FedRAP's F1 has 29): the counts along the best factor
+#: stand in for it even where no factor splits the checks cleanly (claims.md lists every check)
+MIXED_LIST_UNREAD = 12
 
 
 def _grouped_mixed(supported: Sequence[Result], contradicted: Sequence[Result]) -> str | None:
@@ -67,9 +70,11 @@ def _grouped_mixed(supported: Sequence[Result], contradicted: Sequence[Result]) 
     from where it does not: the places' first word (the dataset) or their last comma-separated part
     (e.g. the negative pool, the metric).  "holds in 6 of 16 checks — train pool: 0 of 8; released-code
     pool: 6 of 8".  None when the list is short, or when no factor has unanimous groups covering at
-    least half of the checks (the list then says more than the counts)."""
+    least half of the checks (the list then says more than the counts), unless the list is longer
+    than :data:`MIXED_LIST_UNREAD` places."""
     checks = [(r.place or r.label, True) for r in supported] + [(r.place or r.label, False) for r in contradicted]
-    if len(dict.fromkeys(place for place, _ in checks)) <= MIXED_LIST_MAX:
+    n_places = len(dict.fromkeys(place for place, _ in checks))
+    if n_places <= MIXED_LIST_MAX:
         return None
     factors = {
         "first": lambda place: place.split(" ")[0].rstrip(",:"),
@@ -89,7 +94,7 @@ def _grouped_mixed(supported: Sequence[Result], contradicted: Sequence[Result]) 
         # the most checks in unanimous groups; of equals, the fewest groups
         if best is None or (unanimous, -len(groups)) > (best[0], best[1]):
             best = (unanimous, -len(groups), groups)
-    if best is None or 2 * best[0] < len(checks):
+    if best is None or (2 * best[0] < len(checks) and n_places <= MIXED_LIST_UNREAD):
         return None
     parts = "; ".join(f"{k}: {sum(v)} of {len(v)}" for k, v in best[2].items())
     return f"holds in {len(supported)} of {len(checks)} checks — {parts}"
