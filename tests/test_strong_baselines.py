@@ -299,6 +299,45 @@ def test_a_protocol_fitting_test_on_train_and_validation_tunes_on_train_and_refi
     assert fitted_on == [n_train, n_train, n_both] and out["runs"] == ["seed0"]
 
 
+def test_a_large_best_model_is_refitted_at_the_pick_not_kept_beside_the_next_fit(tmp_path, monkeypatch):
+    """Keeping the grid's best EASE (6.7 GB on gowalla) while the next point fits doubled the job's
+    peak memory (the kernel killed it); past KEEP_BEST_BYTES the pick is refitted, to the same record."""
+    import recrepro.strong as strong
+    from conftest import build_synthetic_split
+    from recrepro.datasets.synthetic import SyntheticSpec
+    from recrepro.io import read_json
+
+    split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
+                                  "prism", 5, "random_ratio", 123)
+    evaluation = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test", "ks": [20]}
+    fits = []
+    real = strong.make_model
+
+    def spy(model, settings, seed, device):
+        m = real(model, settings, seed, device)
+        fit = m.fit
+        m.fit = lambda x: (fits.append(dict(settings)), fit(x))[1]
+        return m
+
+    monkeypatch.setattr(strong, "make_model", spy)
+
+    def tune(out):
+        return strong.tune_and_test(split_dir=split, model="ease", grid={"lam": [1.0, 100.0]}, fixed={},
+                                    evaluation=evaluation, select="ndcg@20", seeds=[0], out_dir=tmp_path / out,
+                                    meta={"dataset": "synthetic", "protocol": "prism", "split": "random_ratio",
+                                          "tier": "smoke"})
+
+    kept = tune("kept")
+    assert len(fits) == 2  # the best of the two points tested as fitted
+    monkeypatch.setattr(strong, "KEEP_BEST_BYTES", 0)  # any W is over it
+    fits.clear()
+    refitted = tune("refitted")
+    assert len(fits) == 3 and fits[2] == refitted["settings"]
+    assert refitted["settings"] == kept["settings"]
+    a, b = read_json(tmp_path / "kept/seed0/metrics.json"), read_json(tmp_path / "refitted/seed0/metrics.json")
+    assert a["overall"] == b["overall"]
+
+
 def test_a_deterministic_models_one_run_per_split_stands_for_every_seed_once_every_split_ran(tmp_path):
     base = tmp_path / "baselines/strong/toy/p/loo"
     for split in ("split0", "split1"):
@@ -399,3 +438,18 @@ def test_every_committed_strong_run_keeps_the_per_user_rows_its_protocol_keeps()
     assert kept, "no protocol keeps per-user rows: the .gitignore rules changed"
     missing = [str(p.relative_to(root)) for p in kept if not p.is_file()]
     assert not missing, f"kept per-user rows missing (rerun their grid jobs): {missing}"
+
+
+def test_an_ease_job_asks_for_its_items_by_items_matrix():
+    """The job's memory request was the evaluation's alone (2.1 GB on gowalla) while EASE's fit holds
+    a 6.7 GB matrix: 1.5 x items² x the dtype's bytes on top, nothing for the other models."""
+    from recrepro.resources import DatasetSize, estimate
+    from recrepro.strong import fit_memory_mb
+
+    assert fit_memory_mb("ease", {"dtype": "float32"}, 40_981) == pytest.approx(9609.85, abs=0.01)
+    assert fit_memory_mb("ease", {}, 1_000) == pytest.approx(11.44, abs=0.01)  # float64 by default
+    assert fit_memory_mb("itemknn", {}, 40_981) == 0.0 and fit_memory_mb("ials", None, 40_981) == 0.0
+    size = DatasetSize(29_858, 40_981, 1_027_370)
+    plain = estimate("evaluate", size)["mem_mb"]
+    with_ease = estimate("evaluate", size, extra_mb=fit_memory_mb("ease", {"dtype": "float32"}, 40_981))["mem_mb"]
+    assert with_ease - plain == pytest.approx(9610, abs=100)

@@ -89,7 +89,8 @@ def estimate(kind: str, size: DatasetSize, *, attempt: int = 1, batch_size: int 
     - ``data``: 200 per interaction (parsing, filtering and splitting hold about five copies of
       a 40-byte row);
     - ``evaluate``: 40 per interaction (the fit and exclusion CSR matrices) plus
-      ``3 x batch_size x items x 4`` (scores, mask and top-k of one user batch);
+      ``3 x batch_size x items x 4`` (scores, mask and top-k of one user batch) plus ``extra_mb``
+      (a model's own fit, e.g. EASE's ``items x items`` matrix: :func:`recrepro.strong.fit_memory_mb`);
     - ``train``: ``evaluate`` plus ``16 x (users + items) x dim`` (float32 parameters, gradients and
       two Adam moments) plus ``extra_mb`` (a rule's own buffer, e.g. FedRAP's ``memory_budget_mb``);
     - ``light`` and ``sweep``: the base only.
@@ -107,7 +108,7 @@ def estimate(kind: str, size: DatasetSize, *, attempt: int = 1, batch_size: int 
     if kind == "data":
         mem, minutes = base + 200 * n / _MB, 10 + 2 * n / 1e6
     elif kind == "evaluate":
-        mem, minutes = base + csr_mb + score_mb, 10 + 2 * u * i / 1e9
+        mem, minutes = base + csr_mb + score_mb + extra_mb, 10 + 2 * u * i / 1e9
     elif kind == "train":
         params_mb = 16 * (u + i) * dim / _MB
         mem = base + csr_mb + score_mb + params_mb + extra_mb

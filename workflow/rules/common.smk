@@ -151,6 +151,20 @@ def fedrap_train_estimate(key):
     )[key]
 
 
+def strong_tune_estimate(key):
+    """`mem_mb=` / `runtime=` of a strong-baseline job: the model's own fit on top (EASE: items²)."""
+
+    def value(wc, attempt):
+        import recrepro.strong as strong
+
+        size = dataset_size(wc.dataset, config, DATA, wc.protocol)
+        fixed = strong.tune_params(config, *strong.job_key(wc))["fixed"]
+        extra = strong.fit_memory_mb(wc.model, fixed, size.items)
+        return _job_estimate("evaluate", wc, attempt, extra_mb=extra)[key]
+
+    return value
+
+
 def res_gpu(kind="train"):
     """`gpu=`: 1 for torch training jobs when `device: cuda` (SLURM: --gpus=1), else 0 (none asked)."""
     return 1 if GPU_JOBS and kind == "train" else 0

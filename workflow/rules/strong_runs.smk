@@ -15,8 +15,8 @@ rule strong_tune:
         ENV_CPU
     threads: JOB_THREADS
     resources:
-        mem_mb=res_mem_mb("evaluate"),
-        runtime=res_runtime("evaluate"),
+        mem_mb=strong_tune_estimate("mem_mb"),
+        runtime=strong_tune_estimate("runtime"),
     params:
         evaluation=lambda wc: as_json(
             strong_wf.tune_params(config, *strong_wf.job_key(wc))["evaluation"]
