@@ -566,6 +566,29 @@ def test_a_tuned_pick_from_part_of_its_grid_is_named_and_provisional(tmp_path):
     assert judge_claim(full, c).verdict == "supported"
 
 
+def test_a_tuned_pick_that_is_the_other_side_s_own_run_is_not_tested(tmp_path):
+    # yelp2018's DirectAU weight-decay grid had run its no-decay point alone: the "tuned" pick was
+    # `mf_directau_wd0` itself, and P1 read "tuned vs no decay: 0.0531 vs 0.0531, does not hold"
+    run(tmp_path, "a_tunedwd", 0, {"m": 0.2}, extra={"budget": "tuned over 1 of 4 weight decays",
+                                                     "selected_method": "a_wd0"})
+    run(tmp_path, "a_wd0", 0, {"m": 0.2})
+    c = ctx(tmp_path)
+    for method, than in (("a_tunedwd", "a_wd0"), ("a_wd0", "a_tunedwd")):
+        [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="m", method=method, than=than), c)
+        assert r.status == NOT_TESTABLE
+        assert r.numbers == ("waits for the rest of the tuned grid on toy: its pick is `a_wd0` itself "
+                             "(`a_tunedwd`: tuned over 1 of 4 weight decays)")
+    [r] = evaluate_check(check(kind="relative_change", datasets=["toy"], metric="m", method="a_wd0",
+                               than="a_tunedwd", published=-0.1, tolerance=0.05), c)
+    assert r.status == NOT_TESTABLE
+    # once the pick is another run, the comparison is made
+    run(tmp_path, "a_tunedwd", 0, {"m": 0.3}, extra={"budget": "tuned over 2 of 4 weight decays",
+                                                     "selected_method": "a_wd1em4"})
+    [r] = evaluate_check(check(kind="better", datasets=["toy"], metric="m", method="a_tunedwd", than="a_wd0"),
+                         ctx(tmp_path))
+    assert r.status == SUPPORTED
+
+
 def test_one_seed_of_three_is_at_most_provisional(tmp_path):
     run(tmp_path, "a", 0, {"m": 0.1})
     run(tmp_path, "b", 0, {"m": 0.2})

@@ -78,6 +78,8 @@ class ClaimRecords:
         #: (dataset, method) -> the record's ``budget`` note: a tuned pick made from part of its grid
         #: ("tuned over 3 of 4 weight decays"), which may change once the rest of the grid runs
         self.budgets: dict[tuple[str, str], str] = {}
+        #: (dataset, method) -> the run a tuned record's pick is (``selected_method``)
+        self.selected: dict[tuple[str, str], str] = {}
         for run_dir in sorted(map(Path, run_dirs)):
             metrics = read_record_json(run_dir / METRICS_FILE)
             try:
@@ -92,6 +94,8 @@ class ClaimRecords:
                 continue
             if isinstance(metrics.get("budget"), str) and metrics["budget"]:
                 self.budgets[(key[0], key[2])] = metrics["budget"]
+            if isinstance(metrics.get("selected_method"), str):
+                self.selected[(key[0], key[2])] = metrics["selected_method"]
             flat: dict[str, float] = {}
             for source in (metrics.get("counts") or {}, metrics, metrics.get("overall") or {}):
                 flat.update({k: float(v) for k, v in source.items()
@@ -129,6 +133,11 @@ class ClaimRecords:
         """The budget notes of ``methods`` on ``dataset`` ("`m`: tuned over 3 of 4 weight decays"), or ""."""
         return "; ".join(f"`{m}`: {self.budgets[(dataset, m)]}" for m in dict.fromkeys(methods)
                          if (dataset, m) in self.budgets)
+
+    def one_run(self, dataset: str, method: str, than: str) -> bool:
+        """Whether one side is a tuned pick that picked the other side's run: a comparison of a run
+        with itself (a weight-decay grid that has run its no-decay point alone)."""
+        return self.selected.get((dataset, method)) == than or self.selected.get((dataset, than)) == method
 
     def first_ran(self, dataset: str, split: str | None, candidates: Sequence[str], metric: str) -> str | None:
         """The first of ``candidates`` with ``metric`` on ``dataset`` (a tuned variant before a fixed one)."""
@@ -258,6 +267,15 @@ def _pair_missing(check: Check, dataset: str, method: str | None, than: str | No
     return _missing(label, " and ".join(lacking) + f" on {dataset} ({check.metric}){why}")
 
 
+def _one_run(check: Check, ctx: Context, dataset: str, method: str, than: str) -> Result:
+    """Not testable: one side is a tuned pick of the other side's own run (one run, not two)."""
+    picked = than if ctx.records.selected.get((dataset, method)) == than else method
+    capped = ctx.records.capped(dataset, method, than)
+    return _missing(f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
+                    f"the rest of the tuned grid on {dataset}: its pick is `{picked}` itself"
+                    + (f" ({capped})" if capped else ""))
+
+
 def _place(dataset: str, check: Check, method: str, than: str) -> str:
     """Where a result holds, in a few words: the dataset and the check's label, else the two methods."""
     return f"{dataset} {check.label}" if check.label else f"{dataset} `{method}` vs `{than}`"
@@ -280,6 +298,9 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
         method, than = _pair(check, ctx, dataset)
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
+            continue
+        if ctx.records.one_run(dataset, method, than):
+            out.append(_one_run(check, ctx, dataset, method, than))
             continue
         a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
         ma, mb = _mean(a), _mean(b)
@@ -364,6 +385,9 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
         method, than = _pair(check, ctx, dataset)
         if method is None or than is None:
             out.append(_pair_missing(check, dataset, method, than, ctx.records))
+            continue
+        if ctx.records.one_run(dataset, method, than):
+            out.append(_one_run(check, ctx, dataset, method, than))
             continue
         a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
         ma, mb = _mean(a), _mean(b)
