@@ -248,16 +248,22 @@ def test_memory_budget_chunks_clients_and_falls_back_to_memmap(tmp_path):
     assert not np.allclose(np.asarray(a.D[0]), np.asarray(a.D[1]))  # private tables diverged per client
 
 
+_PER_CLIENT_MB = 40 * 4 * 4 * 6 / 2**20  # storage.clients_per_chunk's estimate of one client (40 items, d = 4)
+
+
 @pytest.mark.parametrize("settings", [
     {"method": "fedrap_l2", "mode": "paper"},                  # the dense paper path
     {"method": "fedrap", "mode": "code", "dp_clip": 0.5},       # a clipped (noise-free) round: chunked rows
-], ids=["paper-dense", "code-dp-clip"])
+    # noise seeded in blocks of 3 clients, against chunks of 5, 5, 2 (and 12): the blocks straddle the chunks
+    {"method": "fedrap", "mode": "paper", "dp_clip": 0.5, "dp_noise": 1.0, "dp_noise_block_mb": 3 * _PER_CLIENT_MB},
+    {"method": "fedrap", "mode": "code", "dp_noise": 0.1, "dp_noise_block_mb": 3 * _PER_CLIENT_MB},
+], ids=["paper-dense", "code-dp-clip", "paper-dp-noise", "code-dp-noise"])
 def test_chunked_rounds_match_one_chunk(tmp_path, settings):
     # a client's negatives and shuffles must not depend on which chunk it trains in: the memory
     # budget sets the chunks (5, 5, 2 clients here against 12 at once), never the numbers
     rng = np.random.default_rng(4)
     train = sp.csr_matrix((rng.random((12, 40)) < 0.3).astype(np.float32))
-    per_client_mb = 40 * 4 * 4 * 6 / 2**20  # storage.clients_per_chunk's estimate of one client
+    per_client_mb = _PER_CLIENT_MB
 
     def run(budget_mb):
         m = FederatedRecommender(FederatedConfig(dim=4, rounds=2, local_epochs=3, batch_size=8, tol=0.0,
@@ -277,6 +283,26 @@ def test_chunked_rounds_match_one_chunk(tmp_path, settings):
                                                  memory_budget_mb=64.0, seed=1, **settings))
     other.fit(train)
     assert not np.allclose(other.score(np.arange(12)), one.score(np.arange(12)), rtol=1e-3)
+
+
+def test_round_noise_is_each_clients_own_draw():
+    from recrepro.models.federated.privacy import RoundNoise
+
+    def noise(chunks, block=4):
+        rn = RoundNoise(np.random.default_rng(7), block)
+        return torch.cat([rn.normals(n, (5, 32)) for n in chunks])
+
+    whole = noise([10])
+    # chunks that straddle the blocks of 4 get the same numbers
+    torch.testing.assert_close(noise([3, 3, 1, 3]), whole, rtol=0, atol=0)
+    # a block's noise is the block-at-once draw from a generator seeded by the round's stream (the
+    # earlier code's draw, which the committed DP records ran with): 5 x 32 normals per client
+    seeds = np.random.default_rng(7).integers(2**62, size=3)
+    first = torch.randn((4, 5, 32), generator=torch.Generator().manual_seed(int(seeds[0])))
+    torch.testing.assert_close(whole[:4], first, rtol=0, atol=0)
+    last = torch.randn((2, 5, 32), generator=torch.Generator().manual_seed(int(seeds[2])))
+    torch.testing.assert_close(whole[8:], last, rtol=0, atol=0)
+    assert not torch.equal(noise([10], block=5)[4], whole[4])  # another grouping: other numbers
 
 
 def test_dp_accountant_and_clipping():

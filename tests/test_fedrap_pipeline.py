@@ -283,18 +283,29 @@ def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny
     assert losses["fedrap"][1] != losses["fedrap_dp_noise"][1]  # round 2 from the noisy average
     import matplotlib.pyplot as plt
 
-    drawn = {}
-    real_annotate = plt.Axes.annotate
+    drawn, levels, diamonds = {}, [], []
+    real_annotate, real_axhline, real_plot = plt.Axes.annotate, plt.Axes.axhline, plt.Axes.plot
 
     def spy(self, text, xy, **kw):
         drawn[text] = xy
         return real_annotate(self, text, xy, **kw)
 
-    plt.Axes.annotate = spy
+    def spy_level(self, y=0, *args, **kw):
+        levels.append(y)
+        return real_axhline(self, y, *args, **kw)
+
+    def spy_plot(self, *args, **kw):
+        if kw.get("marker") == "D":
+            diamonds.extend(list(args[0]))
+        return real_plot(self, *args, **kw)
+
+    plt.Axes.annotate, plt.Axes.axhline, plt.Axes.plot = spy, spy_level, spy_plot
     try:
         driver.ablation_figure([tmp_path / n for n in ("fedrap", "fedrap_dp_clip", "fedrap_dp", "fedrap_dp_noise")],
                                str(tmp_path / "a.pdf"), str(tmp_path / "a.png"), "smoke")
     finally:
-        plt.Axes.annotate = real_annotate
-    assert {"no DP", "clip 1, no noise", "no clip (no ε)"} <= set(drawn) and any(t.startswith("ε=") for t in drawn)
-    assert drawn["no clip (no ε)"][0] == pytest.approx(0.1)  # at its own std, not σ·clip
+        plt.Axes.annotate, plt.Axes.axhline, plt.Axes.plot = real_annotate, real_axhline, real_plot
+    assert "clip 1, no noise" in drawn and any(t.startswith("ε=") for t in drawn)
+    # no DP: a dotted level at FedRAP's own HR@10, not a point the noise curve starts from
+    assert levels == [pytest.approx(read_json(tmp_path / "fedrap" / "metrics.json")["overall"]["hr@10"])]
+    assert diamonds == [pytest.approx(0.1)]  # noise without a clip: at its own std, not σ·clip

@@ -149,6 +149,16 @@ class RoundDraws:
             self._epoch_keys.append(self.rng.random(int(self.key_start[-1])))
         return self._epoch_keys[epoch][self.key_start[lo]:self.key_start[hi]]
 
+    def draw_all_keys(self, epochs: int) -> int:
+        """Draw the shuffle keys of every epoch ``< epochs`` not drawn yet (a fixed point in the
+        round's stream after which its other draws, e.g. DP noise seeds, may come); returns how
+        many epochs' keys this drew that took numbers from the stream."""
+        drawn = 0
+        while len(self._epoch_keys) < epochs:
+            self._epoch_keys.append(self.rng.random(int(self.key_start[-1])))
+            drawn += int(self.key_start[-1] > 0)
+        return drawn
+
     def chunk(self, lo: int, hi: int) -> ChunkDraws:
         """The stand-in for the round's generator that participants ``[lo, hi)`` train with."""
         return ChunkDraws(self, lo, hi)

@@ -63,6 +63,10 @@ class FederatedConfig:
     clipped to norm ``dp_clip`` and ``dp_noise`` is the noise multiplier (std ``dp_noise·dp_clip``,
     an ε is reported); without one (``None``), ``dp_noise`` is the std itself and nothing is
     clipped (the pre-release code's noise on the uploaded C; no ε: the sensitivity is unbounded).
+    ``dp_noise_block_mb``: the noise of a round's clients is seeded in fixed blocks of as many
+    clients as this budget's dense chunk holds (:class:`~recrepro.models.federated.privacy.RoundNoise`);
+    a fixed grouping, apart from ``memory_budget_mb``, so the memory budget never moves the noise
+    (the default, the default budget, is the grouping every DP record ran with).
     """
 
     method: str = "fedrap"
@@ -95,6 +99,7 @@ class FederatedConfig:
     dp_clip: float | None = None
     dp_noise: float = 0.0
     dp_delta: float = 1e-5
+    dp_noise_block_mb: float = 2048.0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

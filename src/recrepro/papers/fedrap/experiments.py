@@ -611,7 +611,8 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     """Top: test HR@10 of FedRAP, its ablations (FedRAP-No: μ = 0, FedRAP-L2) and curricula
     (mean ± sd over seeds), one bar per dataset.  Bottom: test HR@10 against the DP noise
     standard deviation per entry σ·clip, each point labelled with the ε (δ = 1e-5) of the run's Gaussian
-    mechanism, and its clip where it is not 1 (the pre-release code's setting: σ 1, clip 0.1)."""
+    mechanism, and its clip where it is not 1 (the pre-release code's setting: σ 1, clip 0.1); FedRAP
+    without DP as a dotted level, noise without a clip (no ε) as diamonds off the curve."""
     from recrepro.plotting import figure_legend, fixed_colors, new_figure, note_no_data, save_figure
 
     runs = _runs_frame(run_dirs)
@@ -639,26 +640,30 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
             g = (dp.groupby(["std", "clip"]).agg(hr=("hr@10", "mean"), eps=("dp_epsilon", "mean"))
                  .reset_index().sort_values(["std", "clip"], ascending=[True, False]))
             unclipped = ~np.isfinite(g["clip"]) & (g["std"] > 0)  # off the line: no privacy guarantee
-            ax_dp.plot(g.loc[~unclipped, "std"], g.loc[~unclipped, "hr"], marker="o", color=colors[dataset],
+            no_dp = ~np.isfinite(g["clip"]) & (g["std"] == 0)
+            on_line = ~unclipped & ~no_dp
+            # no DP is the reference level, not a point of the noise curve (it has no clip): a dotted
+            # line, so the curve does not drop from it at σ·clip = 0 and the datasets' labels cannot collide
+            for hr in g.loc[no_dp, "hr"]:
+                ax_dp.axhline(hr, color=colors[dataset], linestyle=":", linewidth=1.0)
+            ax_dp.plot(g.loc[on_line, "std"], g.loc[on_line, "hr"], marker="o", color=colors[dataset],
                        label=dataset)
             ax_dp.plot(g.loc[unclipped, "std"], g.loc[unclipped, "hr"], marker="D", linestyle="none",
                        color=colors[dataset])
             dp_drawn = True
-            for r in g.itertuples():
-                below = False
-                if not np.isfinite(r.clip):
-                    label = "no DP" if r.std == 0 else "no clip (no ε)"
-                elif r.std == 0:
+            for r in g[on_line].itertuples():
+                if r.std == 0:
                     label, below = f"clip {r.clip:g}, no noise", True  # under its point: clear of std 0.1-0.3's
                 else:
-                    label = f"ε={r.eps:.3g}" + ("" if r.clip == 1 else f", clip {r.clip:g}")
+                    label, below = f"ε={r.eps:.3g}" + ("" if r.clip == 1 else f", clip {r.clip:g}"), False
                 ax_dp.annotate(label, (r.std, r.hr), fontsize=7, textcoords="offset points",
                                xytext=(3, -9) if below else (3, 3))
     ax_ab.set_xticks(np.arange(len(names)) + width * (len(datasets) - 1) / 2, names, rotation=30, ha="right")
     ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
     ax_ab.grid(False, axis="x")
-    ax_dp.set(xlabel="noise std per entry σ·clip (clip 1 unless labelled; δ = 1e-5; ◆: no clip)", ylabel="test HR@10",
-              title="(b) DP on the upload of C")
+    ax_dp.margins(x=0.06, y=0.1)  # room for the labels under and beside the outer points
+    ax_dp.set(xlabel="noise std per entry σ·clip (clip 1 unless labelled; δ = 1e-5)", ylabel="test HR@10",
+              title="(b) DP on the upload of C (dotted: no DP; ◆: noise, no clip, no ε)")
     if not names:
         note_no_data(ax_ab, "no run of FedRAP, its ablations or curricula is recorded")
     if not dp_drawn:

@@ -75,7 +75,7 @@ import torch
 from recrepro.models.base import NotFittedError
 from recrepro.models.federated.aggregation import row_upload_nnz, row_upload_sum, row_uploads_dense
 from recrepro.models.federated.clients import RoundDraws
-from recrepro.models.federated.privacy import gaussian_epsilon, gaussian_mechanism
+from recrepro.models.federated.privacy import RoundNoise, gaussian_epsilon, gaussian_mechanism
 from recrepro.models.federated.sampling import sample_clients
 from recrepro.models.federated.simulation import FederatedSimulation, check_finite_fast
 from recrepro.models.federated.storage import clients_per_chunk
@@ -178,12 +178,32 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
                            if cfg.dp_clip is not None and cfg.dp_noise > 0 else None),
         }
 
-    def privatise(self, uploads: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+    def privatise(self, uploads: torch.Tensor, normals: RoundNoise | np.random.Generator) -> torch.Tensor:
         """Clip each client's update ``C_i − C`` to Frobenius norm ``dp_clip`` and add
         ``N(0, (dp_noise·dp_clip)²)`` noise to every entry (without a clip: ``N(0, dp_noise²)``,
         nothing clipped); the Gaussian mechanism on the upload, per client, before aggregation
-        (:func:`~recrepro.models.federated.privacy.gaussian_mechanism`)."""
-        return gaussian_mechanism(uploads, self.C, self.config.dp_clip, self.config.dp_noise, rng)
+        (:func:`~recrepro.models.federated.privacy.gaussian_mechanism`).  ``normals``: the
+        round's :class:`~recrepro.models.federated.privacy.RoundNoise`, positioned at these clients."""
+        return gaussian_mechanism(uploads, self.C, self.config.dp_clip, self.config.dp_noise, normals)
+
+    def _round_noise(self, participants: np.ndarray, rng: np.random.Generator,
+                     draws: RoundDraws) -> RoundNoise | None:
+        """The round's DP noise (``None`` without DP), its seeds drawn from ``rng`` once the shuffle
+        keys of all ``local_epochs`` epochs are drawn: after the keys, whichever epochs the chunks
+        have reached so far (a chunk's clients may all stop early), so that the chunks never move
+        the seeds."""
+        cfg = self.config
+        if not cfg.uses_dp:
+            return None
+        ahead = draws.draw_all_keys(cfg.local_epochs)
+        if ahead:
+            # only where the first chunk's clients all stopped early, or none of them shuffles: the
+            # one place a round's stream differs from a chunk-by-chunk draw of the seeds (the order
+            # the DP records before fixed noise blocks ran in), so say where it happens
+            print(f"fedrap: round {self.round}: the shuffle keys of {ahead} local epoch(s) no client had "
+                  f"reached yet were drawn before the DP noise's seeds", file=sys.stderr)
+        block = clients_per_chunk(self.n_items, cfg.dim, cfg.dp_noise_block_mb, participants.size)
+        return RoundNoise(rng, block, self.C.device)
 
     def _round_uploads(self, participants: np.ndarray, lam: float, mu: float,
                        rng: np.random.Generator) -> tuple[torch.Tensor, float, int]:
@@ -198,12 +218,14 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         loss_sum, nnz_upload = 0.0, 0
         abs_sorted = None
         draws = None
-        if chunk < participants.size:
+        if chunk < participants.size or cfg.uses_dp:
             # several chunks: every client gets the draws one chunk of all would give it, so the
-            # memory budget (which sets the chunks) does not change the numbers
+            # memory budget (which sets the chunks) does not change the numbers; under DP always,
+            # so that the noise's seeds follow every local epoch's shuffle keys (_round_noise)
             owner, item, label = self.round_samples(participants, rng)
             draws = RoundDraws(owner, item, label, np.bincount(owner, minlength=participants.size),
                                cfg.batch_size, rng)
+        noise = None
         for start in range(0, participants.size, chunk):
             users = participants[start:start + chunk]
             if draws is None:
@@ -213,11 +235,13 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
                 owner, item, label = draws.samples(start, start + users.size)
                 local_rng = draws.chunk(start, start + users.size)
             result = self.local_train(users, owner, item, label, lam, mu, local_rng)
+            if noise is None:
+                noise = self._round_noise(participants, rng, draws)
             if "c_sum" in result and cfg.uses_dp:
                 # DP clips every client's own upload: formed from the lazy map a chunk of clients at a time
                 step = clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, users.size)
                 for up in self.lazy_upload_chunks(result, step):
-                    up = self.privatise(up, rng)
+                    up = self.privatise(up, noise)
                     # float32 sums over the clients, accumulated in float64: a float64 reduction of
                     # [B, n_items, d] costs 15x more (a relative 1e-7 of the sum, far below the noise)
                     c_sum += up.sum(0).double()
@@ -229,7 +253,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
             elif cfg.uses_dp or "C" in result:
                 up = self.dense_uploads(result)
                 if cfg.uses_dp:
-                    up = self.privatise(up, rng)
+                    up = self.privatise(up, noise)
                 c_sum += up.sum(0, dtype=torch.float64)
                 nnz_upload += int((up.abs() > L1_THRESHOLD).sum())
                 del up
