@@ -132,3 +132,16 @@ def test_cli_records_the_resolved_device():
     assert parser.parse_args([]).device in ("cpu", "cuda")
     with pytest.raises(SystemExit):
         parser.parse_args(["--device", "gpu0"])
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_ease_on_cuda_matches_lapack():
+    """EASE's inverse on the card (the paper tier's gowalla EASE jobs): B as the CPU's LAPACK gives it."""
+    from recrepro.models.ease import EASE
+
+    rng = np.random.default_rng(3)
+    x = sp.csr_matrix((rng.random((400, 300)) < 0.05).astype(np.float32))
+    cpu = EASE(lam=50.0, dtype="float32").fit(x).W
+    cuda = EASE(lam=50.0, dtype="float32", device="cuda").fit(x).W
+    assert cuda.dtype == cpu.dtype and float(np.abs(cuda - cpu).max()) < 1e-4

@@ -35,6 +35,27 @@ def test_ease_matches_a_direct_solve():
         assert np.allclose(model.score(np.array([3])), dense[3] @ b, atol=1e-4)
 
 
+def test_ease_torch_path_matches_lapack():
+    """The GPU path's arithmetic (torch Cholesky and its inverse, eq. 8's scaling), run on the CPU
+    here: the same B as LAPACK's in-place path; a singular Gram matrix refused the same way."""
+    import torch
+
+    from recrepro.models.ease import _weights_torch, ease_weights
+
+    rng = np.random.default_rng(2)
+    x = sp.csr_matrix((rng.random((50, 20)) < 0.3).astype(np.float32))
+    for dtype, tol in (("float64", 1e-12), ("float32", 1e-5)):
+        want = ease_weights(x, 7.0, dtype)
+        g = (x.astype(dtype).T @ x.astype(dtype)).toarray()
+        g[np.diag_indices(20)] += 7.0
+        got = _weights_torch(torch.from_numpy(g), 7.0)
+        assert got.dtype == np.dtype(dtype) and np.allclose(np.diag(got), 0.0)
+        assert np.abs(got - want).max() < tol
+    singular = torch.tensor([[2.0, 2.0, 0.0], [2.0, 2.0, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    with pytest.raises(ValueError, match="positive definite"):
+        _weights_torch(singular, 0.0)
+
+
 def test_ease_inverts_in_the_gram_matrix_memory_whatever_its_order():
     """One n² matrix, as the module promises (gowalla's 6.7 GB in float32, not twice that): the
     LAPACK calls work in the array handed in, C- or Fortran-ordered, and still invert it."""

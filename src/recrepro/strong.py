@@ -66,7 +66,7 @@ def make_model(name: str, settings: Mapping[str, Any], seed: int = 0, device: st
         return RP3beta(**settings)
     if name == "ease":
         from recrepro.models.ease import EASE
-        return EASE(**settings)
+        return EASE(device=device, **settings)
     if name == "ials":
         from recrepro.models.ials import IALS
         return IALS(seed=seed, device=device, log_losses=False, **settings)
