@@ -107,3 +107,22 @@ def test_sweep_rows_leave_their_wall_times_to_a_file_of_their_own(tmp_path):
     assert list(times.columns) == ["experiment", "seed", "method", "m", "t", "seconds"]
     assert len(times) == len(frame) and (times["seconds"] > 0).all()
     assert times[["method", "t"]].equals(frame[["method", "t"]])
+
+
+def test_fig3_iteration_ticks_never_print_minus_zero(tmp_path, monkeypatch):
+    # a tick the locator puts at −2e-16 on one host and at 0 on another used to print "−0" there,
+    # so the committed PDF changed bytes from host to host
+    import recrepro.plotting as plotting
+
+    drawn = {}
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, *a, **k: drawn.setdefault("fig", fig))
+    rows = [{"seed": 0, "method": "amht_lrs", "iteration": i, "subspace_distance": 10.0 ** -i,
+             "param_error": 2.0 ** -i} for i in range(4)]
+    lrs.make_figure("iterations", pd.DataFrame(rows), str(tmp_path / "f.pdf"), str(tmp_path / "f.png"), "smoke")
+    fig = drawn["fig"]
+    fig.canvas.draw()
+    for ax in fig.axes[:2]:
+        fmt = ax.xaxis.get_major_formatter()
+        assert [fmt(v, 0) for v in (-2e-16, 0.0, 1.0000000000000002, 3.0)] == ["0", "0", "1", "3"]
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert labels and all(text.lstrip("-").isdigit() for text in labels) and "−0" not in labels

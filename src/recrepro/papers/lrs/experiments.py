@@ -277,6 +277,12 @@ def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str
         _lines(axes[1], _summary(frame, "iteration", "param_error"), METHOD_ORDER)
         axes[0].set(xlabel="outer iteration", ylabel="‖(I − ÛÛᵀ)U*‖₂", yscale="log", title="Fig. 3a: subspace distance")
         axes[1].set(xlabel="outer iteration", ylabel="mean relative parameter error", yscale="log", title="Fig. 3b: error")
+        # whole iterations, written from the rounded value: a tick the locator puts at −2e-16 on one host's
+        # arithmetic and at 0 on another's would print "−0" there and change the PDF's bytes
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
+        for ax in axes:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{int(round(value))}"))
     elif experiment == "private":
         fig, ax = new_figure(width=5.5)
         priv = frame[frame["method"] == "private_amht_lrs"]
