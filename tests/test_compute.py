@@ -334,3 +334,45 @@ def test_a_family_new_to_a_dataset_is_priced_by_its_cost_ratios_elsewhere(tmp_pa
     runs = [_record(tmp_path / "x", "c", 0.5, method="fast"), _run("c", method="slow")]
     page = compute_markdown(compute_table(runs, tmp_path / "x"), {}, sizes={})
     assert _remaining_row(page, "c") == "| demo | c | no | 1 | 1 (1 from other methods' jobs) | 0.50 |  |"
+
+
+def test_a_job_timed_in_part_is_priced_from_its_own_rounds_until_it_has_a_record(tmp_path):
+    # "slow" costs 6 times "fast" on a, so by the ratio it would cost 3 h on c; its own rounds, timed on c
+    # (180 s each, 100 of them), say 5 h: they win, and the row says so
+    runs = [_record(tmp_path, "a", 1.0, method="fast"), _record(tmp_path, "a", 6.0, method="slow"),
+            _record(tmp_path, "c", 0.5, method="fast"), _run("c", method="slow"), _run("c", method="slow", seed=1)]
+    timed = [{"paper": PAPER, "dataset": "c", "methods": ["sl*"], "cpu_seconds_per_step": 180.0, "steps": 100,
+              "measured": "x", "source": "y"}]
+    page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={}, partial=timed)
+    assert _remaining_row(page, "c") == "| demo | c | no | 2 | 2 (2 timed in part) | 10.00 |  |"
+    assert _remaining_row(compute_markdown(compute_table(runs, tmp_path), {}, sizes={}, partial=[]), "c") == \
+        "| demo | c | no | 2 | 2 (2 by cost ratios) | 6.00 |  |"
+    # another dataset's or paper's measurement prices nothing here
+    for other in ({"dataset": "a"}, {"paper": "prism"}):
+        page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={}, partial=[{**timed[0], **other}])
+        assert _remaining_row(page, "c") == "| demo | c | no | 2 | 2 (2 by cost ratios) | 6.00 |  |"
+    # once a seed has its record, the method's own records price the rest
+    runs[3] = _record(tmp_path, "c", 4.0, method="slow")
+    page = compute_markdown(compute_table(runs, tmp_path), {}, sizes={}, partial=timed)
+    assert _remaining_row(page, "c") == "| demo | c | no | 1 | 1 | 4.00 |  |"
+
+
+def test_the_packaged_partial_timings_load_and_bad_ones_are_refused(tmp_path):
+    import pytest
+
+    from recrepro.compute import ComputeRatesError, partial_rates
+
+    packaged = partial_rates()
+    lastfm = [e for e in packaged if e["dataset"] == "hetrec2011-lastfm-2k"]
+    assert lastfm and set(lastfm[0]["methods"]) == {"fedrap_tuned", "fedrap_pool_tuned"}
+    assert 3 < lastfm[0]["cpu_seconds_per_step"] * lastfm[0]["steps"] / 3600 < 10   # hours a run, as measured
+    good = {"paper": "p", "dataset": "d", "methods": ["m"], "cpu_seconds_per_step": 1, "steps": 2,
+            "measured": "x", "source": "y"}
+    for bad, message in (({**good, "steps": 0}, "'steps' must be a positive number"),
+                         ({**good, "methods": []}, "'methods' must be a non-empty list"),
+                         ({k: v for k, v in good.items() if k != "source"}, "needs exactly the keys")):
+        path = tmp_path / "rates.yaml"
+        path.write_text(json.dumps({"partial": [bad]}))
+        with pytest.raises(ComputeRatesError, match=message):
+            partial_rates(path)
+    assert partial_rates(tmp_path / "absent.yaml") == []

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from recrepro.datasets.registry import DATASETS
 from recrepro.io import read_json
@@ -39,6 +40,46 @@ STRONG = "strong"
 
 #: a job's seed (a run's training seed; a tuned baseline's split seed) at the end of its folder
 SEED_PATTERN = r"(?:seed|split)(\d+)$"
+
+#: jobs timed only in part (:func:`partial_rates`)
+PARTIAL_RATES = Path(__file__).resolve().parent / "expected" / "compute.yaml"
+_PARTIAL_KEYS = {"paper", "dataset", "methods", "cpu_seconds_per_step", "steps", "measured", "source"}
+
+
+class ComputeRatesError(ValueError):
+    """``expected/compute.yaml`` (or the file given instead) is malformed."""
+
+
+def partial_rates(path: str | Path = PARTIAL_RATES) -> list[dict[str, Any]]:
+    """The jobs timed only in part: ``partial`` entries of ``path`` (see the file's header), validated.
+
+    A measured round of the job itself prices it better than any extrapolation from other methods or
+    datasets: FedRAP's paper objective at LastFM's pick runs its rounds on the dense path, about 80 times
+    the cost its released-code mode's records and the other datasets' cost ratios imply.
+    """
+    path = Path(path)
+    raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+    if raw is None:
+        return []
+    entries = raw.get("partial") if isinstance(raw, Mapping) else None
+    if not isinstance(entries, list):
+        raise ComputeRatesError(f"{path}: expected a mapping with a list under 'partial'")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{path}: partial[{i}]"
+        if not isinstance(entry, Mapping) or set(entry) != _PARTIAL_KEYS:
+            got = sorted(entry) if isinstance(entry, Mapping) else type(entry).__name__
+            raise ComputeRatesError(f"{where}: needs exactly the keys {sorted(_PARTIAL_KEYS)}, got {got}")
+        methods = entry["methods"]
+        if not (isinstance(methods, list) and methods and all(isinstance(m, str) and m for m in methods)):
+            raise ComputeRatesError(f"{where}: 'methods' must be a non-empty list of names")
+        for key in ("cpu_seconds_per_step", "steps"):
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ComputeRatesError(f"{where}: '{key}' must be a positive number, got {value!r}")
+        out.append(dict(entry))
+    return out
 
 
 def _run_identity(path: str | Path) -> dict[str, str] | None:
@@ -308,7 +349,8 @@ def official_lines(official_files: Sequence[str | Path]) -> list[str]:
 
 def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
                      sizes: Mapping[str, int] | None = None, picked_runs: Sequence[str] = (),
-                     official: Sequence[str | Path] = ()) -> str:
+                     official: Sequence[str | Path] = (),
+                     partial: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The markdown of ``docs/compute.md`` (see the module docstring).
 
     Parameters
@@ -325,6 +367,8 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
         seeds are queued with the published cells' other seeds (:func:`queue_priority`).
     official:
         The released FedRAP code's per-round curves (:func:`official_lines`).
+    partial:
+        Jobs timed only in part (:func:`partial_rates`); the packaged ``expected/compute.yaml`` when None.
     """
     done = frame[frame["recorded"]] if not frame.empty else frame
     on_gpu = done[~_on_cpu(done)] if not frame.empty else done
@@ -337,7 +381,7 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     lines += _recorded_lines(done)
     todo = frame[~frame["recorded"]].copy()
     if len(todo):
-        prices = _estimates(todo, cpu_done)
+        prices = _estimates(todo, cpu_done, partial_rates() if partial is None else partial)
         todo["estimate"] = [price for price, _ in prices]
         todo["estimate_basis"] = [basis for _, basis in prices]
         todo["scaled"], todo["scaled_from"] = _scaled_estimates(
@@ -437,9 +481,11 @@ def _recorded_lines(done: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[tuple[float | None, str | None]]:
+def _estimates(todo: pd.DataFrame, done: pd.DataFrame,
+               partial: Sequence[Mapping[str, Any]] = ()) -> list[tuple[float | None, str | None]]:
     """CPU-hours of each job not run yet and what priced it: the mean of its own method's records (its
-    other seeds, ``"method"``), else its family's (``"family"``), else its family's cost relative to the
+    other seeds, ``"method"``), else the job's own rounds timed in part (``"partial"``,
+    :func:`partial_rates`), else its family's (``"family"``), else its family's cost relative to the
     families that ran beside it on other datasets, applied to theirs here (``"ratio"``,
     :func:`_ratio_prices`), else its dataset's (``"dataset"``: other methods' jobs only, which can be far
     off), else ``(None, None)``.
@@ -456,9 +502,20 @@ def _estimates(todo: pd.DataFrame, done: pd.DataFrame) -> list[tuple[float | Non
     dataset_mean = done.groupby(["paper", "dataset"])["cpu_hours"].mean()
     ratio_price = _ratio_prices(family_mean)
 
+    def timed_in_part(r: Any) -> float | None:
+        for entry in partial:
+            if (entry["paper"], entry["dataset"]) == (r.paper, r.dataset) and \
+                    any(fnmatch.fnmatchcase(r.method, pattern) for pattern in entry["methods"]):
+                return float(entry["cpu_seconds_per_step"]) * float(entry["steps"]) / 3600.0
+        return None
+
     def price(r: Any) -> tuple[float | None, str | None]:
-        for basis, table, key in (("method", method_mean, (r.paper, r.dataset, r.method)),
-                                  ("family", family_mean, (r.paper, r.dataset, r.family)),
+        key = (r.paper, r.dataset, r.method)
+        if key in method_mean.index and pd.notna(method_mean[key]):
+            return float(method_mean[key]), "method"
+        if (hours := timed_in_part(r)) is not None:
+            return hours, "partial"
+        for basis, table, key in (("family", family_mean, (r.paper, r.dataset, r.family)),
                                   ("ratio", ratio_price, (r.paper, r.dataset, r.family)),
                                   ("dataset", dataset_mean, (r.paper, r.dataset))):
             if key in table.index and pd.notna(table[key]):
@@ -497,11 +554,13 @@ def _ratio_prices(family_mean: pd.Series) -> pd.Series:
 
 
 def _from_other_methods(g: pd.DataFrame) -> str:
-    """" (k from other methods' jobs; j by cost ratios)": the rows priced from their dataset's other methods
-    only, and those priced by their family's cost relative to others measured on other datasets."""
+    """" (k from other methods' jobs; j by cost ratios; i timed in part)": the rows priced from their
+    dataset's other methods only, those priced by their family's cost relative to others measured on
+    other datasets, and those priced from their own rounds timed in part (:func:`partial_rates`)."""
     basis = g["estimate_basis"] if "estimate_basis" in g else pd.Series(dtype=object)
-    k, j = int((basis == "dataset").sum()), int((basis == "ratio").sum())
-    parts = [f"{k} from other methods' jobs"] * bool(k) + [f"{j} by cost ratios"] * bool(j)
+    k, j, i = (int((basis == name).sum()) for name in ("dataset", "ratio", "partial"))
+    parts = ([f"{k} from other methods' jobs"] * bool(k) + [f"{j} by cost ratios"] * bool(j)
+             + [f"{i} timed in part"] * bool(i))
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -580,7 +639,9 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
              "datasets (its cost there relative to each of them, times theirs here; geometric mean), else "
              "from the dataset's other methods' jobs; the priced-jobs column counts both, as their price "
              "is an extrapolation and the second can be far off (a method whose steps cost more than its "
-             "dataset's other methods').", ""]
+             "dataset's other methods'). A job whose own rounds were timed but whose run has not finished here "
+             "is priced from those rounds (\"timed in part\": `src/recrepro/expected/compute.yaml` says when, "
+             "on what and where it is written up), ahead of both.", ""]
     gpu = "gpu" in todo
     if gpu:
         lines += ["The GPU column scales every job not run the same way from the records that ran on a GPU "
