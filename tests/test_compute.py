@@ -376,3 +376,28 @@ def test_the_packaged_partial_timings_load_and_bad_ones_are_refused(tmp_path):
         with pytest.raises(ComputeRatesError, match=message):
             partial_rates(path)
     assert partial_rates(tmp_path / "absent.yaml") == []
+
+
+def test_a_record_assembled_from_its_grid_points_is_priced_by_its_points(tmp_path):
+    # λOpt's MF-λFix one job per λ: the points are the jobs, the assembly costs nothing, and a point is
+    # not priced as the whole grid's one job (ml-100k's lambdafix, 8 h here)
+    def lo(dataset, method, seed=0):
+        return f"results/paper/lambdaopt/runs/{dataset}/s/{method}/seed{seed}/metrics.json"
+
+    def rec(dataset, method, hours):
+        path = lo(dataset, method)
+        (tmp_path / path).parent.mkdir(parents=True)
+        (tmp_path / path).write_text("{}")
+        (tmp_path / path).with_name("provenance.json").write_text(json.dumps({
+            "wall_seconds": 3600.0, "cpu_seconds": hours * 3600, "threads": {"torch_num_threads": 1},
+            "peak_rss_mb": 100.0, "device": "cpu", "device_name": None}))
+        return path
+
+    runs = [rec("small", "lambdafix", 8.0), rec("small", "dui", 1.0), rec("big", "dui", 2.0),
+            rec("big", "lambdafix-g00", 0.5), lo("big", "lambdafix-g01"), lo("big", "lambdafix")]
+    frame = compute_table(runs, tmp_path)
+    assert set(frame.loc[frame["method"].str.contains("-g"), "family"]) == {"lambdafix_point"}
+    page = compute_markdown(frame, {}, sizes={})
+    row = next(line for line in page.splitlines() if line.startswith("| lambdaopt | big | ") and line.count("|") == 8)
+    # g01 at g00's cost (its family's), the assembly at 0: not 16 h by the ratio to dui
+    assert row == "| lambdaopt | big | no | 2 | 2 | 0.50 |  |"

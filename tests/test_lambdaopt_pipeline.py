@@ -146,3 +146,75 @@ def test_ml100k_lambdaopt_dui_learns(pipeline):
     result = evaluate_on_split(model, split, EVAL)
     assert result.overall["auc"] > 0.75
     assert float(model.lam_user.detach().min()) >= 0 and float(model.lam_user.detach().max()) > 0
+
+
+def test_lambdafix_from_its_grid_points_equals_the_one_job(tmp_path, repo_root):
+    """MF-λFix one job per λ (``<variant>-gNN``), its record assembled: the one job's record, file by file."""
+    from recrepro.io import read_json
+    from recrepro.papers.lambdaopt.grid import assemble_lambdafix
+
+    split_dir = _write_split(tmp_path)
+    grid = [1.0, 0.1, 0.0]
+    settings = {"dim": 4, "epochs": 6, "batch_size": 64, "val_batch_size": 64, "lr": 1e-2, "init_std": 0.1,
+                "patience": 2, "eval_every": 1, "method": "lambdafix", "lambdafix_grid": grid}
+    meta = {"tier": "smoke", "paper": "lambdaopt", "dataset": "toy"}
+    one = tmp_path / "one" / "lambdafix"
+    lo.run_variant(split_dir=split_dir, variant="lambdafix", settings=settings, seed=3, out_dir=one,
+                   evaluation=EVAL, meta=meta)
+    points = []
+    for k in range(len(grid)):   # in reverse: no point's numbers may depend on what ran before it
+        k = len(grid) - 1 - k
+        name = f"lambdafix-g{k:02d}"
+        out = tmp_path / "points" / name
+        assert lo.grid_point_settings(settings, name)["lambdafix_grid"] == [grid[k]]
+        lo.run_variant(split_dir=split_dir, variant=name, settings=lo.grid_point_settings(settings, name), seed=3,
+                       out_dir=out, evaluation=EVAL, meta=meta)
+        points.insert(0, out)
+    assembled = tmp_path / "assembled" / "lambdafix"
+    picked = assemble_lambdafix(points, assembled, "lambdafix", settings, EVAL)
+    expected = read_json(one / "metrics.json")
+    assert read_json(assembled / "metrics.json") == expected
+    assert picked["selected_lam"] == expected["selected_lam"] and picked["picked"].startswith("lambdafix-g")
+    for name in ("history.parquet", "per_user.parquet", "trajectory.parquet", "train_counts.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(assembled / name), pd.read_parquet(one / name))
+    hist = pd.read_parquet(assembled / "history.parquet")
+    assert hist["epoch"].isna().sum() == len(grid) and set(hist["lam"]) == set(grid)
+    prov = read_json(assembled / "provenance.json")
+    assert [p["run"] for p in prov["grid_points"]] == ["lambdafix-g00", "lambdafix-g01", "lambdafix-g02"]
+    assert prov["run"]["method"] == "lambdafix" and prov["config"]["settings"]["lambdafix_grid"] == grid
+    assert len(prov["timings"]["history.parquet"]["seconds"]) == len(hist)
+    # the rule's command: the same verb as training, handed the points' records
+    from recrepro.cli import main as recrepro
+
+    via_cli = tmp_path / "cli" / "lambdafix"
+    assert recrepro(["lambdaopt", "run", "--split-dir", str(split_dir), "--variant", "lambdafix",
+                     "--settings", json.dumps(settings), "--seed", "3", "--out-dir", str(via_cli),
+                     "--meta", json.dumps(meta), "--evaluation", json.dumps(EVAL),
+                     "--grid-runs", *[str(p / "metrics.json") for p in points]]) == 0
+    assert read_json(via_cli / "metrics.json") == expected
+    # a point of another λ, or another seed, is refused: no record mixes runs
+    with pytest.raises(ValueError, match="not 'lambdafix-g00' at λ=1.0"):
+        assemble_lambdafix([points[1], points[1], points[2]], tmp_path / "bad", "lambdafix", settings, EVAL)
+    with pytest.raises(ValueError, match="3 grid points, 2 runs"):
+        assemble_lambdafix(points[:2], tmp_path / "bad", "lambdafix", settings, EVAL)
+    assert not (tmp_path / "bad" / "metrics.json").exists()
+
+
+def test_lambdafix_runs_one_job_per_lambda_where_the_tier_says(repo_root):
+    cfg = load_config(repo_root / "config.yaml")
+    grid = lo.rule_settings(cfg, "paper", "amazon-video", "lambdafix")["lambdafix_grid"]
+    assert cfg["lambdaopt"]["tiers"]["paper"]["lambdafix_per_lambda"] == ["amazon-video"]
+    assert lo.rule_grid_points(cfg, "paper", "amazon-video", "lambdafix") == \
+        [f"lambdafix-g{k:02d}" for k in range(len(grid))]
+    assert lo.rule_grid_points(cfg, "paper", "amazon-video", "lambdafix_init001")[-1] == \
+        f"lambdafix_init001-g{len(grid) - 1:02d}"
+    point = lo.rule_settings(cfg, "paper", "amazon-video", "lambdafix_init001-g02")
+    assert point["lambdafix_grid"] == [grid[2]] and point["init_std"] == 0.01 and point["eval_every"] == 5
+    assert lo.rule_grid_points(cfg, "paper", "ml-100k", "lambdafix") == []           # one job there
+    assert lo.rule_grid_points(cfg, "paper", "amazon-video", "lambdaopt_dui") == []  # not a grid
+    runs = lo.rule_grid_runs(cfg, "paper")
+    assert len(runs) == 2 * len(grid) * 3 and all("/amazon-video/" in r for r in runs)
+    with pytest.raises(ValueError, match="names no λ"):
+        lo.rule_settings(cfg, "paper", "amazon-video", f"lambdafix-g{len(grid):02d}")
+    with pytest.raises(ValueError, match="names no λ"):
+        lo.rule_settings(cfg, "paper", "amazon-video", "lambdaopt_dui-g00")

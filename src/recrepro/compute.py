@@ -41,6 +41,14 @@ STRONG = "strong"
 #: a job's seed (a run's training seed; a tuned baseline's split seed) at the end of its folder
 SEED_PATTERN = r"(?:seed|split)(\d+)$"
 
+#: a validation-grid point's run (``<method>-gNN``)
+GRID_POINT_PATTERN = r"-g\d+$"
+
+#: papers whose grid points are each one setting of a job that elsewhere trains the whole grid, and whose
+#: ``<method>`` record is then assembled from its points' (λOpt's MF-λFix one job per λ:
+#: :mod:`recrepro.papers.lambdaopt.grid`): the assembly costs nothing, its points are the jobs
+ASSEMBLED_FROM_POINTS = ("lambdaopt",)
+
 #: jobs timed only in part (:func:`partial_rates`)
 PARTIAL_RATES = Path(__file__).resolve().parent / "expected" / "compute.yaml"
 _PARTIAL_KEYS = {"paper", "dataset", "methods", "cpu_seconds_per_step", "steps", "measured", "source"}
@@ -199,6 +207,9 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
     frame["pieces_estimated"] = (frame["pieces_estimated"].fillna(False).astype(bool)
                                  if "pieces_estimated" in frame else False)
     frame["family"] = method_family(frame["method"])
+    # one λ of MF-λFix's grid costs a fraction of the one job that trains the whole grid elsewhere
+    points = frame["paper"].isin(ASSEMBLED_FROM_POINTS) & frame["method"].str.contains(GRID_POINT_PATTERN)
+    frame.loc[points, "family"] = frame.loc[points, "family"] + "_point"
     return frame
 
 
@@ -381,7 +392,10 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     lines += _recorded_lines(done)
     todo = frame[~frame["recorded"]].copy()
     if len(todo):
-        prices = _estimates(todo, cpu_done, partial_rates() if partial is None else partial)
+        points = frame[frame["paper"].isin(ASSEMBLED_FROM_POINTS) & frame["method"].str.contains(GRID_POINT_PATTERN)]
+        assembled = set(zip(points["paper"], points["dataset"], points["method"].str.replace(GRID_POINT_PATTERN, "",
+                                                                                            regex=True)))
+        prices = _estimates(todo, cpu_done, partial_rates() if partial is None else partial, assembled)
         todo["estimate"] = [price for price, _ in prices]
         todo["estimate_basis"] = [basis for _, basis in prices]
         todo["scaled"], todo["scaled_from"] = _scaled_estimates(
@@ -481,8 +495,8 @@ def _recorded_lines(done: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _estimates(todo: pd.DataFrame, done: pd.DataFrame,
-               partial: Sequence[Mapping[str, Any]] = ()) -> list[tuple[float | None, str | None]]:
+def _estimates(todo: pd.DataFrame, done: pd.DataFrame, partial: Sequence[Mapping[str, Any]] = (),
+               assembled: set[tuple[str, str, str]] = frozenset()) -> list[tuple[float | None, str | None]]:
     """CPU-hours of each job not run yet and what priced it: the mean of its own method's records (its
     other seeds, ``"method"``), else the job's own rounds timed in part (``"partial"``,
     :func:`partial_rates`), else its family's (``"family"``), else its family's cost relative to the
@@ -511,6 +525,8 @@ def _estimates(todo: pd.DataFrame, done: pd.DataFrame,
 
     def price(r: Any) -> tuple[float | None, str | None]:
         key = (r.paper, r.dataset, r.method)
+        if key in assembled:    # its grid points are the jobs (``assembled``: (paper, dataset, method))
+            return 0.0, "assembled"
         if key in method_mean.index and pd.notna(method_mean[key]):
             return float(method_mean[key]), "method"
         if (hours := timed_in_part(r)) is not None:

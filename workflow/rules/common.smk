@@ -243,6 +243,7 @@ def tier_run_records(tier):
     runs += exadmm_wf.smk_runs(config, tier)
     runs += prism_wf.every_run(config, tier)
     runs += lambdaopt_runs(config, tier)
+    runs += lambdaopt_grid_runs(config, tier)
     runs += fedrap_runs(config, tier)
     runs += fedrap_grid_runs(config, tier)
     runs += [

@@ -5,6 +5,8 @@
 
 from recrepro.papers.lambdaopt.experiments import (
     rule_first_seed as lambdaopt_first_seed,
+    rule_grid_points as lambdaopt_grid_points,
+    rule_grid_runs as lambdaopt_grid_runs,
     rule_run_dir as lambdaopt_run_dir,
     rule_runs as lambdaopt_runs,
     rule_sensitivity_epochs as lambdaopt_sensitivity_epochs,

@@ -5,6 +5,12 @@
 rule lambdaopt_train:
     input:
         manifest=lambda wc: f"{lambdaopt_split_dir(config, wc.tier, wc.dataset, wc.split)}/manifest.json",
+        # MF-λFix one job per λ on the tier's lambdafix_per_lambda datasets: its grid points' records
+        # (<method>-gNN), from which this job assembles the record instead of training
+        grid=lambda wc: [
+            f"results/{wc.tier}/lambdaopt/runs/{wc.dataset}/{wc.split}/{point}/seed{wc.seed}/metrics.json"
+            for point in lambdaopt_grid_points(config, wc.tier, wc.dataset, wc.method)
+        ],
     output:
         metrics="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/metrics.json",
         per_user="results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{seed}/per_user.parquet",
@@ -43,7 +49,8 @@ rule lambdaopt_train:
         "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
         "--batch-size {params.batch_size:q} --threads {threads:q} "
-        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"
+        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q} "
+        "--grid-runs {input.grid:q} > {log:q} 2>&1"
 
 
 rule lambdaopt_sensitivity:

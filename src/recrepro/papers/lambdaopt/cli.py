@@ -20,6 +20,14 @@ __all__ = ["register"]
 def cmd_run(args: argparse.Namespace) -> None:
     from recrepro.papers.lambdaopt.experiments import run_variant
 
+    runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.grid_runs if r]
+    if runs:      # MF-λFix one job per λ: the record from its grid points' records
+        from recrepro.papers.lambdaopt.grid import assemble_lambdafix
+
+        result = assemble_lambdafix(runs, args.out_dir, args.variant, args.settings, args.evaluation,
+                                    benchmark_file=args.benchmark_file)
+        print(json.dumps(result, indent=1))
+        return
     result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
                          seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
                          device=args.device, batch_size=args.batch_size, benchmark_file=args.benchmark_file,
@@ -82,6 +90,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
                                     "default: no checkpointing")
     p.add_argument("--variant", required=True)
     add_json(p, "--settings", required=True, help="the variant's settings")
+    p.add_argument("--grid-runs", nargs="*", default=[], metavar="RUN",
+                   help="MF-λFix only: its grid points' run records (<variant>-gNN, in grid order); the record is "
+                        "assembled from them instead of trained (recrepro.papers.lambdaopt.grid)")
     add_threads(p)
     p.set_defaults(func=cmd_run)
 

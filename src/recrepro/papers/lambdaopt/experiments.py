@@ -43,6 +43,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from recrepro.io import write_parquet
+from recrepro.papers.lambdaopt.grid import GRID_POINT, grid_point_names, grid_point_settings  # noqa: F401 (rule helpers)
 from recrepro.records import write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_settings
 
@@ -65,7 +66,11 @@ def rule_split_dir(config: Mapping[str, Any], tier: str, dataset: str, split: st
 
 
 def rule_settings(config: Mapping[str, Any], tier: str, dataset: str, variant: str) -> dict[str, Any]:
-    """switches < tier settings < per-dataset settings < the variant's own keys."""
+    """switches < tier settings < per-dataset settings < the variant's own keys; a grid point
+    ``<variant>-gNN`` (:mod:`recrepro.papers.lambdaopt.grid`): its variant's, at the NN-th λ alone."""
+    point = GRID_POINT.match(variant)
+    if point is not None:
+        return grid_point_settings(rule_settings(config, tier, dataset, point["variant"]), variant)
     switches = config.get("lambdaopt", {}).get("switches", {})
     settings, conf = variant_settings(config, "lambdaopt", tier, dataset, variant, switches)
     cap = conf.get("epoch_cap")
@@ -94,6 +99,22 @@ def rule_runs(config: Mapping[str, Any], tier: str, dataset: str | None = None) 
     return [f"results/{tier}/lambdaopt/runs/{d}/{s}/{v}/seed{seed}/metrics.json"
             for d, s, _ in rule_splits(config, tier) if dataset in (None, d)
             for v in conf.get("variants", []) for seed in conf.get("seeds", [0])]
+
+
+def rule_grid_points(config: Mapping[str, Any], tier: str, dataset: str, variant: str) -> list[str]:
+    """The grid points' run names MF-λFix's record is assembled from on the datasets of the tier's
+    ``lambdafix_per_lambda`` (one job per λ); ``[]`` elsewhere and for other methods (one job)."""
+    if dataset not in rule_tier(config, tier).get("lambdafix_per_lambda", []):
+        return []
+    return grid_point_names(variant, rule_settings(config, tier, dataset, variant))
+
+
+def rule_grid_runs(config: Mapping[str, Any], tier: str) -> list[str]:
+    """metrics.json of every grid point's run of the tier (jobs of their own: the compute page prices them)."""
+    conf = rule_tier(config, tier)
+    return [f"results/{tier}/lambdaopt/runs/{d}/{s}/{p}/seed{seed}/metrics.json"
+            for d, s, _ in rule_splits(config, tier) for v in conf.get("variants", [])
+            for p in rule_grid_points(config, tier, d, v) for seed in conf.get("seeds", [0])]
 
 
 def rule_tier(config: Mapping[str, Any], tier: str) -> dict[str, Any]:
