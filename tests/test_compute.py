@@ -401,3 +401,21 @@ def test_a_record_assembled_from_its_grid_points_is_priced_by_its_points(tmp_pat
     row = next(line for line in page.splitlines() if line.startswith("| lambdaopt | big | ") and line.count("|") == 8)
     # g01 at g00's cost (its family's), the assembly at 0: not 16 h by the ratio to dui
     assert row == "| lambdaopt | big | no | 2 | 2 | 0.50 |  |"
+    # once assembled: its own cost (not its history's epoch seconds, which are its points'), and it prices
+    # no other dataset's one-job lambdafix (that stays ml-100k's family cost, 8 h, by the ratio)
+    fix = tmp_path / lo("big", "lambdafix")
+    fix.parent.mkdir(parents=True)
+    fix.write_text("{}")
+    fix.with_name("provenance.json").write_text(json.dumps({
+        "wall_seconds": 2.0, "cpu_seconds": 3.0, "threads": {"torch_num_threads": 1}, "device": "cpu",
+        "grid_points": [{"run": "lambdafix-g00"}, {"run": "lambdafix-g01"}],
+        "timings": {"history.parquet": {"seconds": [3600.0] * 5}}}))
+    runs += [rec("other", "dui", 1.0), lo("other", "lambdafix")]
+    frame = compute_table(runs, tmp_path)
+    assembled = frame[(frame["dataset"] == "big") & (frame["method"] == "lambdafix") & frame["recorded"]]
+    assert assembled["assembled"].all() and float(assembled["cpu_hours"].iloc[0]) * 3600 == 3.0
+    assert not assembled["pieces_estimated"].any()
+    page = compute_markdown(frame, {}, sizes={})
+    row = next(line for line in page.splitlines() if line.startswith("| lambdaopt | other | ") and line.count("|") == 8)
+    # by the ratio to dui on small alone (8 × 1 h); with big's assembly beside it, about 0.06 h
+    assert row == "| lambdaopt | other | no | 1 | 1 (1 by cost ratios) | 8.00 |  |"

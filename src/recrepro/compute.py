@@ -142,6 +142,10 @@ def _whole_run_seconds(prov: Mapping[str, Any], run_dir: Path) -> tuple[float, f
     earlier = prov.get("earlier_pieces")
     if earlier is not None and earlier.get("wall_seconds") is not None:
         return wall, cpu, False  # measured over every piece
+    if prov.get("grid_points"):
+        # assembled from its grid points' records (ASSEMBLED_FROM_POINTS): their epochs' seconds are in its
+        # history, their cost in their own records; its own is the assembly's
+        return wall, cpu, False
     steps = _step_seconds(run_dir)
     if steps is None or steps <= wall:
         return wall, cpu, False
@@ -196,7 +200,8 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
                         "threads": int(threads), "peak_rss_mb": prov.get("peak_rss_mb"),
                         "device": prov.get("device_name") or prov.get("device") or "cpu",
                         # "cuda:0" -> "cuda": what kind of hours the record's wall time is
-                        "device_type": str(prov.get("device") or "cpu").split(":")[0]})
+                        "device_type": str(prov.get("device") or "cpu").split(":")[0],
+                        "assembled": bool(prov.get("grid_points"))})
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -206,6 +211,7 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
             frame[col] = pd.NA
     frame["pieces_estimated"] = (frame["pieces_estimated"].fillna(False).astype(bool)
                                  if "pieces_estimated" in frame else False)
+    frame["assembled"] = frame["assembled"].fillna(False).astype(bool) if "assembled" in frame else False
     frame["family"] = method_family(frame["method"])
     # one λ of MF-λFix's grid costs a fraction of the one job that trains the whole grid elsewhere
     points = frame["paper"].isin(ASSEMBLED_FROM_POINTS) & frame["method"].str.contains(GRID_POINT_PATTERN)
@@ -387,19 +393,21 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     lines = _intro_lines(on_gpu, estimated)
     if frame.empty:
         return "\n".join(lines + ["No paper-tier jobs."]) + "\n"
-    # GPU hours are another resource: only CPU records price the jobs not run yet
+    # GPU hours are another resource: only CPU records price the jobs not run yet; nor does a record
+    # assembled from its grid points' (it costs nothing, a job of its family elsewhere costs the grid)
     cpu_done = done[_on_cpu(done)]
+    pricing = cpu_done[~cpu_done["assembled"]] if "assembled" in cpu_done else cpu_done
     lines += _recorded_lines(done)
     todo = frame[~frame["recorded"]].copy()
     if len(todo):
         points = frame[frame["paper"].isin(ASSEMBLED_FROM_POINTS) & frame["method"].str.contains(GRID_POINT_PATTERN)]
         assembled = set(zip(points["paper"], points["dataset"], points["method"].str.replace(GRID_POINT_PATTERN, "",
                                                                                             regex=True)))
-        prices = _estimates(todo, cpu_done, partial_rates() if partial is None else partial, assembled)
+        prices = _estimates(todo, pricing, partial_rates() if partial is None else partial, assembled)
         todo["estimate"] = [price for price, _ in prices]
         todo["estimate_basis"] = [basis for _, basis in prices]
         todo["scaled"], todo["scaled_from"] = _scaled_estimates(
-            todo, cpu_done, _dataset_sizes() if sizes is None else sizes)
+            todo, pricing, _dataset_sizes() if sizes is None else sizes)
         if len(on_gpu):
             # the GPU column: every job not run, scaled from the GPU records' wall hours
             todo["gpu"], todo["gpu_from"] = _scaled_estimates(
