@@ -372,3 +372,29 @@ def test_reference_page_lists_figures_in_the_papers_order():
     # as text, fig10 would come before fig2; numbers sort as numbers
     assert ordered == ["curves", "fig1_weight_decay_gowalla", "fig2_magnitudes", "fig3_batched_wd_gowalla",
                        "fig3_magnitudes_gowalla", "fig10_ssm_mawu_gowalla"]
+
+
+def test_record_parquets_are_written_compact_and_old_ones_rewritten_with_the_same_values(tmp_path):
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from recrepro.io import write_parquet
+    from recrepro.records import normalise_run_dir
+
+    frame = pd.DataFrame({"round": range(1, 101), "hr@10": [i / 100 for i in range(100)], "dp_epsilon": [None] * 100,
+                          "kind": ["dui"] * 100})
+    write_parquet(tmp_path / "history.parquet", frame)
+    written = tmp_path / "history.parquet"
+    assert pq.read_metadata(written).row_group(0).column(1).statistics is None  # no column statistics
+    assert pq.read_schema(written).metadata is None  # neither pandas metadata nor a stored Arrow schema
+    compact_size = written.stat().st_size
+    # the earlier layout: statistics and the Arrow schema stored; normalising rewrites it smaller
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None), written,
+                   compression="zstd")
+    assert written.stat().st_size > compact_size
+    assert normalise_run_dir(tmp_path) == ["history.parquet: no column statistics or stored Arrow schema"]
+    assert written.stat().st_size == compact_size
+    back = pd.read_parquet(written)
+    pd.testing.assert_frame_equal(back, frame)  # same values and dtypes (the all-null column included)
+    assert normalise_run_dir(tmp_path) == []  # idempotent

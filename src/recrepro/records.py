@@ -40,7 +40,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.io import _json_default, read_json, sha256_file, write_json, write_parquet, write_text
+from recrepro.io import (
+    _json_default,
+    compact_parquet_file,
+    read_json,
+    sha256_file,
+    write_json,
+    write_parquet,
+    write_parquet_table,
+    write_text,
+)
 from recrepro.machine import (
     _device_name,
     git_state,
@@ -722,7 +731,8 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
     takes the layout of :func:`provenance_text` (``history.json``: :func:`history_text`); the split
     manifest in ``provenance.json`` is named below the data root. Metric values are not
     touched, so a record normalised here equals one written by the current code from the
-    same run. Idempotent.
+    same run; parquet files lose the column statistics and stored Arrow schema of an earlier layout
+    (the values and the dtypes pandas reads stay). Idempotent.
     """
     run_dir = Path(run_dir)
     changed: list[str] = []
@@ -771,4 +781,7 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
             write_provenance(prov_path, prov)
             if not changed or not changed[-1].startswith(PROVENANCE_FILE):
                 changed.append(f"{PROVENANCE_FILE}: one line per object that holds no other")
+    changed += [f"{path.name}: no column statistics or stored Arrow schema"
+                for path in sorted(run_dir.glob("*.parquet")) if compact_parquet_file(path)]
     return changed
+
