@@ -419,3 +419,17 @@ def test_a_record_assembled_from_its_grid_points_is_priced_by_its_points(tmp_pat
     row = next(line for line in page.splitlines() if line.startswith("| lambdaopt | other | ") and line.count("|") == 8)
     # by the ratio to dui on small alone (8 × 1 h); with big's assembly beside it, about 0.06 h
     assert row == "| lambdaopt | other | no | 1 | 1 (1 by cost ratios) | 8.00 |  |"
+
+
+def test_a_resumed_tuned_baselines_job_adds_the_cpu_of_the_points_an_earlier_process_scored(tmp_path):
+    # points 0 and 1 scored by a killed process (CPU 500 s; the second has no cpu_seconds: its wall 1200 s
+    # × 1 thread), point 2 and the test by the last one, whose provenance measures 3600 CPU-s
+    path = _strong_grid(tmp_path, "ds", "ease", point_seconds=(600.0, 1200.0, 300.0))
+    grid_path = tmp_path / path
+    grid = json.loads(grid_path.read_text())
+    grid["points"][0]["cpu_seconds"] = 500.0
+    grid["resumed_points"] = [0, 1]
+    grid_path.write_text(json.dumps(grid))
+    row = compute_table([path], tmp_path).iloc[0]
+    assert row["cpu_hours"] == (3600.0 + 500.0 + 1200.0) / 3600
+    assert row["wall_hours"] == (600.0 + 1200.0 + 300.0 + 1800.0) / 3600

@@ -474,3 +474,68 @@ def test_an_ease_job_asks_for_its_items_by_items_matrix():
     plain = estimate("evaluate", size)["mem_mb"]
     with_ease = estimate("evaluate", size, extra_mb=fit_memory_mb("ease", {"dtype": "float32"}, 40_981))["mem_mb"]
     assert with_ease - plain == pytest.approx(9610, abs=100)
+
+
+def test_a_grid_killed_midway_resumes_from_its_ledger_and_scores_only_the_rest(tmp_path, monkeypatch):
+    """EASE on gowalla takes ~12 CPU-minutes a point: a job killed at its third point keeps the two
+    scored; started again it fits only the rest (and the pick, if a kept point won), to the same grid."""
+    import recrepro.strong as strong
+    from conftest import build_synthetic_split
+    from recrepro.datasets.synthetic import SyntheticSpec
+    from recrepro.io import read_json
+
+    split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
+                                  "prism", 5, "random_ratio", 123)
+    evaluation = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test", "ks": [20]}
+    fits, fail_at = [], []
+    real = strong.make_model
+
+    def spy(model, settings, seed, device):
+        m = real(model, settings, seed, device)
+        fit = m.fit
+
+        def counted(x):
+            if fail_at and len(fits) == fail_at[0]:
+                raise KeyboardInterrupt("killed")
+            fits.append(settings["lam"])
+            return fit(x)
+        m.fit = counted
+        return m
+
+    monkeypatch.setattr(strong, "make_model", spy)
+    ledger = tmp_path / "ckpt" / "points.json"
+
+    def tune(out, grid=(0.5, 5.0, 50.0), checkpoint=ledger):
+        return strong.tune_and_test(split_dir=split, model="ease", grid={"lam": list(grid)}, fixed={},
+                                    evaluation=evaluation, select="ndcg@20", seeds=[0], out_dir=tmp_path / out,
+                                    meta={"dataset": "synthetic", "protocol": "prism", "split": "random_ratio",
+                                          "tier": "smoke"}, checkpoint=checkpoint)
+
+    whole = tune("whole", checkpoint=None)
+    assert fits == [0.5, 5.0, 50.0] and "resumed_points" not in whole
+    fits.clear()
+    fail_at.append(2)
+    with pytest.raises(KeyboardInterrupt):
+        tune("resumed")
+    assert fits == [0.5, 5.0] and [r["point"] for r in read_json(ledger)["rows"]] == [0, 1]
+    assert not (tmp_path / "resumed/grid.json").exists()
+    fits.clear()
+    fail_at.clear()
+    resumed = tune("resumed")
+    assert fits[0] == 50.0 and resumed["resumed_points"] == [0, 1]
+    # the pick is refitted unless it is the point fitted in this run (then its fit is kept)
+    assert fits[1:] == ([] if resumed["pick"] == 2 else [resumed["settings"]["lam"]])
+    assert [p["val:ndcg@20"] for p in resumed["points"]] == [p["val:ndcg@20"] for p in whole["points"]]
+    assert resumed["pick"] == whole["pick"]
+    assert read_json(tmp_path / "resumed/seed0/metrics.json")["overall"] == \
+        read_json(tmp_path / "whole/seed0/metrics.json")["overall"]
+    assert not ledger.exists()  # removed once grid.json is written
+    # a ledger of another grid is not reused: every point is fitted again
+    fits.clear()
+    fail_at.append(1)
+    with pytest.raises(KeyboardInterrupt):
+        tune("other")
+    fail_at.clear()
+    fits.clear()
+    other = tune("other", grid=(0.5, 7.0))
+    assert fits[:2] == [0.5, 7.0] and "resumed_points" not in other

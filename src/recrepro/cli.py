@@ -182,7 +182,8 @@ def cmd_strong_tune(args: argparse.Namespace) -> None:
 
     tune_and_test(split_dir=Path(args.split_dir), model=args.model, grid=args.grid, fixed=args.fixed,
                   evaluation=args.evaluation, select=args.select, seeds=args.seeds, out_dir=Path(args.out_dir),
-                  meta=args.meta, device=args.device, batch_size=args.batch_size)
+                  meta=args.meta, device=args.device, batch_size=args.batch_size,
+                  checkpoint=Path(args.checkpoint) if args.checkpoint else None)
 
 
 def cmd_strong_table(args: argparse.Namespace) -> None:
@@ -405,7 +406,8 @@ def _add_strong(sub: argparse._SubParsersAction) -> None:
     strong = sub.add_parser("strong", help="tuned strong simple baselines (ItemKNN, RP3beta, EASE, iALS, MostPop)")
     verbs = strong.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
     p = verbs.add_parser("tune", help="search a grid on the validation part, test the pick on every seed")
-    add_run_arguments(p, seed_required=False)
+    add_run_arguments(p, seed_required=False,
+                      checkpoint="a ledger of the grid points scored so far: a job started again skips them")
     p.add_argument("--model", required=True, choices=["mostpop", "itemknn", "rp3beta", "ease", "ials"])
     add_json(p, "--grid", default={}, help="setting -> list of values, as JSON")
     add_json(p, "--fixed", default={}, help="settings not searched, as JSON")

@@ -155,7 +155,8 @@ def _whole_run_seconds(prov: Mapping[str, Any], run_dir: Path) -> tuple[float, f
 def _strong_usage(split_dir: Path) -> dict[str, Any]:
     """A tuned baseline's job cost: wall time = its grid points' seconds + its test runs' (their
     ``provenance.json``); CPU time = the largest of the test runs' (each measures the whole process,
-    the grid included, so the last one's is the job's)."""
+    the grid included, so the last one's is the job's), plus the CPU seconds of the points an earlier,
+    killed process scored (``resumed_points``: that process's time is not in the test runs')."""
     grid = read_json(split_dir / "grid.json")
     provs = [read_json(split_dir / run / PROVENANCE_FILE) for run in grid.get("runs", [])
              if (split_dir / run / PROVENANCE_FILE).is_file()]
@@ -163,6 +164,11 @@ def _strong_usage(split_dir: Path) -> dict[str, Any]:
     wall += sum(float(p.get("wall_seconds") or 0.0) for p in provs)
     cpus = [float(p["cpu_seconds"]) for p in provs if p.get("cpu_seconds") is not None]
     threads = max([int((p.get("threads") or {}).get("torch_num_threads") or 1) for p in provs] or [1])
+    points = {int(p["point"]): p for p in grid.get("points", []) if isinstance(p, dict) and "point" in p}
+    earlier = [points[i] for i in grid.get("resumed_points", []) if i in points]
+    if cpus and earlier:
+        cpus = [max(cpus) + sum(float(p.get("cpu_seconds", float(p.get("seconds") or 0.0) * threads))
+                                for p in earlier)]
     device = next((str(p.get("device")) for p in provs if p.get("device")), "cpu")
     rss = [float(p["peak_rss_mb"]) for p in provs if p.get("peak_rss_mb") is not None]
     return {"wall_hours": wall / 3600, "pieces_estimated": False,
@@ -465,7 +471,7 @@ def _intro_lines(on_gpu: pd.DataFrame, estimated: int = 0) -> list[str]:
         "baselines (paper `strong`, `docs/strong-baselines.md`) are one job per model and split: its grid "
         "searched on validation, then the pick tested on every seed; its wall time is the sum of the grid "
         "points' seconds (`grid.json`) and the test runs', its CPU time the last test run's (each measures "
-        "the whole job); they get no scaled estimate (EASE inverts an items × items matrix, and every grid "
+        "the whole job), plus the grid points a killed job had scored before it was started again; they get no scaled estimate (EASE inverts an items × items matrix, and every grid "
         "point ranks all items for every user: their cost is not linear in interactions). " + pieces.rstrip(),
         "",
         devices,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recrepro.evaluation.exposure import lower_is_better
-from recrepro.io import read_json, write_json, write_text
+from recrepro.io import read_json, sha256_file, write_json, write_text
 
 if TYPE_CHECKING:  # the rules import this module for its config helpers: no torch, no pandas at parse time
     import pandas as pd
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.models.base import Recommender
     from recrepro.runs import SplitData
 
-__all__ = ["MODELS", "expand_grid", "grid_edges", "make_model", "pick_point", "strong_table", "tune_and_test",
+__all__ = ["MODELS", "PointLedger", "expand_grid", "grid_edges", "make_model", "pick_point", "strong_table", "tune_and_test",
            "validation_section"]
 
 #: Models and whether a seed changes their fit.
@@ -180,11 +180,16 @@ def fit_memory_mb(model: str, fixed: Mapping[str, Any] | None, n_items: int) -> 
 def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[Any]] | None,
                   fixed: Mapping[str, Any] | None, evaluation: Mapping[str, Any], select: str,
                   seeds: Sequence[int], out_dir: Path, meta: Mapping[str, Any], device: str = "cpu",
-                  batch_size: int = 2048) -> dict[str, Any]:
+                  batch_size: int = 2048, checkpoint: Path | None = None) -> dict[str, Any]:
     """Tune ``model`` on the validation part, test the pick on every seed, write the records.
 
     Writes ``out_dir/seed<k>/`` (run records of the test part at the pick; a deterministic
     model has one, under the first seed) and then ``out_dir/grid.json``.  Returns its content.
+
+    ``checkpoint``: a ledger of the grid points scored so far (:class:`PointLedger`), written after
+    each point; a job killed mid-grid and started again scores only the points the ledger lacks
+    (EASE on gowalla: about 12 CPU-minutes a point). ``grid.json`` names the points taken from it
+    (``resumed_points``) and the ledger is removed once ``grid.json`` is written.
     """
     from recrepro.runs import SplitData, write_split_record
 
@@ -199,9 +204,20 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
     # the test model is fitted on more than the tuned one (lightgcn_given_val: train + validation)
     refit = list(val_eval["fit"]) != list(evaluation["fit"])
     points = expand_grid(grid, fixed)
-    rows, best, best_model = [], -np.inf, None
+    ledger = PointLedger(checkpoint, {
+        "model": model, "points": points, "evaluation": dict(val_eval), "select": select, "seed": int(seeds[0]),
+        "batch_size": int(batch_size), "split_manifest_sha256": sha256_file(split.dir / "manifest.json")})
+    rows, best, best_model, resumed = [], -np.inf, None, []
     for i, settings in enumerate(points):
-        started = time.perf_counter()
+        if (row := ledger.row(i)) is not None:
+            rows.append(row)
+            resumed.append(i)
+            print(f"{model} point {i} {_settings_text(settings)}: validation {select} "
+                  f"{row[f'val:{select}']:.5f} (from the checkpoint)", flush=True)
+            if row[f"val:{select}"] > best:  # its model was not kept: refitted at the pick
+                best, best_model = row[f"val:{select}"], None
+            continue
+        started, cpu_started = time.perf_counter(), time.process_time()
         fitted = make_model(model, settings, seeds[0], device).fit(train)
         fit_seconds = time.perf_counter() - started
         result = _evaluate(fitted, split, val_eval, device, batch_size)
@@ -209,7 +225,8 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
             raise ValueError(f"select metric {select!r} not among the validation metrics {sorted(result.overall)}")
         value = float(result.overall[select])
         rows.append({"point": i, "settings": settings, f"val:{select}": value, "fit_seconds": fit_seconds,
-                     "seconds": time.perf_counter() - started})
+                     "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started})
+        ledger.add(rows[-1])
         print(f"{model} point {i} {_settings_text(settings)}: validation {select} {value:.5f}", flush=True)
         if value > best:  # strict: the first of equal scores stays (pick_point's rule)
             # refit: not needed again; a large model (EASE on gowalla: 6.7 GB) is not kept beside the
@@ -242,8 +259,46 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
                "select": select, "grid_points": len(points), "grid": dict(grid or {}), "fixed": dict(fixed or {}),
                "points": rows, "pick": pick, "settings": chosen, "seeds": run_seeds, "runs": runs,
                "deterministic": not MODELS[model]}
+    if resumed:
+        summary["resumed_points"] = resumed
     write_json(out_dir / "grid.json", summary)
+    ledger.remove()
     return summary
+
+
+class PointLedger:
+    """The grid points a :func:`tune_and_test` job has scored, kept in a JSON file between runs.
+
+    A row is reused only when the file's ``key`` (model, every grid point's settings, the validation
+    evaluation, ``select``, the seed, the batch size and the split manifest's sha256) equals the
+    job's: any change of the grid, the split or the evaluator starts the grid again. ``path=None``
+    keeps nothing.
+    """
+
+    def __init__(self, path: str | Path | None, key: Mapping[str, Any]) -> None:
+        import json
+
+        self.path = Path(path) if path else None
+        self.key = json.loads(json.dumps(key, default=str))  # as it reads back from the file
+        self.rows: dict[int, dict[str, Any]] = {}
+        if self.path is not None and self.path.is_file():
+            stored = read_json(self.path)
+            if stored.get("key") == self.key:
+                self.rows = {int(r["point"]): r for r in stored.get("rows", [])}
+            else:
+                print(f"{self.path}: written for another grid, split or evaluation: the grid starts again", flush=True)
+
+    def row(self, point: int) -> dict[str, Any] | None:
+        return self.rows.get(point)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.rows[int(row["point"])] = dict(row)
+        if self.path is not None:
+            write_json(self.path, {"key": self.key, "rows": [self.rows[i] for i in sorted(self.rows)]})
+
+    def remove(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- the rules' helpers

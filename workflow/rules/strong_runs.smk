@@ -45,9 +45,11 @@ rule strong_tune:
         device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
         out=lambda wc, output: str(Path(output.grid).parent),
+        # the grid points scored so far: a killed job scores only the rest when started again
+        checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/strong/{wc.dataset}/{wc.protocol}/{wc.split}/{wc.model}/split{wc.split_seed}.points.json",
     shell:
         "OMP_NUM_THREADS={threads:q} recrepro strong tune --split-dir {params.split_dir:q} "
         "--model {wildcards.model:q} --grid {params.grid:q} --fixed {params.fixed:q} "
         "--select {params.select:q} --seeds {params.seeds:q} --out-dir {params.out:q} "
         "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
-        "--batch-size {params.batch_size:q} > {log:q} 2>&1"
+        "--batch-size {params.batch_size:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"
