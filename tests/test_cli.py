@@ -183,3 +183,12 @@ def test_a_figure_with_no_run_records_is_one_clear_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and "no run records to draw from" in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_normalising_a_folder_that_is_not_there_is_one_clear_line(tmp_path, capsys):
+    # a typo used to check no record and exit 0 ("0 run records checked")
+    with pytest.raises(SystemExit) as exc:
+        main(["records", "normalise", str(tmp_path), str(tmp_path / "results/papr")])
+    assert "no such folder" in str(exc.value) and "results/papr" in str(exc.value)
+    main(["records", "normalise", str(tmp_path)])  # an existing folder with no record is fine
+    assert "0 run records checked" in capsys.readouterr().out

@@ -247,6 +247,9 @@ def _scorecard_summary(args: argparse.Namespace) -> None:
 def cmd_records_normalise(args: argparse.Namespace) -> None:
     from recrepro.records import METRICS_FILE, normalise_run_dir
 
+    missing = [root for root in args.paths if not Path(root).is_dir()]
+    if missing:  # a typo would otherwise check nothing and say so in passing
+        raise SystemExit(f"recrepro records normalise: no such folder: {', '.join(missing)}")
     run_dirs = sorted({p.parent for root in args.paths for p in Path(root).rglob(METRICS_FILE)})
     for run_dir in run_dirs:
         for change in normalise_run_dir(run_dir):
