@@ -220,9 +220,14 @@ def compute_table(expected_runs: Sequence[str], results_root: str | Path = ".") 
     frame["assembled"] = frame["assembled"].fillna(False).astype(bool) if "assembled" in frame else False
     frame["family"] = method_family(frame["method"])
     # one λ of MF-λFix's grid costs a fraction of the one job that trains the whole grid elsewhere
-    points = frame["paper"].isin(ASSEMBLED_FROM_POINTS) & frame["method"].str.contains(GRID_POINT_PATTERN)
+    points = grid_point_rows(frame)
     frame.loc[points, "family"] = frame.loc[points, "family"] + "_point"
     return frame
+
+
+def grid_point_rows(frame: pd.DataFrame) -> pd.Series:
+    """Which rows are one grid point of a record assembled from its points (MF-λFix's ``lambdafix-gNN``)."""
+    return frame["paper"].isin(ASSEMBLED_FROM_POINTS) & frame["method"].str.contains(GRID_POINT_PATTERN)
 
 
 def method_family(methods: pd.Series) -> pd.Series:
@@ -406,7 +411,7 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
     lines += _recorded_lines(done)
     todo = frame[~frame["recorded"]].copy()
     if len(todo):
-        points = frame[frame["paper"].isin(ASSEMBLED_FROM_POINTS) & frame["method"].str.contains(GRID_POINT_PATTERN)]
+        points = frame[grid_point_rows(frame)]
         assembled = set(zip(points["paper"], points["dataset"], points["method"].str.replace(GRID_POINT_PATTERN, "",
                                                                                             regex=True)))
         prices = _estimates(todo, pricing, partial_rates() if partial is None else partial, assembled)
