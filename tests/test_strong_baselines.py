@@ -539,3 +539,43 @@ def test_a_grid_killed_midway_resumes_from_its_ledger_and_scores_only_the_rest(t
     fits.clear()
     other = tune("other", grid=(0.5, 7.0))
     assert fits[:2] == [0.5, 7.0] and "resumed_points" not in other
+
+
+def test_a_published_reference_is_printed_under_its_protocol_and_kept_out_of_the_csv(tmp_path):
+    base = tmp_path / "baselines/strong/toy/p/given_split/mostpop/split0"
+    _run(base / "seed0", 0.1, None)
+    (base / "grid.json").write_text(json.dumps({
+        "model": "mostpop", "dataset": "toy", "split": "given_split", "select": "ndcg@20", "grid_points": 1,
+        "settings": {}, "runs": ["seed0"]}))
+    refs = [{"dataset": "toy", "split": "given_split", "method": "GCN", "source": "Someone 2020, Table 3",
+             "note": "same split", "values": {"recall_lgcn@20": 0.183, "ndcg@20": 0.1554}},
+            {"dataset": "toy", "split": "other_split", "method": "Elsewhere", "source": "s", "note": "n",
+             "values": {"ndcg@20": 0.9}}]
+    frame = strong_table([base / "grid.json"], {"toy/given_split": {"metrics": ["ndcg@20"]}}, results_root=tmp_path,
+                         out_md=tmp_path / "t.md", out_csv=tmp_path / "t.csv", title="toy", references=refs)
+    md = (tmp_path / "t.md").read_text()
+    assert ("Published reference, not run here (never judged): **GCN** recall_lgcn@20 0.1830, ndcg@20 0.1554 "
+            "(Someone 2020, Table 3; same split).") in md
+    assert "Elsewhere" not in md  # another split's reference stays out of this block
+    assert frame["method"].tolist() == ["mostpop"] and "GCN" not in (tmp_path / "t.csv").read_text()
+
+
+def test_the_packaged_references_are_valid_and_name_a_configured_protocol(repo_root, tmp_path):
+    from recrepro import strong
+    from recrepro.config import load_config
+
+    config = load_config(repo_root / "config.yaml")
+    refs = strong.load_references()
+    assert refs, "expected/strong.yaml holds LightGCN's Table 3 row for gowalla"
+    protocols = {(p["dataset"], p["split"]): p for p in strong.tier_block(config, "paper")["protocols"]}
+    for ref in refs:  # a typo in dataset or split would hide the row silently
+        assert (ref["dataset"], ref["split"]) in protocols, ref
+        metrics = protocols[(ref["dataset"], ref["split"])]["metrics"]
+        assert set(ref["values"]) <= set(metrics), "a reference's metric the table does not report"
+    bad = tmp_path / "strong.yaml"
+    bad.write_text("references:\n  - {dataset: gowalla, split: x, method: M, source: s, note: n, values: {ndcg@20: high}}\n")
+    with pytest.raises(strong.ReferencesError, match=r"references\[0\].*'values'"):
+        strong.load_references(bad)
+    bad.write_text("references:\n  - {dataset: gowalla, split: x, values: {ndcg@20: 0.1}}\n")
+    with pytest.raises(strong.ReferencesError, match="needs exactly the keys"):
+        strong.load_references(bad)

@@ -42,13 +42,16 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.models.base import Recommender
     from recrepro.runs import SplitData
 
-__all__ = ["MODELS", "PointLedger", "expand_grid", "grid_edges", "make_model", "pick_point", "strong_table", "tune_and_test",
+__all__ = ["MODELS", "PointLedger", "ReferencesError", "expand_grid", "load_references", "grid_edges", "make_model", "pick_point", "strong_table", "tune_and_test",
            "validation_section"]
 
 #: Models and whether a seed changes their fit.
 MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "ials": True}
 #: Metrics of the whole set of top-K lists (exposure), with no per-user value to pair.
 LIST_METRICS = ("coverage", "gini", "gini_pos")
+#: Published numbers of methods the pipeline does not run, shown beside a protocol's baselines
+REFERENCES_FILE = Path(__file__).parent / "expected" / "strong.yaml"
+_REFERENCE_KEYS = {"dataset", "split", "method", "source", "note", "values"}
 TABLE_COLUMNS = ["dataset", "split", "method", "settings", "budget", "pick_edges", "metric", "mean", "sd", "n_seeds",
                  "covers_seeds", "paper_method", "paper_mean", "paper_n_seeds", "p_value", "p_note"]
 
@@ -478,8 +481,39 @@ def _paper_runs(spec: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
     return dict(candidates[0]), []
 
 
+class ReferencesError(ValueError):
+    """``expected/strong.yaml`` is malformed (the message names the entry and what is wrong)."""
+
+
+def load_references(path: str | Path = REFERENCES_FILE) -> list[dict[str, Any]]:
+    """The published reference rows of ``path`` (see its header), validated: each names a dataset, a
+    split, a method, its source and a note, and gives finite values per metric."""
+    import yaml
+
+    path = Path(path)
+    raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+    if raw is None:
+        return []
+    entries = raw.get("references") if isinstance(raw, Mapping) else None
+    if not isinstance(entries, list):
+        raise ReferencesError(f"{path}: expected a mapping with a list under 'references'")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{path}: references[{i}]"
+        if not isinstance(entry, Mapping) or set(entry) != _REFERENCE_KEYS:
+            got = sorted(entry) if isinstance(entry, Mapping) else type(entry).__name__
+            raise ReferencesError(f"{where}: needs exactly the keys {sorted(_REFERENCE_KEYS)}, got {got}")
+        values = entry["values"]
+        if not isinstance(values, Mapping) or not values or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in values.values()):
+            raise ReferencesError(f"{where}: 'values' must map metrics to numbers, got {values!r}")
+        out.append({**entry, "values": {str(k): float(v) for k, v in values.items()}})
+    return out
+
+
 def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, results_root: str | Path,
-                 out_md: Path, out_csv: Path, title: str) -> pd.DataFrame:
+                 out_md: Path, out_csv: Path, title: str,
+                 references: Sequence[Mapping[str, Any]] | None = None) -> pd.DataFrame:
     """The strong-baselines table of one paper from ``grid.json`` records.
 
     ``entry`` maps ``"<dataset>/<split>"`` to that protocol's ``metrics`` (reported),
@@ -488,6 +522,9 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
     and ``split_seeds``: a configured model with no grid record gets a "not run" row (no mean) on a
     protocol where another model ran, and one recorded on fewer splits than configured says so, so
     that "the strongest baseline" never silently means the strongest of those that happened to run.
+    ``references`` (default: :func:`load_references`): published numbers of methods not run here,
+    printed under their protocol's block in the Markdown only (the CSV, which the claims read, holds
+    the baselines alone).
     """
     import pandas as pd
 
@@ -537,7 +574,7 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
     out_csv = Path(out_csv)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     write_text(out_csv, frame.to_csv(index=False, float_format="%.6g"))
-    write_text(Path(out_md), render_markdown(frame, title))
+    write_text(Path(out_md), render_markdown(frame, title, load_references() if references is None else references))
     return frame
 
 
@@ -586,8 +623,9 @@ def _not_run_rows(entry: Mapping[str, Any], ran: Mapping[tuple[str, str], set[st
     return rows
 
 
-def render_markdown(frame: pd.DataFrame, title: str) -> str:
-    """The table as Markdown, one section per dataset/split; the best baseline per metric in bold."""
+def render_markdown(frame: pd.DataFrame, title: str, references: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The table as Markdown, one section per dataset/split; the best baseline per metric in bold, and
+    under a section the published references for its dataset and split (:func:`load_references`)."""
     import pandas as pd
 
     lines = [f"# {title}", "",
@@ -621,4 +659,9 @@ def render_markdown(frame: pd.DataFrame, title: str) -> str:
                 lines.append(f"| {metric} | {r['method']} | {r['settings']} | {r['budget']} | {value} | "
                              f"{r['paper_method']} | {paper} | {p} |")
         lines.append("")
+        for ref in references:
+            if (ref["dataset"], ref["split"]) == (dataset, split):
+                shown = ", ".join(f"{metric} {value:.4f}" for metric, value in ref["values"].items())
+                lines += [f"Published reference, not run here (never judged): **{ref['method']}** {shown} "
+                          f"({ref['source']}; {ref['note']}).", ""]
     return "\n".join(lines)
