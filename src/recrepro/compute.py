@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from recrepro.datasets.registry import DATASETS
-from recrepro.io import read_json
+from recrepro.io import read_json, read_yaml_entries
 from recrepro.records import PROVENANCE_FILE, read_timings
 
 __all__ = ["compute_markdown", "compute_table", "method_family"]
@@ -65,19 +64,8 @@ def partial_rates(path: str | Path = PARTIAL_RATES) -> list[dict[str, Any]]:
     datasets: FedRAP's paper objective at LastFM's pick runs its rounds on the dense path, about 80 times
     the cost its released-code mode's records and the other datasets' cost ratios imply.
     """
-    path = Path(path)
-    raw = yaml.safe_load(path.read_text()) if path.is_file() else None
-    if raw is None:
-        return []
-    entries = raw.get("partial") if isinstance(raw, Mapping) else None
-    if not isinstance(entries, list):
-        raise ComputeRatesError(f"{path}: expected a mapping with a list under 'partial'")
     out = []
-    for i, entry in enumerate(entries):
-        where = f"{path}: partial[{i}]"
-        if not isinstance(entry, Mapping) or set(entry) != _PARTIAL_KEYS:
-            got = sorted(entry) if isinstance(entry, Mapping) else type(entry).__name__
-            raise ComputeRatesError(f"{where}: needs exactly the keys {sorted(_PARTIAL_KEYS)}, got {got}")
+    for where, entry in read_yaml_entries(path, "partial", _PARTIAL_KEYS, ComputeRatesError):
         methods = entry["methods"]
         if not (isinstance(methods, list) and methods and all(isinstance(m, str) and m for m in methods)):
             raise ComputeRatesError(f"{where}: 'methods' must be a non-empty list of names")

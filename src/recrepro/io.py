@@ -67,6 +67,30 @@ def write_json(path: str | Path, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
+def read_yaml_entries(path: str | Path, section: str, keys: set[str] | frozenset[str],
+                      error: type[Exception] = ValueError) -> list[tuple[str, dict[str, Any]]]:
+    """The entries listed under ``section`` of the YAML file ``path``, each a mapping with exactly
+    ``keys``, as ``(where, entry)`` pairs (``where`` names the file and the entry for the caller's own
+    checks); ``[]`` when the file is missing or empty. A malformed file raises ``error``."""
+    import yaml
+
+    path = Path(path)
+    raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+    if raw is None:
+        return []
+    entries = raw.get(section) if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        raise error(f"{path}: expected a mapping with a list under {section!r}")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{path}: {section}[{i}]"
+        if not isinstance(entry, dict) or set(entry) != set(keys):
+            got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+            raise error(f"{where}: needs exactly the keys {sorted(keys)}, got {got}")
+        out.append((where, entry))
+    return out
+
+
 class JSONFileError(ValueError):
     """A file that should hold JSON does not (the message names the file, line and column)."""
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recrepro.evaluation.exposure import lower_is_better
-from recrepro.io import read_json, sha256_file, write_json, write_text
+from recrepro.io import read_json, read_yaml_entries, sha256_file, write_json, write_text
 
 if TYPE_CHECKING:  # the rules import this module for its config helpers: no torch, no pandas at parse time
     import pandas as pd
@@ -488,21 +488,8 @@ class ReferencesError(ValueError):
 def load_references(path: str | Path = REFERENCES_FILE) -> list[dict[str, Any]]:
     """The published reference rows of ``path`` (see its header), validated: each names a dataset, a
     split, a method, its source and a note, and gives finite values per metric."""
-    import yaml
-
-    path = Path(path)
-    raw = yaml.safe_load(path.read_text()) if path.is_file() else None
-    if raw is None:
-        return []
-    entries = raw.get("references") if isinstance(raw, Mapping) else None
-    if not isinstance(entries, list):
-        raise ReferencesError(f"{path}: expected a mapping with a list under 'references'")
     out = []
-    for i, entry in enumerate(entries):
-        where = f"{path}: references[{i}]"
-        if not isinstance(entry, Mapping) or set(entry) != _REFERENCE_KEYS:
-            got = sorted(entry) if isinstance(entry, Mapping) else type(entry).__name__
-            raise ReferencesError(f"{where}: needs exactly the keys {sorted(_REFERENCE_KEYS)}, got {got}")
+    for where, entry in read_yaml_entries(path, "references", _REFERENCE_KEYS, ReferencesError):
         values = entry["values"]
         if not isinstance(values, Mapping) or not values or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in values.values()):
