@@ -249,12 +249,12 @@ def test_timings_live_in_a_compact_provenance_and_old_timings_files_are_folded_i
 
     from recrepro.records import normalise_run_dir, provenance_text, read_timings
 
-    # by hand: keys sorted, an object or list holding no other on one line, seconds to the microsecond, NaN kept
+    # by hand: keys sorted, an object or list holding no other on one line, seconds to the millisecond, NaN kept
     assert provenance_text({"seed": 0, "run": {"method": "m", "dataset": "d"},
                             "timings": {"meta": {"wall_seconds": 12.3456789},
                                         "history.parquet": {"seconds": [0.1234567, float("nan")]}}}) == (
         '{\n  "run": {"dataset": "d", "method": "m"},\n  "seed": 0,\n  "timings": {\n'
-        '    "history.parquet": {\n      "seconds": [0.123457, NaN]\n    },\n    "meta": {"wall_seconds": 12.345679}\n'
+        '    "history.parquet": {\n      "seconds": [0.123, NaN]\n    },\n    "meta": {"wall_seconds": 12.346}\n'
         '  }\n}\n')
     # an earlier record: its own timings.json (one number per line) beside an indented provenance
     old = {"history.parquet": {"seconds": [0.2074103439990722, 0.1950751449985546]}, "meta": {"wall_seconds": 3.25}}
@@ -263,13 +263,14 @@ def test_timings_live_in_a_compact_provenance_and_old_timings_files_are_folded_i
     (tmp_path / "provenance.json").write_text(json.dumps({"seed": 0, "git": {"commit": "abc", "dirty": False}}, indent=2))
     assert normalise_run_dir(tmp_path) == ["timings.json -> provenance.json (timings)"]
     assert not (tmp_path / "timings.json").exists()
-    assert read_timings(tmp_path) == {"history.parquet": {"seconds": [0.207410, 0.195075]}, "meta": {"wall_seconds": 3.25}}
+    assert read_timings(tmp_path) == {"history.parquet": {"seconds": [0.207, 0.195]}, "meta": {"wall_seconds": 3.25}}
     assert json.loads((tmp_path / "provenance.json").read_text())["git"] == {"commit": "abc", "dirty": False}
     assert normalise_run_dir(tmp_path) == []  # idempotent
     # a provenance in the earlier indented layout alone is rewritten, its content unchanged
     content = {"seed": 1, "split": {"files": {"a.parquet": {"rows": 3, "sha256": "x"}}}}
     (tmp_path / "provenance.json").write_text(json.dumps(content, indent=2))
-    assert normalise_run_dir(tmp_path) == ["provenance.json: one line per object that holds no other"]
+    assert normalise_run_dir(tmp_path) == ["provenance.json: one line per object that holds no other, timings to the "
+                                          "millisecond"]
     assert json.loads((tmp_path / "provenance.json").read_text()) == content
     assert (tmp_path / "provenance.json").read_text().count("\n") == 8
 

@@ -576,9 +576,11 @@ def _timings_of(run_dir: Path, provenance: Mapping[str, Any]) -> dict[str, Any]:
     return read_json(legacy) if legacy.is_file() else {}
 
 
-#: Wall seconds are kept to the microsecond: finer digits are timer noise and cost the committed
-#: records space (a λOpt run's 3,200 epoch times took 220 kB at full precision, one per line).
-TIMING_DECIMALS = 6
+#: Wall seconds are kept to the millisecond: finer digits are timer noise (an epoch's time moves by
+#: more than that between runs on one machine) and cost the committed records space (a λOpt run's
+#: 3,200 epoch times took 220 kB at full precision, one per line; to the millisecond a record's
+#: provenance fits one 4 KiB disk block more often).
+TIMING_DECIMALS = 3
 
 
 def _round_timings(obj: Any) -> Any:
@@ -780,7 +782,8 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
         if provenance_text(prov) != text:
             write_provenance(prov_path, prov)
             if not changed or not changed[-1].startswith(PROVENANCE_FILE):
-                changed.append(f"{PROVENANCE_FILE}: one line per object that holds no other")
+                changed.append(f"{PROVENANCE_FILE}: one line per object that holds no other, timings to the "
+                               "millisecond")
     changed += [f"{path.name}: no column statistics or stored Arrow schema"
                 for path in sorted(run_dir.glob("*.parquet")) if compact_parquet_file(path)]
     return changed
