@@ -417,11 +417,19 @@ def test_beats_strongest_baseline(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
     [r] = evaluate_check(check(**spec), ctx(tmp_path))
     assert r.status == CONTRADICTED and r.numbers.endswith("`itemknn`'s pick sits on its grid's edge in k (largest))")
+    assert not r.provisional  # a loss to an edge pick stands: a point beyond only widens it
     rows[1]["mean"] = 0.105
     pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
     [r] = evaluate_check(check(**spec), ctx(tmp_path))
-    # the paper's method beats an edge pick: supported, and the reader learns the baseline may do better
+    # the paper's method beats an edge pick: supported, provisional, and the reader learns the baseline may do better
     assert r.status == SUPPORTED and "strongest `itemknn` 0.1050" in r.numbers and "grid's edge in k" in r.numbers
+    assert r.provisional and r.on_edge == "`itemknn`"
+    # a win where only a weaker baseline sits on its edge is provisional too (a point beyond may beat ours)
+    rows[0]["pick_edges"], rows[1]["pick_edges"] = "l2 (smallest)", ""
+    pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == SUPPORTED and r.on_edge == "`ease`" and "edge" not in r.numbers
+    rows[0]["pick_edges"] = ""
     rows[1]["mean"] = 0.12
     for row in rows:
         del row["pick_edges"]
@@ -820,3 +828,20 @@ def test_a_comparison_prints_both_sides_at_one_precision():
     assert _fmt_vs(0.1096, 0.0911) == "0.1096 vs 0.0911"
     assert _fmt_vs(2.5, 1.25) == "2.5 vs 1.25"          # neither side a share: as before
     assert _fmt_vs(1234.0, 0.5) == "1.23e+03 vs 0.5000"  # large values keep their own form
+
+
+def test_a_win_over_baselines_picked_on_their_grids_edge_is_provisional_and_says_so(tmp_path):
+    (tmp_path / "tables").mkdir()
+    rows = [{"dataset": "toy", "split": "s1", "method": m, "settings": "{}", "budget": "", "metric": "ndcg@20",
+             "mean": v, "sd": 0.001, "n_seeds": 3, "paper_method": "ours", "paper_mean": 0.11, "p_value": 0.01,
+             "pick_edges": e} for m, v, e in [("ease", 0.10, "lam (largest)"), ("itemknn", 0.09, "")]]
+    pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    claim = _claim([{"kind": "beats_strongest_baseline", "metric": "ndcg@20"}])
+    v = judge_claim(claim, ctx(tmp_path))
+    assert v.verdict_class == SUPPORTED and v.provisional
+    assert v.verdict == ("supported (provisional); won against baselines picked on their grid's edge (`ease`): "
+                         "a point beyond may do better")
+    rows[0]["pick_edges"] = ""
+    pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    v = judge_claim(claim, ctx(tmp_path))
+    assert v.verdict == "supported" and not v.provisional

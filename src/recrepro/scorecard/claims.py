@@ -59,10 +59,11 @@ class Result:
     stand_in: bool = False
     place: str = ""  # a short name for a mixed verdict ("gowalla MF + SSM"); the label when empty
     capped: str = ""  # a compared run's budget note (ClaimRecords.capped): its tuned pick saw part of its grid
+    on_edge: str = ""  # a win over tuned baselines of which some were picked on their grid's edge (named)
 
     @property
     def provisional(self) -> bool:
-        return bool(self.capped) or (self.seeds is not None and self.seeds[0] < self.seeds[1])
+        return bool(self.capped) or bool(self.on_edge) or (self.seeds is not None and self.seeds[0] < self.seeds[1])
 
 
 @dataclass
@@ -674,12 +675,17 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
                                 f"`{best['method']}` {_fmt(float(best['mean']))})"))
             continue
         beats, tie = _significant(beats, float(p_value) if p_text else None)
-        # a pick on its grid's edge may not be the baseline's best: the reader sees where
+        # a pick on its grid's edge may not be the baseline's best: the reader sees where. A loss to
+        # such a baseline stands (a better point only widens it); a win over the baselines is
+        # provisional while any of them was picked on an edge, since a point beyond may beat ours
         edges = best.get("pick_edges")
         edge_text = (f"; `{best['method']}`'s pick sits on its grid's edge in {edges}"
                      if isinstance(edges, str) and edges else "")
+        on_edge = [f"`{r['method']}`" for _, r in ran.iterrows()
+                   if isinstance(r.get("pick_edges"), str) and r["pick_edges"]] if beats else []
         out.append(Result(label=f"{where} {metric}", status=_status(beats),
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
+                          on_edge=", ".join(on_edge),
                           numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
                                   f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}"
                                   f"{'; the baseline is deterministic: one run' if covers else ''}{p_text}{tie}"

@@ -137,6 +137,9 @@ def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
     capped = [r for r in testable if r.capped]
     if capped:
         text += f"; {len(capped)} check{'s' if len(capped) > 1 else ''} on a tuned pick from part of its grid"
+    on_edge = list(dict.fromkeys(r.on_edge for r in testable if r.on_edge))
+    if on_edge:
+        text += f"; won against baselines picked on their grid's edge ({'; '.join(on_edge)}): a point beyond may do better"
     if waits:
         text += "; waits for " + "; ".join(waits)
     if untestable:
