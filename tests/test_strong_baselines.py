@@ -579,3 +579,27 @@ def test_the_packaged_references_are_valid_and_name_a_configured_protocol(repo_r
     bad.write_text("references:\n  - {dataset: gowalla, split: x, values: {ndcg@20: 0.1}}\n")
     with pytest.raises(strong.ReferencesError, match="needs exactly the keys"):
         strong.load_references(bad)
+
+
+def test_a_point_ledger_is_dropped_for_other_code_and_held_by_one_process(tmp_path, monkeypatch):
+    """Like a training checkpoint: points scored by other model code are not mixed in, and a second
+    job on the same grid stops at once instead of scoring the same points beside the first."""
+    import subprocess
+    import sys
+
+    import recrepro.checkpoints as checkpoints
+    from recrepro.strong import PointLedger
+
+    path = tmp_path / "split0.points.json"
+    key = {"model": "ease", "points": [{"lam": 1.0}]}
+    ledger = PointLedger(path, key)
+    ledger.add({"point": 0, "settings": {"lam": 1.0}, "val:ndcg@20": 0.5})
+    assert PointLedger(path, key).row(0)["val:ndcg@20"] == 0.5  # same code: reused (same process: re-entrant lock)
+    other = subprocess.run([sys.executable, "-c", "import sys; from recrepro.strong import PointLedger; "
+                            f"PointLedger({str(path)!r}, {key!r})"], capture_output=True, text=True)
+    assert other.returncode != 0 and "CheckpointLockedError" in other.stderr and "another process" in other.stderr
+    real = checkpoints.code_fingerprint
+    monkeypatch.setattr(checkpoints, "code_fingerprint", lambda: {**real(), "source_sha256": "edited"})
+    assert PointLedger(path, key).row(0) is None  # other code: the grid starts again
+    ledger.remove()
+    assert not path.exists() and not checkpoints.lock_path(path).exists()

@@ -47,7 +47,6 @@ from recrepro.io import (
     sha256_file,
     write_json,
     write_parquet,
-    write_parquet_table,
     write_text,
 )
 from recrepro.machine import (

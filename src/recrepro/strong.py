@@ -42,8 +42,8 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.models.base import Recommender
     from recrepro.runs import SplitData
 
-__all__ = ["MODELS", "PointLedger", "ReferencesError", "expand_grid", "load_references", "grid_edges", "make_model", "pick_point", "strong_table", "tune_and_test",
-           "validation_section"]
+__all__ = ["MODELS", "PointLedger", "ReferencesError", "expand_grid", "grid_edges", "load_references", "make_model",
+           "pick_point", "strong_table", "tune_and_test", "validation_section"]
 
 #: Models and whether a seed changes their fit.
 MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "ials": True}
@@ -273,23 +273,32 @@ class PointLedger:
     """The grid points a :func:`tune_and_test` job has scored, kept in a JSON file between runs.
 
     A row is reused only when the file's ``key`` (model, every grid point's settings, the validation
-    evaluation, ``select``, the seed, the batch size and the split manifest's sha256) equals the
-    job's: any change of the grid, the split or the evaluator starts the grid again. ``path=None``
-    keeps nothing.
+    evaluation, ``select``, the seed, the batch size, the split manifest's sha256 and the source digest
+    of the code that trains, :func:`recrepro.checkpoints.code_fingerprint`) equals the job's: a change
+    of the grid, the split, the evaluator or the model code starts the grid again, as a training
+    checkpoint does. The file is the run's like a checkpoint: one process at a time holds its lock
+    (:func:`recrepro.checkpoints.acquire_lock`). ``path=None`` keeps nothing.
     """
 
     def __init__(self, path: str | Path | None, key: Mapping[str, Any]) -> None:
         import json
 
+        from recrepro.checkpoints import acquire_lock, code_fingerprint
+
         self.path = Path(path) if path else None
+        key = {**key, "code_sha256": code_fingerprint()["source_sha256"]}
         self.key = json.loads(json.dumps(key, default=str))  # as it reads back from the file
         self.rows: dict[int, dict[str, Any]] = {}
-        if self.path is not None and self.path.is_file():
+        if self.path is None:
+            return
+        acquire_lock(self.path)  # a second job on this grid stops here, naming the first
+        if self.path.is_file():
             stored = read_json(self.path)
             if stored.get("key") == self.key:
                 self.rows = {int(r["point"]): r for r in stored.get("rows", [])}
             else:
-                print(f"{self.path}: written for another grid, split or evaluation: the grid starts again", flush=True)
+                print(f"{self.path}: written for another grid, split, evaluation or code: the grid starts again",
+                      flush=True)
 
     def row(self, point: int) -> dict[str, Any] | None:
         return self.rows.get(point)
@@ -301,7 +310,10 @@ class PointLedger:
 
     def remove(self) -> None:
         if self.path is not None:
+            from recrepro.checkpoints import release_lock
+
             self.path.unlink(missing_ok=True)
+            release_lock(self.path)
 
 
 # ----------------------------------------------------------------------------- the rules' helpers
