@@ -15,7 +15,7 @@ from recrepro.models.ease import EASE
 from recrepro.models.itemitem import sparse_topk_rows, topk_per_row
 from recrepro.models.itemknn import ItemKNN
 from recrepro.models.rp3beta import RP3beta
-from recrepro.strong import expand_grid, pick_point, strong_table, validation_section
+from recrepro.strong import expand_grid, make_model, pick_point, strong_table, validation_section
 
 # users x items: u0 = {0, 1}, u1 = {0, 1, 2}, u2 = {1, 2}
 X = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]], dtype=np.float32))
@@ -411,6 +411,33 @@ def test_a_pick_on_its_grids_edge_is_flagged_per_split(tmp_path):
     assert frame["pick_edges"].iloc[0].startswith("alpha (smallest), k (largest) on 1 of 2 splits")
     assert "; pick on the grid's edge in alpha (smallest)" in frame["budget"].iloc[0]
     assert "a better point may lie beyond" in (tmp_path / "t.md").read_text()
+
+
+@pytest.mark.parametrize("model, setting, searched, pick, expected", [
+    ("itemknn", "shrink", [0.0, 10.0, 50.0], 0.0, ""),              # shrink 0 is the floor: nothing beyond
+    ("itemknn", "shrink", [0.0, 10.0, 50.0], 50.0, "shrink (largest)"),
+    ("itemknn", "shrink", [1.0, 10.0], 1.0, "shrink (smallest)"),     # 1 is no floor: 0.5 lies beyond
+    ("rp3beta", "beta", [0.0, 0.2, 0.4], 0.0, ""),                   # β 0 is P³_α: a floor
+    ("ease", "lam", [1.0, 10.0], 1.0, "lam (smallest)"),             # λ > 0: no floor
+])
+def test_a_pick_at_its_settings_floor_is_no_edge(tmp_path, model, setting, searched, pick, expected):
+    from recrepro.strong import pick_edges
+
+    grid = {"model": model, "grid": {setting: searched}, "settings": {setting: pick},
+            "points": [{"settings": {setting: v}} for v in searched]}
+    assert pick_edges([(tmp_path / "grid.json", grid)]) == expected
+
+
+@pytest.mark.parametrize("model, settings", [("itemknn", {"shrink"}), ("rp3beta", {"beta"})])
+def test_each_settings_floor_is_the_smallest_value_its_model_accepts(model, settings):
+    from recrepro.strong import setting_floors
+
+    floors = setting_floors(model)
+    assert set(floors) == settings
+    for setting, floor in floors.items():
+        make_model(model, {setting: floor})                           # the floor itself is allowed
+        with pytest.raises(ValueError):
+            make_model(model, {setting: floor - 1e-9})                # below it the model refuses
 
 
 def test_without_per_user_rows_the_test_pairs_the_splits(tmp_path):

@@ -25,6 +25,7 @@ iALS solves their rows with V fixed, as exADMM's own iALS does.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import time
 from collections.abc import Mapping, Sequence
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.runs import SplitData
 
 __all__ = ["MODELS", "PointLedger", "ReferencesError", "expand_grid", "grid_edges", "load_references", "make_model",
-           "pick_point", "strong_table", "tune_and_test", "validation_section"]
+           "model_class", "pick_point", "setting_floors", "strong_table", "tune_and_test", "validation_section"]
 
 #: Models and whether a seed changes their fit.
 MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "ials": True}
@@ -56,24 +57,29 @@ TABLE_COLUMNS = ["dataset", "split", "method", "settings", "budget", "pick_edges
                  "covers_seeds", "paper_method", "paper_mean", "paper_n_seeds", "p_value", "p_note"]
 
 
+#: Each strong baseline's class: (module under recrepro.models, class name); imported on use.
+MODEL_CLASSES = {"mostpop": ("baselines", "MostPopular"), "itemknn": ("itemknn", "ItemKNN"),
+                 "rp3beta": ("rp3beta", "RP3beta"), "ease": ("ease", "EASE"), "ials": ("ials", "IALS")}
+
+
+def model_class(name: str) -> type[Recommender]:
+    """The class of the strong baseline ``name``."""
+    if name not in MODEL_CLASSES:
+        raise ValueError(f"unknown strong baseline {name!r}; known: {', '.join(MODELS)}")
+    module, cls = MODEL_CLASSES[name]
+    return getattr(importlib.import_module(f"recrepro.models.{module}"), cls)
+
+
 def make_model(name: str, settings: Mapping[str, Any], seed: int = 0, device: str = "cpu") -> Recommender:
     """The model ``name`` with ``settings`` (a grid point merged over the fixed settings)."""
+    cls = model_class(name)
     if name == "mostpop":
-        from recrepro.models.baselines import MostPopular
-        return MostPopular()
-    if name == "itemknn":
-        from recrepro.models.itemknn import ItemKNN
-        return ItemKNN(**settings)
-    if name == "rp3beta":
-        from recrepro.models.rp3beta import RP3beta
-        return RP3beta(**settings)
+        return cls()
     if name == "ease":
-        from recrepro.models.ease import EASE
-        return EASE(device=device, **settings)
+        return cls(device=device, **settings)
     if name == "ials":
-        from recrepro.models.ials import IALS
-        return IALS(seed=seed, device=device, log_losses=False, **settings)
-    raise ValueError(f"unknown strong baseline {name!r}; known: {', '.join(MODELS)}")
+        return cls(seed=seed, device=device, log_losses=False, **settings)
+    return cls(**settings)
 
 
 def expand_grid(grid: Mapping[str, Sequence[Any]] | None, fixed: Mapping[str, Any] | None = None
@@ -100,24 +106,36 @@ def pick_point(scores: Sequence[float]) -> int:
     return int(np.nanargmax(arr))
 
 
-def grid_edges(points: Sequence[Mapping[str, Any]], pick: Mapping[str, Any]) -> list[str]:
+def grid_edges(points: Sequence[Mapping[str, Any]], pick: Mapping[str, Any],
+               floors: Mapping[str, float] | None = None) -> list[str]:
     """The keys at whose searched range's end ``pick`` sits, e.g. ``["lam (smallest)"]``: a
     pick on an edge may have a better point beyond it (keys with one searched value are not edges).
+    ``floors``: settings' smallest allowed values (a model's ``SETTING_FLOORS``); a smallest value
+    equal to its floor has nothing beyond it and is not an edge.
 
     >>> grid_edges([{"lam": 0.1, "mu": 1.0}, {"lam": 0.01, "mu": 1.0}, {"lam": 0.001, "mu": 1.0}],
     ...            {"lam": 0.001, "mu": 1.0})
     ['lam (smallest)']
+    >>> grid_edges([{"shrink": 0.0}, {"shrink": 10.0}], {"shrink": 0.0}, floors={"shrink": 0.0})
+    []
     """
+    floors = floors or {}
     edges = []
     for key, value in pick.items():
         values = sorted({p[key] for p in points if isinstance(p.get(key), (int, float))})
         if len(values) < 2 or not isinstance(value, (int, float)):
             continue
         if value == values[0]:
-            edges.append(f"{key} (smallest)")
+            if floors.get(key) != value:
+                edges.append(f"{key} (smallest)")
         elif value == values[-1]:
             edges.append(f"{key} (largest)")
     return edges
+
+
+def setting_floors(model: str) -> dict[str, float]:
+    """The strong baseline ``model``'s :attr:`~recrepro.models.base.Recommender.SETTING_FLOORS`."""
+    return dict(model_class(model).SETTING_FLOORS)
 
 
 def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
@@ -580,12 +598,14 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
 def pick_edges(grids: Sequence[tuple[Path, Mapping[str, Any]]]) -> str:
     """The searched settings at whose range's end the pick of one model's grids sits, e.g.
     ``"alpha (smallest), k (largest)"``; an edge that only some splits' picks sit on says on how many.
-    Empty when every pick is inside its grid (or the grid searched one point)."""
+    Empty when every pick is inside its grid (or the grid searched one point); a smallest value at
+    the model's floor (ItemKNN's shrink 0, RP3beta's β 0) is no edge."""
     counts: dict[str, int] = {}
     for _, grid in grids:
         settings = [point["settings"] for point in grid.get("points", [])]
         searched = set(grid.get("grid") or {})
-        for edge in grid_edges(settings, {k: v for k, v in grid["settings"].items() if k in searched}):
+        floors = setting_floors(grid["model"]) if grid.get("model") in MODELS else {}
+        for edge in grid_edges(settings, {k: v for k, v in grid["settings"].items() if k in searched}, floors):
             counts[edge] = counts.get(edge, 0) + 1
     return ", ".join(edge + (f" on {n} of {len(grids)} splits" if n < len(grids) else "")
                      for edge, n in counts.items())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,10 +66,14 @@ class Recommender(ABC):
     ----------
     n_users, n_items:
         Shape of the training matrix, set by :meth:`fit`.
+    SETTING_FLOORS:
+        Settings' smallest allowed values (inclusive), e.g. a shrinkage of 0: a tuning grid's pick
+        at one has no better point beyond it, so it is not reported as a pick on the grid's edge.
     """
 
     n_users: int | None = None
     n_items: int | None = None
+    SETTING_FLOORS: ClassVar[dict[str, float]] = {}
 
     @abstractmethod
     def fit(self, train: sp.csr_matrix, **kwargs: Any) -> Recommender:

@@ -17,7 +17,7 @@ cosine is ``h = 0``), which is one of the two parameters the tuned baseline sear
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,6 +37,9 @@ class ItemKNN(ItemItemRecommender):
     shrink:
         Shrinkage ``h >= 0`` added to the cosine's denominator.
     """
+
+    #: Settings' smallest allowed values: a tuning pick there has no point beyond it.
+    SETTING_FLOORS: ClassVar[dict[str, float]] = {"shrink": 0.0}
 
     def __init__(self, k: int = 100, shrink: float = 0.0) -> None:
         if int(k) < 1 or float(shrink) < 0:

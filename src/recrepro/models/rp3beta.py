@@ -19,7 +19,7 @@ largest entries; no row normalisation is applied (the paper's ranking is ``P³``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,6 +41,10 @@ class RP3beta(ItemItemRecommender):
     k:
         Entries kept per row of ``W``.
     """
+
+    #: Settings' smallest allowed values: a tuning pick there has no point beyond it (``β = 0`` is
+    #: P³_α; a negative ``β`` would favour popular items, outside the model).
+    SETTING_FLOORS: ClassVar[dict[str, float]] = {"beta": 0.0}
 
     def __init__(self, alpha: float = 1.0, beta: float = 0.5, k: int = 100) -> None:
         if float(alpha) <= 0 or float(beta) < 0 or int(k) < 1:
