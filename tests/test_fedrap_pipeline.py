@@ -309,3 +309,31 @@ def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny
     # no DP: a dotted level at FedRAP's own HR@10, not a point the noise curve starts from
     assert levels == [pytest.approx(read_json(tmp_path / "fedrap" / "metrics.json")["overall"]["hr@10"])]
     assert diamonds == [pytest.approx(0.1)]  # noise without a clip: at its own std, not σ·clip
+
+
+def test_dp_settings_are_labelled_once_whatever_the_datasets():
+    from recrepro.papers.fedrap.experiments import _label_dp_settings
+
+    class Axes:
+        def __init__(self):
+            self.labels = []
+
+        def annotate(self, text, xy, **kw):
+            self.labels.append((text, xy, kw["xytext"]))
+
+    inf = float("inf")
+    ml = pd.DataFrame({"std": [0.0, 0.1, 1.0], "clip": [1.0, 0.1, 1.0], "hr": [0.113, 0.125, 0.121],
+                       "eps": [inf, 98.0, 98.0]})
+    video = pd.DataFrame({"std": [0.0, 0.1, 0.3], "clip": [1.0, 0.1, 1.0], "hr": [0.100, 0.106, 0.101],
+                          "eps": [inf, 97.5, 716.0]})
+    ax = Axes()
+    _label_dp_settings(ax, [ml, video])
+    # one label per setting: the clip without noise under the lowest of its points, the others above the
+    # highest; ε of the datasets joined where they differ
+    assert ax.labels == [("clip 1, no noise", (0.0, 0.100), (3, -9)),
+                         ("ε=98 / 97.5, clip 0.1", (0.1, 0.125), (3, 3)),
+                         ("ε=716", (0.3, 0.101), (3, 3)),
+                         ("ε=98", (1.0, 0.121), (3, 3))]
+    empty = Axes()
+    _label_dp_settings(empty, [])
+    assert empty.labels == []

@@ -624,6 +624,7 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     fig, axes = new_figure(1, 2, width=6.5, height=6.0)
     ax_ab, ax_dp = np.ravel(axes)
     dp_drawn = False
+    labelled: list[pd.DataFrame] = []  # each dataset's points on its noise curve
     width = 0.8 / max(len(datasets), 1)
     for j, dataset in enumerate(datasets):
         sub = runs[runs["dataset"] == dataset]
@@ -651,13 +652,8 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
             ax_dp.plot(g.loc[unclipped, "std"], g.loc[unclipped, "hr"], marker="D", linestyle="none",
                        color=colors[dataset])
             dp_drawn = True
-            for r in g[on_line].itertuples():
-                if r.std == 0:
-                    label, below = f"clip {r.clip:g}, no noise", True  # under its point: clear of std 0.1-0.3's
-                else:
-                    label, below = f"ε={r.eps:.3g}" + ("" if r.clip == 1 else f", clip {r.clip:g}"), False
-                ax_dp.annotate(label, (r.std, r.hr), fontsize=7, textcoords="offset points",
-                               xytext=(3, -9) if below else (3, 3))
+            labelled.append(g[on_line])
+    _label_dp_settings(ax_dp, labelled)
     ax_ab.set_xticks(np.arange(len(names)) + width * (len(datasets) - 1) / 2, names, rotation=30, ha="right")
     ax_ab.set(ylabel="test HR@10", title="(a) ablations and curricula (paper mode unless *_code*)")
     ax_ab.grid(False, axis="x")
@@ -672,6 +668,24 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     figure_legend(fig, title="dataset")
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(datasets),
                 caption="FedRAP ablations, curricula and differential privacy")
+
+
+def _label_dp_settings(ax: Any, curves: Sequence[pd.DataFrame]) -> None:
+    """One label per DP setting (noise std, clip) of the curves, however many datasets ran it: its ε
+    (the datasets' values joined where they differ) and its clip where it is not 1, above the highest
+    of its points; the clip without noise under the lowest, clear of the small stds' labels.  A label
+    per dataset and point had stacked the datasets' identical labels onto each other."""
+    if not curves:
+        return
+    points = pd.concat(curves, ignore_index=True)
+    for (std, clip), part in points.groupby(["std", "clip"], sort=True):
+        if std == 0:
+            ax.annotate(f"clip {clip:g}, no noise", (std, part["hr"].min()), fontsize=7,
+                        textcoords="offset points", xytext=(3, -9))
+            continue
+        eps = " / ".join(dict.fromkeys(f"{e:.3g}" for e in part["eps"]))
+        ax.annotate(f"ε={eps}" + ("" if clip == 1 else f", clip {clip:g}"), (std, part["hr"].max()), fontsize=7,
+                    textcoords="offset points", xytext=(3, 3))
 
 
 def embeddings_figure(projection_path: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
