@@ -144,3 +144,13 @@ def build_synthetic_split(root: Path, spec, protocol: str, user_min: int, split:
     made = make_split(read_interactions(root / "processed"), split, {}, seed)
     write_split(made, root / "split", {"dataset": "synthetic", "protocol": protocol, "seed": seed})
     return root / "split"
+
+
+@pytest.fixture(autouse=True)
+def checkpoint_every_epoch(monkeypatch):
+    """In-process trainers write a checkpoint after every epoch / round, as the resume tests count on
+    (the package's default spaces cheap writes out to keep them to 2 % of the wall time: a test's
+    millisecond epochs would then checkpoint only now and then).  The default is tested on its own."""
+    import recrepro.checkpoints as checkpoints
+
+    monkeypatch.setattr(checkpoints, "WRITE_OVERHEAD", 0.0)

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 import torch
 
 import recrepro.papers.fedrap.lazy as lazy_module
+import recrepro.papers.fedrap.lazy_next as lazy_next_module
 from recrepro.papers.fedrap.config import FederatedConfig
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
@@ -104,7 +105,7 @@ def _assert_equal_paths(lazy, dense, train):
     (0.4, 1.0, True, False), (0.4, 1.0, True, True)])
 def test_lazy_paper_path_equals_dense(mu, client_ratio, memmap, row_groups, tmp_path, monkeypatch):
     # row_groups: the next round's group sums from the rows (as on Video/LastFM) instead of the pass
-    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
+    monkeypatch.setattr(lazy_next_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
     train = _data()
     # memmap: the private tables (30 x 60 x 4 floats) above a 16 KB budget live on disk
     lazy, spy = _fit(train, "lazy", mu, client_ratio, *((16 / 1024, str(tmp_path)) if memmap else ()))
@@ -170,7 +171,7 @@ def test_lazy_dp_uploads_in_slices_of_clients_equal_all_at_once(monkeypatch):
 def test_lazy_paper_path_with_early_stops_equals_dense(tol, row_groups, monkeypatch):
     # clients that stop early do not follow their schedule group's map: their share of the uploads
     # (and of the next round's group sums) is read from their own tables
-    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
+    monkeypatch.setattr(lazy_next_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
     train = _data()
     lazy, spy = _fit(train, "lazy", 0.4, 1.0, rounds=4, tol=tol)
     dense, _ = _fit(train, "dense", 0.4, 1.0, rounds=4, tol=tol)
@@ -183,7 +184,7 @@ def test_lazy_paper_path_with_early_stops_equals_dense(tol, row_groups, monkeypa
 def test_lazy_paper_path_with_drifting_scales_equals_dense(monkeypatch):
     # strong weight decay: the lazy scales of the big clients leave [1e-3, 1e3] and are folded into
     # their stored tables by the pass, which also takes the next round's statistics of those tables
-    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0)
+    monkeypatch.setattr(lazy_next_module, "GROUP_ROW_COST", 0)
     train = _data()
     lazy, spy = _fit(train, "lazy", 0.4, 1.0, l2=0.015)
     dense, _ = _fit(train, "dense", 0.4, 1.0, l2=0.015)
@@ -195,7 +196,7 @@ def test_lazy_paper_path_with_drifting_scales_equals_dense(monkeypatch):
 def test_carried_statistics_equal_a_fresh_start_pass(row_groups, monkeypatch):
     # what the end-of-round pass (and the closed forms beside it) leave for the next round equals
     # what a separate start-of-round pass over the same tables takes
-    monkeypatch.setattr(lazy_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
+    monkeypatch.setattr(lazy_next_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
     train = _data()
     model, _ = _fit(train, "lazy", 0.4, 1.0)
     carried = model._lazy_next
@@ -209,7 +210,7 @@ def test_carried_statistics_equal_a_fresh_start_pass(row_groups, monkeypatch):
     torch.testing.assert_close(acc["G"].double(), fresh["G"].double(), rtol=0, atol=1e-5)
     # max |D|: a bound (never below the exact value), within the slack of the last exact value
     assert bool((acc["amax"][u] >= fresh["amax"][u]).all())
-    assert bool((acc["amax"][u] <= lazy_module.AMAX_SLACK * acc["ref"][u] * (1 + 1e-6)).all())
+    assert bool((acc["amax"][u] <= lazy_next_module.AMAX_SLACK * acc["ref"][u] * (1 + 1e-6)).all())
     # the entries that may change sign next round: the same set
     def risky(a):
         user, pos, _ = (torch.cat(parts) for parts in zip(*a["risk"]))

@@ -264,19 +264,42 @@ def test_settings_key_and_throttle():
     assert th.ready() and not th.ready()
     assert th.ready(force=True)
     assert all(C.Throttle().ready() for _ in range(3))
-    # a costly write (4 s) spaces the next ones so that writing is at most 10 % of the time: 40 s
+    # a write of w seconds spaces the next ones so that writing is at most 2 % of the time: 50 w
     now[0] = 0.0
-    th = C.Throttle(clock=lambda: now[0])
+    th = C.Throttle(clock=lambda: now[0], max_overhead=0.02)   # the package's default (tests pin 0: conftest)
     assert th.ready()
     th.wrote(4.0)
-    now[0] = 39.0
+    now[0] = 199.0
     assert not th.ready()
-    now[0] = 40.0
+    now[0] = 200.0
+    assert th.ready()
+    th.wrote(0.04)  # λOpt's state after 0.3 s epochs: every few epochs, not every one
+    now[0] = 201.9
+    assert not th.ready()
+    now[0] = 202.0
     assert th.ready()
     th.wrote(600.0)  # never more than max_seconds (600 s) apart
-    now[0] = 640.0
+    now[0] = 802.0
     assert th.ready()
+    # min_seconds still spaces cheap writes out
+    now[0] = 0.0
+    th = C.Throttle(30.0, clock=lambda: now[0], max_overhead=0.02)
+    th.wrote(0.001)
+    now[0] = 29.0
+    assert not th.ready()
 
+
+
+def test_checkpoint_writes_default_to_two_percent_of_the_time(monkeypatch):
+    monkeypatch.undo()  # the suite pins every-epoch writes (conftest); the package's default is 2 %
+    assert C.WRITE_OVERHEAD == 0.02
+    now = [0.0]
+    th = C.Throttle(clock=lambda: now[0])
+    th.wrote(0.1)
+    now[0] = 4.9
+    assert not th.ready()
+    now[0] = 5.0
+    assert th.ready()
 
 # ------------------------------------------------------------------------------- federated
 

@@ -3,7 +3,8 @@
 Long paper-tier jobs are killed by the batch system after a few hours.  The trainers
 (:func:`recrepro.papers.prism.trainer.train`, :meth:`recrepro.models.federated.simulation.FederatedSimulation.fit`,
 the centralised MF/NCF upper bounds, :meth:`recrepro.models.mf_bpr.MFBPR.fit` and λOpt) take
-an optional ``checkpoint`` path; after every epoch / round they write *everything* that
+an optional ``checkpoint`` path; after an epoch / round (every one, or every few where a write
+would cost more than 2 % of the time: :class:`Throttle`) they write *everything* that
 carries over to the next one (parameters, optimiser moments, random generator states,
 learning-rate and curriculum counters, the history so far, best-so-far bookkeeping), and
 on start they restore it and continue with the next epoch.  A resumed run therefore ends
@@ -83,12 +84,16 @@ Random generator states: ``torch.Generator.get_state()`` (a ByteTensor) and
 
 Cost and frequency
 ------------------
-The default :class:`Throttle` writes after **every** epoch / round.  That is cheap: the
-largest PRISM state (MF, ~100k users+items × 64 float32, plus Adam's two moments and the
-best-epoch copy) is ~100 MB, written in well under a second, while one epoch of the paper
-settings takes less than a minute — so "every epoch" also means "every few minutes" at
-most.  ``min_seconds`` can space the writes out for states that are expensive to write
-(FedRAP's dense private tables on the large datasets); the final epoch is always written.
+The default :class:`Throttle` keeps writing to at most 2 % of the wall time: after a write of
+``w`` seconds the next is due ``50 w`` seconds later (at most 10 minutes), at the end of the
+first epoch or round after that.  The largest PRISM state (MF, ~100k users+items × 64
+float32, plus Adam's two moments and the best-epoch copy) is ~100 MB, written in well under
+a second, while one epoch of the paper settings takes tens of seconds: every epoch.  λOpt's
+state on amazon-video (16 MB, about 0.04 s) after epochs of a third of a second had cost a
+tenth of the run when written every epoch; it is now written every few epochs.  FedRAP's
+dense private tables (4 GB on LastFM) are written every few minutes.  A kill loses at most
+that spacing of work; ``min_seconds`` spaces the writes out further, and the final epoch is
+always written.
 """
 
 from __future__ import annotations
@@ -599,23 +604,29 @@ def remove_checkpoint(path: str | Path | None) -> None:
 # ----------------------------------------------------------------------------- helpers
 
 
-class Throttle:
-    """Decides when to write: after every epoch by default, else at most every ``min_seconds``.
+#: The share of the wall time checkpoint writes may take (:class:`Throttle`); 0 writes after every
+#: epoch / round.
+WRITE_OVERHEAD = 0.02
 
-    A costly write (one second or more) also spaces the next one so that writing takes at
-    most ``max_overhead`` of the wall time: after a write of ``w`` seconds the next is due
-    ``w / max_overhead`` seconds later (capped at ``max_seconds``). Small states (PRISM's tables: tens of MB) are still written every
-    epoch; FedRAP's dense private tables (4 GB on LastFM) would otherwise cost more than the
-    rounds they protect, and are written every few minutes instead.
+
+class Throttle:
+    """Decides when to write: so that writing takes at most ``max_overhead`` of the wall time, and
+    at most every ``min_seconds``.
+
+    After a write of ``w`` seconds the next is due ``w / max_overhead`` seconds later (capped at
+    ``max_seconds``; before any write, at once).  A state written in a fraction of an epoch's
+    time (PRISM's tables: tens of MB) is still written every epoch; one whose write costs about
+    as much as a short epoch (λOpt's, ~0.04 s after 0.3 s epochs) every few epochs; FedRAP's
+    dense private tables (4 GB on LastFM) every few minutes.
     ``ready(force=True)`` (the last epoch) is always True.  Each True resets the clock.
     """
 
     def __init__(self, min_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic, *,
-                 max_overhead: float = 0.1, max_seconds: float = 600.0) -> None:
+                 max_overhead: float | None = None, max_seconds: float = 600.0) -> None:
         self.min_seconds = float(min_seconds)
         self.clock = clock
         self.last = clock()
-        self.max_overhead = float(max_overhead)
+        self.max_overhead = float(WRITE_OVERHEAD if max_overhead is None else max_overhead)
         self.max_seconds = float(max_seconds)
         self.write_seconds = 0.0
 
@@ -624,12 +635,8 @@ class Throttle:
         self.write_seconds = float(seconds)
         self.last = self.clock()
 
-    #: Writes faster than this never space the next one out (every epoch stays every epoch).
-    CHEAP_WRITE_SECONDS = 1.0
-
     def interval(self) -> float:
-        costly = self.write_seconds >= self.CHEAP_WRITE_SECONDS and self.max_overhead > 0
-        adaptive = self.write_seconds / self.max_overhead if costly else 0.0
+        adaptive = self.write_seconds / self.max_overhead if self.max_overhead > 0 else 0.0
         return max(self.min_seconds, min(self.max_seconds, adaptive))
 
     def ready(self, force: bool = False) -> bool:

@@ -470,8 +470,8 @@ def _intro_lines(on_gpu: pd.DataFrame, estimated: int = 0) -> list[str]:
         devices,
         "",
         "Running the queue: ask Snakemake for the records of a row below (`--config tier=paper "
-        "'data={mirror: <folder>}'`; add `device=cuda` on a GPU). Training jobs checkpoint every epoch or "
-        "round under `checkpoints/` and resume after a kill, so long cells can run in pieces on machines "
+        "'data={mirror: <folder>}'`; add `device=cuda` on a GPU). Training jobs checkpoint after epochs or "
+        "rounds (writing at most 2 % of the time) under `checkpoints/` and resume after a kill, so long cells can run in pieces on machines "
         "that stop jobs. On one GPU several training jobs can share the card (a PRISM job takes one CPU thread): "
         "`snakemake --cores 14 <records> --config device=cuda ...` runs 14 at once, since a local run limits "
         "the rules' `gpu` resource only when `--resources gpu=N` is given. On a CPU with fewer jobs left than "

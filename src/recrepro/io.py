@@ -120,7 +120,6 @@ def copy_file(src: str | Path, dst: str | Path) -> None:
 def write_parquet(path: str | Path, frame: pd.DataFrame) -> None:
     """Write a DataFrame to parquet deterministically (no pandas index, no timestamps in metadata)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     # Drop pandas metadata so identical frames give byte-identical files across runs.

@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 
 from recrepro.evaluation.exposure import lower_is_better
-from recrepro.io import write_text
 from recrepro.records import read_record_json
 from recrepro.scorecard.claimrecords import ClaimRecords, ClaimsError, never_left_initialisation
 from recrepro.scorecard.claimspec import Check

@@ -27,13 +27,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from recrepro.io import read_json, write_json, write_parquet, write_text
 from recrepro.records import build_provenance, read_history, read_record_json, write_history
+
+if TYPE_CHECKING:
+    from recrepro.runs import SplitData
 
 # torch, the evaluation core and the models are imported where they are used, so the
 # Snakefile can import operating_points cheaply.

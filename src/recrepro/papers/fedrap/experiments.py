@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,9 @@ from recrepro.io import write_parquet
 from recrepro.records import NonFiniteError, read_history, write_history
 from recrepro.papers.fedrap.tuning import parse_grid_run
 from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_settings
+
+if TYPE_CHECKING:
+    from recrepro.runs import SplitData
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.

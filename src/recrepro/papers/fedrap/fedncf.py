@@ -119,7 +119,7 @@ class FedNCF(FederatedRecommender):
         self.round = 0
 
     def train_round(self) -> dict[str, Any]:
-        cfg, dev = self.config, self.device
+        cfg = self.config
         a = self.round
         t0 = time.perf_counter()
         rng = np.random.default_rng([cfg.seed, 1, a])

@@ -284,7 +284,7 @@ def tuning_markdown(table: pd.DataFrame, block: Mapping[str, Any], tier: str) ->
     for (dataset, grid), g in table.groupby(["dataset", "grid"], sort=False):
         expected = len(grid_points(block.get("grids", {}).get(grid, {})))
         lines += [f"## {dataset} · `{grid}` ({len(g)} of {expected} points run)", "",
-                  f"| point | settings | val HR@10 | val NDCG@10 | sel. round | test HR@10 | test NDCG@10 | pick |",
+                  "| point | settings | val HR@10 | val NDCG@10 | sel. round | test HR@10 | test NDCG@10 | pick |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in g.to_dict("records"):
             mark = "**pick**" if r["records_pick"] else ""

@@ -85,7 +85,7 @@ def cmd_figure_groups(args: argparse.Namespace) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add λOpt's verbs to ``verbs`` (the subparsers of ``recrepro lambdaopt``)."""
     p = verbs.add_parser("run", help="train one variant on one split seed and write its run record")
-    add_run_arguments(p, checkpoint="save the training state here after every epoch and resume from it when rerun "
+    add_run_arguments(p, checkpoint="save the training state here after epochs (at most 2 %% of the time) and resume from it when rerun "
                                     "(MF-λFix and λOpt; deleted once the run record is written); "
                                     "default: no checkpointing")
     p.add_argument("--variant", required=True)

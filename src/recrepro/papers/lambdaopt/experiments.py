@@ -303,7 +303,6 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
     selection: dict[str, Any] = {}
     grid_rows = []
     files: list[Path | None] = []  # checkpoints, removed once the record is written
-    monitors: list[Any] = []
     curves: list[pd.DataFrame] = []
     if settings["method"] == "lambdafix":
         best = None

@@ -93,7 +93,7 @@ def cmd_figure_theory(args: argparse.Namespace) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add PRISM's verbs to ``verbs`` (the subparsers of ``recrepro prism``)."""
     p = verbs.add_parser("train", help="train one method on one split seed and write its run record")
-    add_run_arguments(p, checkpoint="save the training state here after every epoch and resume from it when "
+    add_run_arguments(p, checkpoint="save the training state here after epochs (at most 2 %% of the time) and resume from it when "
                                     "rerun (deleted once the run record is written); default: no checkpointing")
     p.add_argument("--method", required=True)
     add_json(p, "--tier-conf", required=True, help="the tier's prism settings")

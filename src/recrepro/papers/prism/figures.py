@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.io import read_json
 from recrepro.papers.prism.experiments import load_prism_runs
 from recrepro.papers.prism.methods import method_name
 from recrepro.records import read_history
