@@ -285,3 +285,33 @@ def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
     assert "| lambdaopt_du | 0.6000 | – | – | – | – | 5 (patience), at its first evaluation |" in md
     assert "| neumf | 0.6000 | – | – | – | – | – |" in md
     assert "best epoch (rule)" not in table_markdown(agg, "paper")
+
+
+def test_the_sensitivity_table_carries_its_budget_and_an_outdated_one_is_marked(small_split, tmp_path, monkeypatch,
+                                                                               one_torch_thread):
+    """A sweep under patience 2 ends each curve by the rule and every row names the budget (cap 9,
+    patience 2); the figure's caption repeats it, and a table made under another cap, or before rows
+    carried their budget, is marked on the figure."""
+    import matplotlib.pyplot as plt
+
+    from recrepro.papers.lambdaopt import experiments as driver
+
+    monkeypatch.setattr(driver, "_validation_auc", lambda *a, **k: 0.5)  # flat: patience ends it
+    table = driver.sensitivity(split_dir=small_split, settings={**BASE, "patience": 2}, lambdas=[1e-3, 0.0], epochs=9,
+                               seed=0, evaluation=EVALUATION)
+    assert sorted(table["lam"].unique()) == [0.0, 1e-3]
+    assert table.groupby("lam")["epoch"].max().tolist() == [3, 3]     # epoch 1 sets the best; 2 more without gain
+    assert (table["epoch_cap"] == 9).all() and (table["patience"] == 2).all()
+    assert driver.sensitivity_budget(table, 9) == ("curves to epoch 3 (patience 2, cap 9)", False)
+    assert driver.sensitivity_budget(table, 3200) == ("curves to epoch 3 (patience 2, cap 9)", True)
+    old = table.drop(columns=["epoch_cap", "patience"])
+    assert driver.sensitivity_budget(old, 9) == ("curves to epoch 3, budget not recorded", True)
+    assert driver.sensitivity_budget(old) == ("curves to epoch 3, budget not recorded", False)
+
+    texts = []
+    real = plt.Axes.text
+    monkeypatch.setattr(plt.Axes, "text", lambda self, x, y, s, *a, **k: (texts.append(s), real(self, x, y, s, *a, **k))[1])
+    driver.figure_sensitivity(table, str(tmp_path / "s.pdf"), str(tmp_path / "s.png"), "smoke", "toy", epochs=9)
+    assert not any("another budget" in t for t in texts)
+    driver.figure_sensitivity(old, str(tmp_path / "o.pdf"), str(tmp_path / "o.png"), "smoke", "toy", epochs=9)
+    assert any("another budget" in t for t in texts)

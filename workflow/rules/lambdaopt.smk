@@ -110,9 +110,11 @@ rule lambdaopt_figure_sensitivity:
     resources:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
+    params:
+        epochs=lambda wc: lambdaopt_sensitivity_epochs(config, wc.tier),
     shell:
         "recrepro lambdaopt figure-sensitivity --tier {wildcards.tier:q} "
-        "--dataset {wildcards.dataset:q} --table {input.table:q} --out-pdf {output.pdf:q} "
+        "--dataset {wildcards.dataset:q} --table {input.table:q} --epochs {params.epochs:q} --out-pdf {output.pdf:q} "
         "--out-png {output.png:q} > {log:q} 2>&1"
 
 

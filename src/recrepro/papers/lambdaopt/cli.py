@@ -71,7 +71,8 @@ def cmd_figure_sensitivity(args: argparse.Namespace) -> None:
 
     from recrepro.papers.lambdaopt.experiments import figure_sensitivity
 
-    figure_sensitivity(pd.read_parquet(args.table), args.out_pdf, args.out_png, args.tier, args.dataset)
+    figure_sensitivity(pd.read_parquet(args.table), args.out_pdf, args.out_png, args.tier, args.dataset,
+                       epochs=args.epochs)
 
 
 def cmd_figure_groups(args: argparse.Namespace) -> None:
@@ -127,6 +128,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
             p.add_argument("--run", required=True, help="a λOpt run record's folder")
         elif name == "figure-sensitivity":
             p.add_argument("--table", required=True, help="the sensitivity table (parquet)")
+            p.add_argument("--epochs", type=int, default=None,
+                           help="the configured cap of the sweep: a table made under another is marked")
         else:
             p.add_argument("--run-a", required=True)
             p.add_argument("--run-b", required=True)

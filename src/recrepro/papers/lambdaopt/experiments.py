@@ -376,13 +376,16 @@ def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: 
     """Validation AUC after each epoch of MF-λFix for every fixed λ.
 
     Under the converging budget (``patience`` in ``settings``) each curve runs until the stopping
-    rule ends it (at most ``epochs``), evaluated every ``eval_every`` epochs."""
+    rule ends it (at most ``epochs``), evaluated every ``eval_every`` epochs.  Every row carries the
+    budget it ran under (``epoch_cap``; ``patience``, NaN without a stopping rule), so a figure drawn
+    from the table can say when the table was made under another budget than the configuration's."""
     from recrepro.runs import SplitData, evaluate_on_split
 
     split = SplitData(split_dir)
     train = split.csr(list(evaluation.get("fit", ["train"])))
     val_section = _validation_section(evaluation)
     rows = []
+    patience = float(settings["patience"]) if settings.get("patience") is not None else float("nan")
     for lam in lambdas:
         s = {**settings, "method": "lambdafix", "epochs": int(epochs)}
         monitor = make_monitor(s, split, val_section, device, 2048)
@@ -397,7 +400,7 @@ def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: 
             rows.append({"lam": float(lam), "epoch": epoch + 1, "val_auc": auc})
 
         make_model(s, seed, device, lam=lam).fit(train, on_epoch=on_epoch)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(epoch_cap=int(epochs), patience=patience)
 
 
 # ----------------------------------------------------------------------------- tables
@@ -634,8 +637,25 @@ def figure_trajectory(run_dir: str | Path, out_pdf: str, out_png: str, tier: str
                 caption="λ-trajectories of MF-λOpt-DUI (Chen et al. 2019, slide 22); bins: training frequency")
 
 
-def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
-    """Validation AUC per epoch of MF-λFix for each fixed λ (poster Fig. 2), λ from large to small."""
+def sensitivity_budget(table: pd.DataFrame, epochs: int | None = None) -> tuple[str, bool]:
+    """What budget the sensitivity ``table`` ran under, as a caption fragment, and whether it is not
+    the configured one (``epochs``: the configured cap; ``None``: not checked).  A table from before
+    the rows carried their budget (no ``epoch_cap`` column) counts as another budget."""
+    last = int(table["epoch"].max()) if len(table) else 0
+    if "epoch_cap" not in table.columns:
+        return f"curves to epoch {last}, budget not recorded", epochs is not None
+    cap = int(table["epoch_cap"].iloc[0])
+    patience = table["patience"].iloc[0] if "patience" in table.columns else float("nan")
+    rule = f"patience {int(patience)}, " if pd.notna(patience) else ""
+    return f"curves to epoch {last} ({rule}cap {cap})", epochs is not None and cap != int(epochs)
+
+
+def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: str, dataset: str,
+                       epochs: int | None = None) -> None:
+    """Validation AUC per epoch of MF-λFix for each fixed λ (poster Fig. 2), λ from large to small.
+
+    The caption says the budget the curves ran under; with ``epochs`` (the configured cap) a table
+    made under another budget is marked on the figure, so an outdated sweep is not read as current."""
     from recrepro.plotting import figure_legend, method_styles, new_figure, save_figure
 
     fig, ax = new_figure(width=5.0)
@@ -650,9 +670,14 @@ def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: st
                 **styles[label])
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation AUC")
+    budget, outdated = sensitivity_budget(table, epochs)
+    if outdated:
+        ax.text(0.5, 0.5, f"run under another budget than the configuration's (up to {epochs} epochs):\n"
+                          "rerun this dataset's sensitivity job", transform=ax.transAxes, ha="center", va="center",
+                color="#b00020", fontsize=8, bbox={"facecolor": "white", "edgecolor": "#b00020", "alpha": 0.9})
     figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="MF-λFix: sensitivity to λ (poster Fig. 2)")
+                caption=f"MF-λFix: sensitivity to λ (poster Fig. 2); {budget}")
 
 
 def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: str,
