@@ -1,0 +1,80 @@
+"""λOpt's run records against the configuration they would be made under today.
+
+A committed record keeps the configuration slice it ran under (``provenance.json``: ``config``).
+Snakemake reruns a job whose parameters changed only where its own metadata remembers them, which a
+fresh clone does not: there a record made under settings the configuration no longer gives would be
+redrawn as if it were current.  :func:`record_drift` lists every difference, and says which ones
+provably leave the record as it is:
+
+- ``wait_for_gain`` (:mod:`recrepro.papers.lambdaopt.stopping`) added where the record ran without
+  it: patience could only have ended the run differently before its validation AUC first beat its
+  first value, so the record is the same when every curve of it (MF-λFix: one per λ) beat its first
+  value sooner than ``patience`` epochs after it.
+
+Any other difference makes the record outdated: it names what to rerun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from recrepro.io import read_json
+from recrepro.papers.lambdaopt.experiments import rule_settings
+
+__all__ = ["record_drift"]
+
+
+def _first_gain_epochs(history: pd.DataFrame) -> list[float]:
+    """Per validation curve of a record's history (one per λ where the history has a ``lam``
+    column), the epochs from its first evaluation to the first that beats it (``inf``: never)."""
+    evaluated = history[history["val_auc"].notna() & history["epoch"].notna()]
+    curves = [g for _, g in evaluated.groupby("lam", dropna=False)] if "lam" in evaluated else [evaluated]
+    gaps = []
+    for curve in curves:
+        curve = curve.sort_values("epoch")
+        first = curve["val_auc"].iloc[0]
+        beaten = curve[curve["val_auc"] > first]
+        gaps.append(float(beaten["epoch"].iloc[0] - curve["epoch"].iloc[0]) if len(beaten) else float("inf"))
+    return gaps
+
+
+def _same_without_wait(run_dir: Path, settings: Mapping[str, Any]) -> tuple[bool, str]:
+    patience = settings.get("patience")
+    if patience is None:
+        return True, "no stopping rule: wait_for_gain has nothing to hold"
+    gaps = _first_gain_epochs(pd.read_parquet(run_dir / "history.parquet"))
+    slowest = max(gaps, default=float("inf"))
+    if slowest < float(patience):
+        return True, (f"every curve beat its first validation AUC within {slowest:g} epochs, sooner than the "
+                      f"patience of {patience:g}: the same run with or without wait_for_gain")
+    return False, (f"a curve took {slowest:g} epochs to beat its first validation AUC (patience {patience:g}): "
+                   "wait_for_gain could have changed when it stopped")
+
+
+def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
+    """Every setting in which a λOpt run record under ``results_root/<tier>/lambdaopt/runs`` differs
+    from what ``config`` gives its variant now, one row each: ``record``, ``setting``, ``recorded``,
+    ``now``, ``same_record`` (whether the difference provably leaves the record unchanged) and
+    ``why``.  Empty when every record is current."""
+    rows = []
+    splits = config["evaluation"]["splits"]
+    for prov_file in sorted(Path(results_root, tier, "lambdaopt", "runs").glob("*/*/*/seed*/provenance.json")):
+        run_dir = prov_file.parent
+        dataset, split, method = run_dir.parts[-4], run_dir.parts[-3], run_dir.parts[-2]
+        recorded = read_json(prov_file).get("config") or {}
+        now = {"settings": rule_settings(config, tier, dataset, method), "evaluation": splits.get(split)}
+        for part in ("settings", "evaluation"):
+            old, new = recorded.get(part) or {}, now[part] or {}
+            for key in sorted(set(old) | set(new)):
+                if old.get(key) == new.get(key):
+                    continue
+                same, why = False, "rerun the record: it was made under other settings"
+                if part == "settings" and key == "wait_for_gain" and old.get(key) is None and new.get(key) is True:
+                    same, why = _same_without_wait(run_dir, new)
+                rows.append({"record": str(run_dir), "setting": f"{part}.{key}", "recorded": old.get(key),
+                             "now": new.get(key), "same_record": same, "why": why})
+    return pd.DataFrame(rows, columns=["record", "setting", "recorded", "now", "same_record", "why"])
