@@ -2,7 +2,8 @@
 
 ``run`` (one variant, one seed), ``stats`` (dataset statistics of split folders), ``table``,
 ``tuning`` (the validation grids' table), ``picks`` (each grid's pick, for the config),
-``figure`` (learning curves, or ``--kind ablation``) and ``embeddings`` (PCA of C vs D⁽ⁱ⁾). The
+``figure`` (learning curves, or ``--kind ablation``), ``embeddings`` (PCA of C vs D⁽ⁱ⁾) and ``drift``
+(records made under other settings than today's configuration: :mod:`recrepro.papers.fedrap.drift`). The
 options are built from :mod:`recrepro.cliargs`; the experiment module is imported only when a verb
 runs.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from recrepro.cliargs import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
                               add_threads, add_tier)
+from recrepro.papers.drift import add_drift_verb
 
 __all__ = ["register"]
 
@@ -124,6 +126,7 @@ def cmd_embeddings(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add FedRAP's verbs to ``verbs`` (the subparsers of ``recrepro fedrap``)."""
+    add_drift_verb(verbs, "FedRAP", "recrepro.papers.fedrap.drift")
     p = verbs.add_parser("run", help="train one variant on one split seed and write its run record")
     add_run_arguments(p, batch_size=False,
                       checkpoint="save the training state here after every round (MF/NCF: epoch) and resume from it "

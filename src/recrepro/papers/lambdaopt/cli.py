@@ -14,6 +14,7 @@ from pathlib import Path
 
 from recrepro.cliargs import (add_dataset, add_device_argument, add_figure_outputs, add_json, add_run_arguments,
                               add_seed, add_table_outputs, add_threads, add_tier)
+from recrepro.papers.drift import add_drift_verb
 
 __all__ = ["register"]
 
@@ -76,23 +77,6 @@ def cmd_figure_sensitivity(args: argparse.Namespace) -> None:
                        epochs=args.epochs)
 
 
-def cmd_drift(args: argparse.Namespace) -> None:
-    import sys
-
-    from recrepro.config import load_config
-    from recrepro.papers.lambdaopt.drift import record_drift
-
-    drift = record_drift(load_config(args.config), args.tier, args.results)
-    if drift.empty:
-        print("every λOpt record was made under the settings the configuration gives today")
-        return
-    for row in drift.itertuples(index=False):
-        state = "same record" if row.same_record else "OUTDATED"
-        print(f"{state}: {row.record}: {row.setting} {row.recorded!r} -> {row.now!r} ({row.why})")
-    if not drift["same_record"].all():
-        sys.exit(1)
-
-
 def cmd_figure_groups(args: argparse.Namespace) -> None:
     from recrepro.io import write_text
     from recrepro.papers.lambdaopt.experiments import figure_groups
@@ -127,12 +111,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="the table (parquet)")
     p.set_defaults(func=cmd_sensitivity)
 
-    p = verbs.add_parser("drift", help="run records made under other settings than the configuration gives "
-                                       "today (exit status 1 if any is outdated)")
-    add_tier(p)
-    p.add_argument("--config", default="config.yaml", help="the configuration (default: config.yaml)")
-    p.add_argument("--results", default="results", help="the results folder (default: results)")
-    p.set_defaults(func=cmd_drift)
+    add_drift_verb(verbs, "λOpt", "recrepro.papers.lambdaopt.drift")
 
     p = verbs.add_parser("table", help="results table (method x metric) with the paired tests")
     add_tier(p)

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import read_json
+from recrepro.papers.drift import compare_settings, drift_frame
 from recrepro.papers.lambdaopt.experiments import rule_settings
 
 __all__ = ["record_drift"]
@@ -55,11 +56,18 @@ def _same_without_wait(run_dir: Path, settings: Mapping[str, Any]) -> tuple[bool
                    "wait_for_gain could have changed when it stopped")
 
 
+def _equivalent(run_dir: Path, setting: str, old: Any, new: Any) -> tuple[bool, str] | None:
+    if setting == "settings.wait_for_gain" and old is None and new is True:
+        settings = (read_json(run_dir / "provenance.json").get("config") or {}).get("settings") or {}
+        return _same_without_wait(run_dir, settings)
+    return None
+
+
 def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
     """Every setting in which a λOpt run record under ``results_root/<tier>/lambdaopt/runs`` differs
     from what ``config`` gives its variant now, one row each: ``record``, ``setting``, ``recorded``,
     ``now``, ``same_record`` (whether the difference provably leaves the record unchanged) and
-    ``why``.  Empty when every record is current."""
+    ``why`` (:func:`recrepro.papers.drift.compare_settings`).  Empty when every record is current."""
     rows = []
     splits = config["evaluation"]["splits"]
     for prov_file in sorted(Path(results_root, tier, "lambdaopt", "runs").glob("*/*/*/seed*/provenance.json")):
@@ -67,14 +75,5 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
         dataset, split, method = run_dir.parts[-4], run_dir.parts[-3], run_dir.parts[-2]
         recorded = read_json(prov_file).get("config") or {}
         now = {"settings": rule_settings(config, tier, dataset, method), "evaluation": splits.get(split)}
-        for part in ("settings", "evaluation"):
-            old, new = recorded.get(part) or {}, now[part] or {}
-            for key in sorted(set(old) | set(new)):
-                if old.get(key) == new.get(key):
-                    continue
-                same, why = False, "rerun the record: it was made under other settings"
-                if part == "settings" and key == "wait_for_gain" and old.get(key) is None and new.get(key) is True:
-                    same, why = _same_without_wait(run_dir, new)
-                rows.append({"record": str(run_dir), "setting": f"{part}.{key}", "recorded": old.get(key),
-                             "now": new.get(key), "same_record": same, "why": why})
-    return pd.DataFrame(rows, columns=["record", "setting", "recorded", "now", "same_record", "why"])
+        rows += compare_settings(run_dir, {part: recorded.get(part) for part in now}, now, _equivalent)
+    return drift_frame(rows)
