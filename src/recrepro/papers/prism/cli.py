@@ -1,7 +1,8 @@
 """``recrepro prism <verb>``: the verbs of the PRISM rules over the paper's API.
 
 ``train`` (:func:`~recrepro.papers.prism.experiments.run_method`), ``figure-wd``, ``figure-magnitudes``,
-``select-wd``, ``table``, ``figure`` (Figs. 3-11 from a workflow spec) and ``figure-theory`` (Fig. 7).
+``select-wd``, ``table``, ``figure`` (Figs. 3-11 from a workflow spec), ``figure-theory`` (Fig. 7) and
+``drift`` (records made under other settings than today's configuration: :mod:`recrepro.papers.prism.drift`).
 The options are built from :mod:`recrepro.cliargs`; the experiment and figure modules are imported
 only when a verb runs.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from recrepro.cliargs import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
                               add_tier)
+from recrepro.papers.drift import add_drift_verb
 
 __all__ = ["register"]
 
@@ -92,6 +94,7 @@ def cmd_figure_theory(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add PRISM's verbs to ``verbs`` (the subparsers of ``recrepro prism``)."""
+    add_drift_verb(verbs, "PRISM", "recrepro.papers.prism.drift")
     p = verbs.add_parser("train", help="train one method on one split seed and write its run record")
     add_run_arguments(p, checkpoint="save the training state here after epochs (at most 2 %% of the time) and resume from it when "
                                     "rerun (deleted once the run record is written); default: no checkpointing")
