@@ -1,7 +1,8 @@
 """``recrepro exadmm <verb>``: the verbs of the exADMM rules over :mod:`recrepro.papers.exadmm.experiments`.
 
 ``train`` (one operating point, one seed), ``tradeoff`` (Fig. 1), ``convergence`` (Fig. 3),
-``table`` (Table 4), ``scalability`` and ``figure-scalability`` (Fig. 2). The options are built from :mod:`recrepro.cliargs`;
+``table`` (Table 4), ``scalability`` and ``figure-scalability`` (Fig. 2), and ``drift`` (records made under
+other settings than today's configuration: :mod:`recrepro.papers.exadmm.drift`). The options are built from :mod:`recrepro.cliargs`;
 the experiment module is imported only when a verb runs.
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from recrepro.cliargs import (add_device_argument, add_figure_outputs, add_json, add_run_arguments,
                               add_table_outputs, add_tier)
+from recrepro.papers.drift import add_drift_verb
 
 __all__ = ["register"]
 
@@ -62,6 +64,7 @@ def cmd_figure_scalability(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add exADMM's verbs to ``verbs`` (the subparsers of ``recrepro exadmm``)."""
+    add_drift_verb(verbs, "exADMM", "recrepro.papers.exadmm.drift")
     p = verbs.add_parser("train", help="fit one operating point on one split seed and write its run record")
     add_run_arguments(p, evaluation=False)
     p.add_argument("--method", required=True, help="the operating point's name (ials, exadmm_sw1, fairrec_sw2, ...)")

@@ -1,0 +1,45 @@
+"""exADMM's run records against the configuration they would be made under today.
+
+An exADMM record keeps its operating point's family and model parameters, its cut-offs, metrics
+and the parts it fitted, folded in and scored (``provenance.json``: ``config``), as
+:func:`recrepro.papers.exadmm.experiments.run_point` writes them.  No difference is taken to leave
+a record unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from recrepro.io import read_json
+from recrepro.papers.drift import compare_settings, drift_frame
+from recrepro.papers.exadmm.experiments import DEFAULT_METRICS, smk_point
+
+__all__ = ["record_drift"]
+
+#: The rule's default cut-offs (``workflow/rules/exadmm_runs.smk``; its default metrics are DEFAULT_METRICS).
+DEFAULT_KS = [3, 5, 10, 20, 50, 100]
+
+
+def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
+    """Every setting in which an exADMM run record under ``results_root/<tier>/exadmm/runs`` differs
+    from what ``config`` gives its operating point now (model parameters, family, cut-offs, metrics,
+    parts), one row each (:func:`recrepro.papers.drift.compare_settings`).  Empty when every record is
+    current."""
+    rows = []
+    block = config.get("exadmm", {})
+    for prov_file in sorted(Path(results_root, tier, "exadmm", "runs").glob("*/*/*/seed*/provenance.json")):
+        run_dir = prov_file.parent
+        dataset, method = run_dir.parts[-4], run_dir.parts[-2]
+        recorded = read_json(prov_file).get("config") or {}
+        point = smk_point(config, tier, dataset, method)
+        part = point.get("record_part", "test")
+        now_run = {"family": point["family"], "ks": list(block.get("ks", DEFAULT_KS)),
+                   "metrics": list(block.get("metrics", DEFAULT_METRICS)), "fit": ["train"],
+                   "fold_in": f"{part}_tr", "target": f"{part}_te"}
+        rows += compare_settings(run_dir, {"params": recorded.get("params"), "run": {k: recorded.get(k) for k in now_run}},
+                                 {"params": dict(point["params"]), "run": now_run})
+    return drift_frame(rows)
