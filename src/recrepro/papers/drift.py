@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the papers' CLIs import this module to register their verb: no pandas at start-up
     import pandas as pd
 
-__all__ = ["DRIFT_COLUMNS", "OUTDATED", "add_drift_verb", "compare_settings", "drift_frame", "report_drift"]
+__all__ = ["DRIFT_COLUMNS", "OUTDATED", "add_drift_verb", "compare_settings", "drift_frame", "records_drift",
+           "report_drift"]
 
 DRIFT_COLUMNS = ["record", "setting", "recorded", "now", "same_record", "why"]
 #: Why a difference makes a record outdated, unless a paper shows it cannot change the record.
@@ -43,6 +44,24 @@ def compare_settings(run_dir: Path, recorded: Mapping[str, Mapping[str, Any]], n
             rows.append({"record": str(run_dir), "setting": setting, "recorded": old.get(key), "now": new.get(key),
                          "same_record": same, "why": why})
     return rows
+
+
+#: ``(run_dir, provenance) -> (recorded, now)``: a record's settings as it ran and as the configuration
+#: gives them today, both ``{part: {key: value}}``.
+Slices = Callable[[Path, Mapping[str, Any]], "tuple[Mapping[str, Any], Mapping[str, Any]]"]
+
+
+def records_drift(runs_dir: str | Path, pattern: str, slices: Slices,
+                  equivalent: Equivalence | None = None) -> pd.DataFrame:
+    """:func:`compare_settings` over every run record whose ``provenance.json`` matches ``pattern``
+    under ``runs_dir`` (sorted), as a :func:`drift_frame`."""
+    from recrepro.io import read_json
+
+    rows = []
+    for prov_file in sorted(Path(runs_dir).glob(pattern)):
+        recorded, now = slices(prov_file.parent, read_json(prov_file))
+        rows += compare_settings(prov_file.parent, recorded, now, equivalent)
+    return drift_frame(rows)
 
 
 def drift_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

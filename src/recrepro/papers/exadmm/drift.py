@@ -14,8 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from recrepro.io import read_json
-from recrepro.papers.drift import compare_settings, drift_frame
+from recrepro.papers.drift import records_drift
 from recrepro.papers.exadmm.experiments import DEFAULT_METRICS, smk_point
 
 __all__ = ["record_drift"]
@@ -29,17 +28,16 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
     from what ``config`` gives its operating point now (model parameters, family, cut-offs, metrics,
     parts), one row each (:func:`recrepro.papers.drift.compare_settings`).  Empty when every record is
     current."""
-    rows = []
     block = config.get("exadmm", {})
-    for prov_file in sorted(Path(results_root, tier, "exadmm", "runs").glob("*/*/*/seed*/provenance.json")):
-        run_dir = prov_file.parent
-        dataset, method = run_dir.parts[-4], run_dir.parts[-2]
-        recorded = read_json(prov_file).get("config") or {}
-        point = smk_point(config, tier, dataset, method)
+
+    def slices(run_dir: Path, provenance: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        recorded = provenance.get("config") or {}
+        point = smk_point(config, tier, run_dir.parts[-4], run_dir.parts[-2])
         part = point.get("record_part", "test")
-        now_run = {"family": point["family"], "ks": list(block.get("ks", DEFAULT_KS)),
-                   "metrics": list(block.get("metrics", DEFAULT_METRICS)), "fit": ["train"],
-                   "fold_in": f"{part}_tr", "target": f"{part}_te"}
-        rows += compare_settings(run_dir, {"params": recorded.get("params"), "run": {k: recorded.get(k) for k in now_run}},
-                                 {"params": dict(point["params"]), "run": now_run})
-    return drift_frame(rows)
+        run = {"family": point["family"], "ks": list(block.get("ks", DEFAULT_KS)),
+               "metrics": list(block.get("metrics", DEFAULT_METRICS)), "fit": ["train"],
+               "fold_in": f"{part}_tr", "target": f"{part}_te"}
+        return ({"params": recorded.get("params"), "run": {k: recorded.get(k) for k in run}},
+                {"params": dict(point["params"]), "run": run})
+
+    return records_drift(Path(results_root, tier, "exadmm", "runs"), "*/*/*/seed*/provenance.json", slices)

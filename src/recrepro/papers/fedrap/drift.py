@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import read_json
-from recrepro.papers.drift import compare_settings, drift_frame
+from recrepro.papers.drift import records_drift
 from recrepro.papers.fedrap.experiments import rule_settings
 
 __all__ = ["record_drift"]
@@ -25,15 +25,14 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
     """Every setting in which a FedRAP run record under ``results_root/<tier>/fedrap/runs`` differs
     from what ``config`` gives its variant now (its settings, negative pool and evaluation), one row
     each (:func:`recrepro.papers.drift.compare_settings`).  Empty when every record is current."""
-    rows = []
     splits = config["evaluation"]["splits"]
-    for prov_file in sorted(Path(results_root, tier, "fedrap", "runs").glob("*/*/*/seed*/provenance.json")):
-        run_dir = prov_file.parent
+
+    def slices(run_dir: Path, provenance: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         dataset, split, method = run_dir.parts[-4], run_dir.parts[-3], run_dir.parts[-2]
-        config_slice = read_json(prov_file).get("config") or {}
+        config_slice = provenance.get("config") or {}
         settings = dict(config_slice.get("settings") or {})
         settings["negative_pool"] = read_json(run_dir / "metrics.json").get("negative_pool")
-        recorded = {"settings": settings, "evaluation": config_slice.get("evaluation")}
         now = {"settings": rule_settings(dict(config), tier, dataset, method), "evaluation": splits.get(split)}
-        rows += compare_settings(run_dir, recorded, now)
-    return drift_frame(rows)
+        return {"settings": settings, "evaluation": config_slice.get("evaluation")}, now
+
+    return records_drift(Path(results_root, tier, "fedrap", "runs"), "*/*/*/seed*/provenance.json", slices)

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import read_json
-from recrepro.papers.drift import compare_settings, drift_frame
+from recrepro.papers.drift import records_drift
 from recrepro.papers.lambdaopt.experiments import rule_settings
 
 __all__ = ["record_drift"]
@@ -68,12 +68,13 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
     from what ``config`` gives its variant now, one row each: ``record``, ``setting``, ``recorded``,
     ``now``, ``same_record`` (whether the difference provably leaves the record unchanged) and
     ``why`` (:func:`recrepro.papers.drift.compare_settings`).  Empty when every record is current."""
-    rows = []
     splits = config["evaluation"]["splits"]
-    for prov_file in sorted(Path(results_root, tier, "lambdaopt", "runs").glob("*/*/*/seed*/provenance.json")):
-        run_dir = prov_file.parent
+
+    def slices(run_dir: Path, provenance: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         dataset, split, method = run_dir.parts[-4], run_dir.parts[-3], run_dir.parts[-2]
-        recorded = read_json(prov_file).get("config") or {}
+        recorded = provenance.get("config") or {}
         now = {"settings": rule_settings(config, tier, dataset, method), "evaluation": splits.get(split)}
-        rows += compare_settings(run_dir, {part: recorded.get(part) for part in now}, now, _equivalent)
-    return drift_frame(rows)
+        return {part: recorded.get(part) for part in now}, now
+
+    return records_drift(Path(results_root, tier, "lambdaopt", "runs"), "*/*/*/seed*/provenance.json", slices,
+                         _equivalent)
