@@ -8,8 +8,8 @@ import json
 import pytest
 
 from recrepro.config import load_config
-from recrepro.papers.exadmm.drift import DEFAULT_KS, record_drift
-from recrepro.papers.exadmm.experiments import DEFAULT_METRICS, smk_point
+from recrepro.papers.exadmm.drift import record_drift
+from recrepro.papers.exadmm.experiments import DEFAULT_KS, DEFAULT_METRICS, smk_point
 
 RUN = "paper/exadmm/runs/epinions/strong_generalization/exadmm_sw1/seed0"
 
@@ -23,7 +23,7 @@ def _record(root, config, **changed):
     point = smk_point(config, "paper", "epinions", "exadmm_sw1")
     run = root / RUN
     run.mkdir(parents=True)
-    slice_ = {"family": point["family"], "params": {**point["params"], **changed}, "ks": DEFAULT_KS,
+    slice_ = {"family": point["family"], "params": {**point["params"], **changed}, "ks": list(DEFAULT_KS),
               "metrics": list(DEFAULT_METRICS), "fit": ["train"], "fold_in": "test_tr", "target": "test_te"}
     (run / "provenance.json").write_text(json.dumps({"config": slice_}))
     return point

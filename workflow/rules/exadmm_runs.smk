@@ -26,12 +26,8 @@ rule exadmm_train:
         point=lambda wc: as_json(
             exadmm_wf.smk_point(config, wc.tier, wc.dataset, wc.method)
         ),
-        ks=as_json(EXADMM.get("ks", [3, 5, 10, 20, 50, 100])),
-        metrics=as_json(
-            EXADMM.get(
-                "metrics", ["recall_liang", "ndcg", "coverage", "gini", "gini_pos"]
-            )
-        ),
+        ks=as_json(EXADMM.get("ks", list(exadmm_wf.DEFAULT_KS))),
+        metrics=as_json(EXADMM.get("metrics", list(exadmm_wf.DEFAULT_METRICS))),
         meta=lambda wc: as_json(
             {
                 "tier": wc.tier,

@@ -15,12 +15,9 @@ from typing import Any
 import pandas as pd
 
 from recrepro.papers.drift import records_drift
-from recrepro.papers.exadmm.experiments import DEFAULT_METRICS, smk_point
+from recrepro.papers.exadmm.experiments import DEFAULT_KS, DEFAULT_METRICS, smk_point
 
 __all__ = ["record_drift"]
-
-#: The rule's default cut-offs (``workflow/rules/exadmm_runs.smk``; its default metrics are DEFAULT_METRICS).
-DEFAULT_KS = [3, 5, 10, 20, 50, 100]
 
 
 def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
@@ -34,7 +31,7 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
         recorded = provenance.get("config") or {}
         point = smk_point(config, tier, run_dir.parts[-4], run_dir.parts[-2])
         part = point.get("record_part", "test")
-        run = {"family": point["family"], "ks": list(block.get("ks", DEFAULT_KS)),
+        run = {"family": point["family"], "ks": list(block.get("ks", list(DEFAULT_KS))),
                "metrics": list(block.get("metrics", DEFAULT_METRICS)), "fit": ["train"],
                "fold_in": f"{part}_tr", "target": f"{part}_te"}
         return ({"params": recorded.get("params"), "run": {k: recorded.get(k) for k in run}},

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 FAMILIES = ("ials", "exadmm", "fairrec")
 DEFAULT_METRICS = ("recall_liang", "ndcg", "coverage", "gini", "gini_pos")
+#: Cut-offs a run record scores when the tier names none (``exadmm.ks``).
+DEFAULT_KS = (3, 5, 10, 20, 50, 100)
 MODEL_KEYS = {
     "ials": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "log_losses", "solver", "cg_steps"),
     "exadmm": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "exposure_reg", "admm_penalty",
