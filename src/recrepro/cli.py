@@ -403,8 +403,9 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_strong(sub: argparse._SubParsersAction) -> None:
-    """``recrepro strong tune|table``: tuned simple baselines on a paper's split (recrepro.strong)."""
+    """``recrepro strong tune|table|drift``: tuned simple baselines on a paper's split (recrepro.strong)."""
     from recrepro.cliargs import add_json, add_table_outputs, int_list
+    from recrepro.drift import add_drift_verb
 
     strong = sub.add_parser("strong", help="tuned strong simple baselines (ItemKNN, RP3beta, EASE, iALS, MostPop)")
     verbs = strong.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
@@ -424,6 +425,7 @@ def _add_strong(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", required=True)
     p.add_argument("grids", nargs="+", help="grid.json records")
     p.set_defaults(func=cmd_strong_table)
+    add_drift_verb(verbs, "strong-baseline", "recrepro.strong")
 
 
 def _add_claims(sub: argparse._SubParsersAction) -> None:

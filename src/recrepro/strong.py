@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.runs import SplitData
 
 __all__ = ["MODELS", "PointLedger", "ReferencesError", "expand_grid", "grid_edges", "load_references", "make_model",
-           "model_class", "pick_point", "setting_floors", "strong_table", "tune_and_test", "validation_section"]
+           "model_class", "pick_point", "record_drift", "setting_floors", "strong_table", "tune_and_test", "validation_section"]
 
 #: Models and whether a seed changes their fit.
 MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "ials": True}
@@ -684,3 +684,44 @@ def render_markdown(frame: pd.DataFrame, title: str, references: Sequence[Mappin
                 lines += [f"Published reference, not run here (never judged): **{ref['method']}** {shown} "
                           f"({ref['source']}; {ref['note']}).", ""]
     return "\n".join(lines)
+
+
+def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
+    """Every setting in which a strong-baseline record under ``results_root/<tier>/baselines/strong``
+    differs from what ``config`` gives its protocol and model today, one row each
+    (:func:`recrepro.drift.compare_settings`; empty when every record is current).
+
+    Compared: the grid, the fixed settings and the validation metric (``grid.json`` and each seed's
+    ``provenance.json``), the evaluation section (each seed's) and the seeds tested (``grid.json``;
+    a deterministic model's first only).  A grid record whose protocol or model the configuration no
+    longer has is listed as such but not as outdated: no table reads it.  The grid job does not rerun
+    when its parameters change on a fresh clone (Snakemake's parameter memory is local), so without
+    this check a pick made on yesterday's grid would sit in today's table.
+    """
+    from recrepro.drift import compare_settings, drift_frame
+
+    rows: list[dict[str, Any]] = []
+    for grid_file in sorted(Path(results_root, tier, "baselines", "strong").glob("*/*/*/*/split*/grid.json")):
+        run_dir = grid_file.parent
+        dataset, protocol, split, model = run_dir.parts[-5:-1]
+        try:
+            now = tune_params(config, tier, dataset, protocol, split, model)
+        except (KeyError, ValueError):
+            rows.append({"record": str(run_dir), "setting": "protocol", "recorded": f"{dataset}/{protocol}/{split}/{model}",
+                         "now": None, "same_record": True,
+                         "why": "not in the configuration today: no table reads it (delete it, or restore the entry)"})
+            continue
+        seeds = [int(s) for s in str(now["seeds"]).split(",")]
+        search_now = {"grid": now["grid"], "fixed": now["fixed"], "select": now["select"]}
+        summary = read_json(grid_file)
+        recorded = {"search": {k: summary.get(k) for k in search_now},
+                    "seeds": {"tested": summary.get("seeds")}}
+        wanted = {"search": search_now, "seeds": {"tested": seeds if MODELS.get(model, True) else seeds[:1]}}
+        rows += compare_settings(run_dir, recorded, wanted)
+        for prov_file in sorted(run_dir.glob("seed*/provenance.json")):
+            slice_ = read_json(prov_file).get("config") or {}
+            rows += compare_settings(prov_file.parent,
+                                     {"search": {k: slice_.get(k) for k in search_now},
+                                      "evaluation": slice_.get("evaluation") or {}},
+                                     {"search": search_now, "evaluation": now["evaluation"]})
+    return drift_frame(rows)

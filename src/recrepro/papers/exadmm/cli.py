@@ -13,7 +13,7 @@ from pathlib import Path
 
 from recrepro.cliargs import (add_device_argument, add_figure_outputs, add_json, add_run_arguments,
                               add_table_outputs, add_tier)
-from recrepro.papers.drift import add_drift_verb
+from recrepro.drift import add_drift_verb
 
 __all__ = ["register"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from recrepro.cliargs import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
                               add_tier)
-from recrepro.papers.drift import add_drift_verb
+from recrepro.drift import add_drift_verb
 
 __all__ = ["register"]
 

@@ -1,0 +1,109 @@
+"""The strong baselines' grid records against today's configuration (recrepro.strong.record_drift):
+a changed grid, validation metric, evaluation or seed list is named on the records it touches, a
+deterministic model is not asked for seeds it never runs, and every committed record is current."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from recrepro.config import load_config
+from recrepro.strong import protocol_entry, record_drift
+
+IALS = "paper/baselines/strong/ml-100k/fedrap/leave_one_out/ials/split0"
+EASE = "paper/baselines/strong/ml-100k/fedrap/leave_one_out/ease/split0"
+
+
+@pytest.fixture(scope="module")
+def config(repo_root):
+    return load_config(repo_root / "config.yaml")
+
+
+@pytest.fixture
+def records(tmp_path, repo_root):
+    """Copies of two committed grid records (iALS: one record per seed; EASE: deterministic, one)."""
+    for rel in (IALS, EASE):
+        src = repo_root / "results" / rel
+        if not (src / "grid.json").is_file():
+            pytest.skip(f"no committed record {rel}")
+        shutil.copytree(src, tmp_path / rel, ignore=shutil.ignore_patterns("*.parquet"))
+    return tmp_path
+
+
+def _entry(config):
+    return protocol_entry(config, "paper", "ml-100k", "fedrap", "leave_one_out")
+
+
+def test_copied_records_are_current(records, config):
+    assert len(list(records.glob("**/seed*/provenance.json"))) == 3 + 1   # iALS on 3 seeds, EASE on one
+    assert record_drift(config, "paper", records).empty
+
+
+def test_a_changed_grid_is_named_on_the_grid_and_on_every_seed_record(records, config):
+    changed = copy.deepcopy(config)
+    entry = _entry(changed)
+    models = entry.setdefault("models", {})
+    ease = copy.deepcopy(models.get("ease") or changed["strong_baselines"]["tiers"]["paper"]["models"]["ease"])
+    ease["grid"]["lam"] = [*ease["grid"]["lam"], 99999.0]
+    models["ease"] = ease
+    drift = record_drift(changed, "paper", records)
+    assert set(drift["setting"]) == {"search.grid"}
+    assert sorted(drift["record"].str.rsplit("/", n=1).str[-1]) == ["seed0", "split0"]
+    assert drift["record"].str.contains("/ease/").all() and not drift["same_record"].any()
+    assert drift["now"].iloc[0]["lam"][-1] == 99999.0
+
+
+def test_a_changed_validation_metric_or_evaluation_is_outdated(records, config):
+    changed = copy.deepcopy(config)
+    entry = _entry(changed)
+    entry["select"] = "ndcg@10"
+    drift = record_drift(changed, "paper", records)
+    assert set(drift["setting"]) == {"search.select"} and len(drift) == 2 + 3 + 1  # 2 grids; iALS 3 seeds, EASE 1
+    evaluation = changed["evaluation"]["splits"][entry["evaluation"]] if isinstance(entry["evaluation"], str) \
+        else entry["evaluation"]
+    evaluation["ks"] = [5]
+    drift = record_drift(changed, "paper", records)
+    assert "evaluation.ks" in set(drift["setting"])
+    assert set(drift.loc[drift["setting"] == "evaluation.ks", "record"].str.rsplit("/", n=1).str[-1]) == {
+        "seed0", "seed1", "seed2"}
+
+
+def test_more_seeds_outdate_a_seeded_model_only(records, config):
+    changed = copy.deepcopy(config)
+    entry = _entry(changed)
+    entry["seeds"] = [*entry["seeds"], 7]
+    drift = record_drift(changed, "paper", records)
+    assert drift[["setting", "same_record"]].values.tolist() == [["seeds.tested", False]]
+    assert "/ials/" in drift["record"].iloc[0] and drift["now"].iloc[0][-1] == 7
+
+
+def test_a_record_the_configuration_no_longer_has_is_listed_not_outdated(records, config):
+    changed = copy.deepcopy(config)
+    tier = changed["strong_baselines"]["tiers"]["paper"]
+    tier["protocols"] = [e for e in tier["protocols"]
+                         if (e["dataset"], e["protocol"]) != ("ml-100k", "fedrap")]
+    drift = record_drift(changed, "paper", records)
+    assert len(drift) == 2 and drift["same_record"].all() and set(drift["setting"]) == {"protocol"}
+
+
+def test_the_verb_exits_1_on_an_outdated_record(records, tmp_path, config, repo_root):
+    import yaml
+
+    changed = copy.deepcopy(config)
+    _entry(changed)["select"] = "ndcg@10"
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(changed))
+    done = subprocess.run([sys.executable, "-m", "recrepro", "strong", "drift", "--tier", "paper", "--config", str(cfg),
+                           "--results", str(records)], capture_output=True, text=True, cwd=repo_root)
+    assert done.returncode == 1 and "OUTDATED" in done.stdout and "search.select" in done.stdout
+
+
+def test_every_committed_record_is_current(repo_root, config):
+    root = repo_root / "results"
+    assert len(list((root / "paper/baselines/strong").glob("*/*/*/*/split*/grid.json"))) > 0
+    drift = record_drift(config, "paper", root)
+    assert drift.empty, drift.to_string()
