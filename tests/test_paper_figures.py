@@ -167,3 +167,42 @@ def test_fedrap_curves_draw_the_released_codes_curve_beside_our_run_with_the_sam
     assert list(hr.get_xdata()) == [1, 2, 3] and list(ndcg.get_ydata()) == [0.05, 0.1, 0.15000000000000002]
     assert hr.get_markerfacecolor() == "none" and hr.get_color() == "#123456"
     plt.close("all")
+
+
+def _groups_run(root, method, seed, hr):
+    """A run record with what figure_groups reads: 8 users of training counts 1..8 (quartiles 1–2,
+    3–4, 5–6, 7–8) and per-user HR@100 ``hr`` (NDCG a tenth of it)."""
+    import json
+
+    import pandas as pd
+
+    run = root / method / f"seed{seed}"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"method": method, "seed": seed}))
+    users = np.arange(8)
+    pd.DataFrame({"user": users, "train_count": users + 1}).to_parquet(run / "train_counts.parquet")
+    pd.DataFrame({"user": users, "pp_hr@100": hr, "pp_ndcg@100": np.asarray(hr) / 10}).to_parquet(
+        run / "per_user.parquet")
+    return run
+
+
+def test_lambdaopt_groups_keep_one_row_per_seed_and_draw_their_mean(tmp_path, saved_figures):
+    from recrepro.papers.lambdaopt.experiments import figure_groups
+
+    a = [_groups_run(tmp_path, "lambdaopt_dui", s, [1, 1, 0, 0, 1, 0, 1, 1] if s == 0 else [0, 0, 0, 0, 1, 1, 1, 1])
+         for s in (0, 1)]
+    b = [_groups_run(tmp_path, "lambdafix", s, [0.5] * 8) for s in (0, 1)]
+    data = figure_groups(a, b, str(tmp_path / "g.pdf"), str(tmp_path / "g.png"), "smoke", "toy")
+    hr = data[data["metric"] == "pp_hr@100"].set_index(["method", "seed", "group"])["mean"]
+    assert len(data) == 2 * 2 * 4 * 2 and set(data["n"]) == {2}
+    # by hand: DUI seed 0 groups (1, 1), (0, 0), (1, 0), (1, 1); seed 1 (0, 0), (0, 0), (1, 1), (1, 1)
+    assert [hr["lambdaopt_dui", 0, g] for g in ("1–2", "3–4", "5–6", "7–8")] == [1.0, 0.0, 0.5, 1.0]
+    assert [hr["lambdaopt_dui", 1, g] for g in ("1–2", "3–4", "5–6", "7–8")] == [0.0, 0.0, 1.0, 1.0]
+    (fig,) = saved_figures
+    from matplotlib.container import BarContainer
+
+    bars = {c.get_label(): [p.get_height() for p in c] for c in fig.axes[0].containers if isinstance(c, BarContainer)}
+    assert bars["MF-λFix"] == [0.5] * 4
+    dui_bars = bars["MF-λOpt-DUI"]
+    assert dui_bars == [0.5, 0.0, 0.75, 1.0]                          # the two seeds' means averaged
+    assert any("averaged over 2 seeds" in t.get_text() for t in fig.texts)

@@ -7,6 +7,7 @@ from recrepro.papers.lambdaopt.experiments import (
     rule_first_seed as lambdaopt_first_seed,
     rule_grid_points as lambdaopt_grid_points,
     rule_grid_runs as lambdaopt_grid_runs,
+    rule_group_records as lambdaopt_group_records,
     rule_run_dir as lambdaopt_run_dir,
     rule_runs as lambdaopt_runs,
     rule_sensitivity_epochs as lambdaopt_sensitivity_epochs,
@@ -121,8 +122,8 @@ rule lambdaopt_figure_sensitivity:
 rule lambdaopt_figure_groups:
     input:
         redraw=REDRAW,
-        a=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][0])}/per_user.parquet",
-        b=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][1])}/per_user.parquet",
+        a=lambda wc: recorded(lambdaopt_group_records(config, wc.tier, wc.dataset, 0)),
+        b=lambda wc: recorded(lambdaopt_group_records(config, wc.tier, wc.dataset, 1)),
         counts=lambda wc: f"{lambdaopt_run_dir(config, wc.tier, wc.dataset, lambdaopt_tier(config, wc.tier)['groups'][0])}/train_counts.parquet",
     output:
         pdf="results/{tier}/lambdaopt/figures/groups_{dataset}.pdf",
@@ -148,8 +149,8 @@ rule lambdaopt_figure_groups:
         mem_mb=res_mem_mb("light"),
         runtime=res_runtime("light"),
     params:
-        run_a=lambda wc, input: str(Path(input.a).parent),
-        run_b=lambda wc, input: str(Path(input.b).parent),
+        run_a=lambda wc, input: [str(Path(p).parent) for p in input.a],
+        run_b=lambda wc, input: [str(Path(p).parent) for p in input.b],
     shell:
         "recrepro lambdaopt figure-groups --tier {wildcards.tier:q} "
         "--dataset {wildcards.dataset:q} --run-a {params.run_a:q} --run-b {params.run_b:q} "

@@ -135,7 +135,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
             p.add_argument("--epochs", type=int, default=None,
                            help="the configured cap of the sweep: a table made under another is marked")
         else:
-            p.add_argument("--run-a", required=True)
-            p.add_argument("--run-b", required=True)
+            p.add_argument("--run-a", required=True, nargs="+", help="the first method's run records, one per seed")
+            p.add_argument("--run-b", required=True, nargs="+", help="the second method's run records, one per seed")
             p.add_argument("--out-csv", required=True)
         p.set_defaults(func=func)

@@ -132,6 +132,14 @@ def rule_run_dir(config: Mapping[str, Any], tier: str, dataset: str, method: str
     return f"results/{tier}/lambdaopt/runs/{dataset}/{split}/{method}/seed{rule_first_seed(config, tier)}"
 
 
+def rule_group_records(config: Mapping[str, Any], tier: str, dataset: str, which: int) -> list[str]:
+    """per_user.parquet of the groups figure's ``which``-th method (``lambdaopt.tiers.<tier>.groups``)
+    on ``dataset``, one per seed of the tier: the figure's table pairs the seeds (claim L4)."""
+    first = rule_run_dir(config, tier, dataset, rule_tier(config, tier)["groups"][which])
+    base = first[: first.rindex("/seed")]
+    return [f"{base}/seed{seed}/per_user.parquet" for seed in rule_tier(config, tier).get("seeds", [0])]
+
+
 # ----------------------------------------------------------------------------- training
 def _validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
     """Validation AUC only: the cut-off is 1 (AUC does not depend on it; a top-1 list costs a
@@ -680,18 +688,35 @@ def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: st
                 caption=f"MF-λFix: sensitivity to λ (poster Fig. 2); {budget}")
 
 
-def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: str,
-                  tier: str, dataset: str) -> pd.DataFrame:
-    """HR@100 / NDCG@100 of two runs by user-frequency quartile (training counts); returns the data.
+def _seeds_text(data: pd.DataFrame) -> str:
+    """"3 seeds" or, where the methods differ, "seeds: MF-λOpt-DUI 2, MF-λFix 3"."""
+    per = data.groupby("method")["seed"].nunique()
+    if per.nunique() == 1:
+        n = int(per.iloc[0])
+        return f"{n} seed" + ("s" if n != 1 else "")
+    return "seeds: " + ", ".join(f"{METHOD_LABELS.get(m, m)} {int(n)}" for m, n in per.items())
 
-    As slide 21 (sparse vs active users): bars per frequency group, whiskers the sd over users,
-    MF-λOpt-DUI beside MF-λFix. The groups are quartiles of the training frequency with integer
+
+def figure_groups(runs_a: str | Path | Sequence[str | Path], runs_b: str | Path | Sequence[str | Path],
+                  out_pdf: str, out_png: str, tier: str, dataset: str) -> pd.DataFrame:
+    """HR@100 / NDCG@100 of two methods by user-frequency quartile (training counts); returns the data.
+
+    As slide 21 (sparse vs active users): bars per frequency group, MF-λOpt-DUI beside MF-λFix.
+    ``runs_a`` / ``runs_b``: each method's run records, one per seed (the split is the same for every
+    seed, so the training counts come from the first of ``runs_a``). The data have one row per method,
+    seed, group and metric (the mean and sd over the group's users), so that a verdict on them pairs the
+    seeds; a bar is the mean over a method's seeds of the group's mean, its whisker the mean over the
+    seeds of the sd over users. The groups are quartiles of the training frequency with integer
     bounds (the slide's fixed bins <30, [30, 60), [60, 90), ≥90 fit Amazon Food Review only).
     """
     from recrepro.io import read_json
     from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
-    counts = pd.read_parquet(Path(run_a) / "train_counts.parquet")
+    runs_a = [runs_a] if isinstance(runs_a, (str, Path)) else list(runs_a)
+    runs_b = [runs_b] if isinstance(runs_b, (str, Path)) else list(runs_b)
+    if not runs_a or not runs_b:
+        raise ValueError("figure_groups needs at least one run record of each method")
+    counts = pd.read_parquet(Path(runs_a[0]) / "train_counts.parquet")
     freq = np.zeros(int(counts["user"].max()) + 1, dtype=np.int64)
     freq[counts["user"].to_numpy()] = counts["train_count"].to_numpy()
     active = freq[freq > 0]
@@ -700,9 +725,9 @@ def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: s
     bin_of = np.full(int(freq.max()) + 1, -1, dtype=np.int64)
     bin_of[values] = bins
     rows = []
-    for run in (run_a, run_b):
+    for run in (*runs_a, *runs_b):
         meta = read_json(Path(run) / "metrics.json")
-        method, seed = meta["method"], int(meta["seed"])  # one run a method: a verdict on it is one seed's
+        method, seed = meta["method"], int(meta["seed"])
         pu = pd.read_parquet(Path(run) / "per_user.parquet")
         b = bin_of[freq[pu["user"].to_numpy()]]
         for k, label in enumerate(labels):
@@ -718,7 +743,7 @@ def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: s
     # the paper's order: MF-λFix first, then λOpt (its bars sit right of the baseline)
     methods = sorted(dict.fromkeys(data["method"]), key=lambda m: METHOD_ORDER.index(m) if m in METHOD_ORDER else 99)
     for ax, metric in zip(axes, ("pp_hr@100", "pp_ndcg@100"), strict=True):
-        part = data[data["metric"] == metric]
+        part = data[data["metric"] == metric].groupby(["method", "k"], as_index=False)[["mean", "sd"]].mean()
         width = 0.8 / len(methods)
         for m_i, m in enumerate(methods):
             sub = part[part["method"] == m].sort_values("k")
@@ -731,5 +756,6 @@ def figure_groups(run_a: str | Path, run_b: str | Path, out_pdf: str, out_png: s
         ax.grid(False, axis="x")
     figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="Sparse vs active users (slide 21); bars: mean, whiskers: sd over users")
+                caption=f"Sparse vs active users (slide 21); bars: mean over users, averaged over {_seeds_text(data)}; "
+                        "whiskers: sd over users")
     return data
