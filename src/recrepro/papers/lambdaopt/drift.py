@@ -50,7 +50,7 @@ def _same_without_wait(run_dir: Path, settings: Mapping[str, Any]) -> tuple[bool
     gaps = _first_gain_epochs(pd.read_parquet(run_dir / "history.parquet"))
     slowest = max(gaps, default=float("inf"))
     if slowest < float(patience):
-        return True, (f"every curve beat its first validation AUC within {slowest:g} epochs, sooner than the "
+        return True, (f"every curve beat its first validation AUC within {slowest:g} epoch{'' if slowest == 1 else 's'}, sooner than the "
                       f"patience of {patience:g}: the same run with or without wait_for_gain")
     return False, (f"a curve took {slowest:g} epochs to beat its first validation AUC (patience {patience:g}): "
                    "wait_for_gain could have changed when it stopped")
