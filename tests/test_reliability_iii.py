@@ -228,6 +228,37 @@ def test_code_fingerprint_covers_what_trains_and_not_what_draws(tmp_path):
     assert fingerprint()["source_sha256"] != first["source_sha256"]
 
 
+def test_code_fingerprint_leaves_out_the_papers_a_process_does_not_train(tmp_path):
+    """A paper never imports another (import-linter: papers-independent), so an edit to PRISM or to
+    λOpt's drift check leaves a λOpt checkpoint resumable; an edit to λOpt's model does not."""
+    src = snapshot(tmp_path / "code")
+
+    def fingerprint(paper_module: str) -> str:
+        probe = (f"import {paper_module}; from recrepro.checkpoints import code_fingerprint as f; "
+                 "print(f()['source_sha256'])")
+        done = subprocess.run([sys.executable, "-c", probe], env=cli_env(src), capture_output=True, text=True,
+                              check=True, timeout=120)
+        return done.stdout.strip().splitlines()[-1]
+
+    lambdaopt, prism = "recrepro.papers.lambdaopt.mf_lambdaopt", "recrepro.papers.prism.trainer"
+    first = {m: fingerprint(m) for m in (lambdaopt, prism)}
+    assert first[lambdaopt] != first[prism]
+    for edited in ("papers/prism/trainer.py", "papers/lambdaopt/drift.py", "drift.py"):
+        with open(src / "recrepro" / edited, "a") as fh:
+            fh.write("\n# edited\n")
+        assert fingerprint(lambdaopt) == first[lambdaopt], edited
+    assert fingerprint(prism) != first[prism]          # PRISM's own trainer changed
+    # the paper's own command line stays in: it turns the job's arguments into the training call
+    with open(src / "recrepro" / "papers" / "lambdaopt" / "cli.py", "a") as fh:
+        fh.write("\n# edited\n")
+    second = fingerprint(lambdaopt)
+    assert second != first[lambdaopt]
+    first[lambdaopt] = second
+    with open(src / "recrepro" / "papers" / "lambdaopt" / "mf_lambdaopt.py", "a") as fh:
+        fh.write("\n# a change to what trains\n")
+    assert fingerprint(lambdaopt) != first[lambdaopt]
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 def test_prism_cli_resumed_under_another_commit_records_both_or_restarts(prism_split, reference, tmp_path):
     repo = tmp_path / "code"

@@ -39,8 +39,8 @@ The code that wrote a checkpoint
 --------------------------------
 A checkpoint records :func:`code_fingerprint`: the git commit of the checkout, the package
 version and the sha256 of the package's source files that train (every ``.py`` file of
-``recrepro`` except those that only draw or report, and the data stage, whose output the
-settings key covers already).  A checkpoint whose
+``recrepro`` except those that only draw or report or check records, the data stage, whose
+output the settings key covers already, and the papers the process does not train).  A checkpoint whose
 source digest differs from the running code's is not resumed (a WARNING names both
 commits): a record must not mix two versions of the loss.  Only the commit differing (a
 change to docs, results or drawing code) resumes, and the record's ``provenance.json``
@@ -205,9 +205,31 @@ def data_fingerprint(*matrices: Any) -> str:
 
 #: Parts of the package that only draw or report (a change there leaves training as it was), and the
 #: data stage, whose output is in every checkpoint key already (:func:`data_fingerprint`).
+#: ``drift.py`` (the package's and each paper's) compares committed records with the configuration.
 _NOT_COMPUTING_DIRS = frozenset({"scorecard", "expected", "__pycache__", "datasets"})
 _NOT_COMPUTING_FILES = frozenset({"report.py", "figures.py", "plotting.py", "reference.py", "compute.py",
-                                  "preprocessing.py", "splits.py"})
+                                  "preprocessing.py", "splits.py", "drift.py"})
+#: Modules of a paper package that every ``recrepro`` process loads or that never train: the command
+#: line registers each paper's verbs (``cli``), the drift checks read records.
+_PAPER_MODULES_NOT_TRAINING = frozenset({"cli", "drift"})
+
+
+def _papers_in_use() -> frozenset[str]:
+    """The paper packages (``recrepro.papers.<name>``) this process has loaded a module of, other than
+    the ones every process loads to register its verbs.
+
+    A paper's code never imports another paper (the import-linter contract ``papers-independent``),
+    and one process trains one paper's run (or none: the strong baselines sit below the papers), so
+    the code of a paper it has not loaded cannot change what it trains.
+    """
+    import sys
+
+    used = set()
+    for name in list(sys.modules):
+        parts = name.split(".")
+        if len(parts) >= 4 and parts[:2] == ["recrepro", "papers"] and parts[3] not in _PAPER_MODULES_NOT_TRAINING:
+            used.add(parts[2])
+    return frozenset(used)
 
 
 def _git_commit(folder: Path) -> str | None:
@@ -227,20 +249,25 @@ def code_fingerprint() -> dict[str, Any]:
 
     ``source_sha256`` is the sha256 over the relative path and bytes of every ``.py`` file of
     the installed ``recrepro`` package except those that only draw or report (``scorecard/``,
-    ``report.py``, ``figures.py``, ``plotting.py``, ``reference.py``, ``compute.py``) and the
-    data stage (``datasets/``, ``preprocessing.py``, ``splits.py``: what it makes is in the
-    settings key, :func:`data_fingerprint`), sorted by path: it changes with any edit to what
-    trains, committed or not.  ``commit`` is the
-    checkout's git commit (``None`` outside a checkout).  Taken once per process (the code
-    a process runs is the code it loaded), ~10 ms.
+    ``report.py``, ``figures.py``, ``plotting.py``, ``reference.py``, ``compute.py``), the
+    record checks (``drift.py``), the data stage (``datasets/``, ``preprocessing.py``,
+    ``splits.py``: what it makes is in the settings key, :func:`data_fingerprint`) and the
+    packages of the papers this process does not train (:func:`_papers_in_use`: an edit to
+    λOpt leaves a FedRAP checkpoint resumable), sorted by path: it changes with any edit to
+    what trains, committed or not.  ``commit`` is the checkout's git commit (``None`` outside a
+    checkout).  Taken once per process, at the first save or load, when the run's paper is
+    loaded (the code a process runs is the code it loaded), ~10 ms.
     """
     import recrepro
 
     root = Path(__file__).resolve().parent
+    papers = _papers_in_use()
     h = hashlib.sha256()
     for file in sorted(root.rglob("*.py")):
         rel = file.relative_to(root)
         if _NOT_COMPUTING_DIRS & set(rel.parts[:-1]) or rel.name in _NOT_COMPUTING_FILES:
+            continue
+        if len(rel.parts) > 2 and rel.parts[0] == "papers" and rel.parts[1] not in papers:
             continue
         h.update(rel.as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
     return {"source_sha256": h.hexdigest(), "commit": _git_commit(root),
