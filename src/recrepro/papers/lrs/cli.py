@@ -1,7 +1,7 @@
 """``recrepro lrs <verb>``: the verbs of the AMHT-LRS rules over :mod:`recrepro.papers.lrs.experiments`.
 
 ``sweep`` (one synthetic experiment over seeds), ``figures`` (Figs. 1-5 from the sweeps, Fig. 6 from the
-ML-100K rows), ``ml100k`` (our Fig. 6's rows) and ``acceptance`` (the run records the scorecard reads). The options are built from
+ML-100K rows), ``ml100k`` (our Fig. 6's rows) and ``acceptance`` (the run records the scorecard reads), ``drift`` (those records against today's configuration). The options are built from
 :mod:`recrepro.cliargs`.
 """
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from recrepro.cliargs import (add_device_argument, add_json, add_seed, add_threads, add_tier,
                               int_list)
+from recrepro.drift import add_drift_verb
 
 __all__ = ["register"]
 
@@ -81,6 +82,8 @@ def cmd_acceptance(args: argparse.Namespace) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add AMHT-LRS's verbs to ``verbs`` (the subparsers of ``recrepro lrs``)."""
     from recrepro.papers.lrs.experiments import EXPERIMENTS, FIGURES, REALDATA_FIGURES
+
+    add_drift_verb(verbs, "AMHT-LRS", "recrepro.papers.lrs.drift")
 
     p = verbs.add_parser("sweep", help="one synthetic experiment over seeds: one row per (method, x value)")
     p.add_argument("--experiment", required=True, choices=EXPERIMENTS)
