@@ -140,7 +140,7 @@ def test_ipl_and_resn_add_their_penalty_to_bpr():
 
 def test_debias_method_names():
     assert parse_method("mf_ipl_wd0") == {"backbone": "mf", "loss": "ipl", "alpha": None, "weight_decay": 0.0,
-                                          "wd_mode": "none"}
+                                          "wd_mode": "none", "lr": None}
     assert parse_method("mf_macr_wd1em6")["wd_mode"] == "coupled"
     # λ = 0 is one setting in both modes: Fig. 3 reuses Fig. 1's run
     assert method_name("mf", "directau", weight_decay=0.0, batched=True) == "mf_directau_wd0"

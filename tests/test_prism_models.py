@@ -214,7 +214,15 @@ def test_batched_penalty_gradient_is_lambda_times_row():
 def test_method_names_round_trip():
     assert wd_tag(1e-6) == "1em6" and wd_tag(0.0) == "0" and wd_tag(5e-4) == "5em4"
     assert parse_method("mf_directau_wd1em6") == {"backbone": "mf", "loss": "directau", "alpha": None,
-                                                   "weight_decay": 1e-6, "wd_mode": "coupled"}
+                                                   "weight_decay": 1e-6, "wd_mode": "coupled", "lr": None}
+    # Table 1's learning-rate search: the lr rides on the name, None is the tier's
+    assert method_name("mf", "ssm", weight_decay=1e-6, lr=1e-2) == "mf_ssm_wd1em6_lr1em2"
+    assert method_name("mf", "ssm", alpha=0.25, lr=0.1) == "mf_ssm_prism_a025_lr1em1"
+    assert parse_method("mf_ssm_wd1em6_lr1em2") == {**parse_method("mf_ssm_wd1em6"), "lr": 1e-2}
+    assert parse_method("mf_ssm_prism_lr1em1") == {**parse_method("mf_ssm_prism"), "lr": 0.1}
+    for alias in ("mf_ssm_tunedprism", "mf_ssm_tunedwd_lr1em2"):
+        with pytest.raises(ValueError):
+            parse_method(alias)
     assert parse_method("nlmf_ssm_bwd1em8")["wd_mode"] == "batched"
     assert parse_method("mf_bpr_wd0")["wd_mode"] == "none"
     assert parse_method("lightgcn_directau_prism_a025")["alpha"] == 0.25

@@ -226,3 +226,91 @@ def test_workflow_helpers_from_config(repo_root):
     # the paper's panels: (a) with weight decay (BPR, DirectAU), (b) without
     assert titles == ["bpr, wd 1e-06", "directau, wd 1e-06", "bpr, wd 0", "directau, wd 0"]
     assert runs[1].endswith("/mf_directau_wd1em6/seed123/metrics.json")
+
+
+def test_lr_search_picks_each_arm_over_its_learning_rates_on_validation(tmp_path):
+    """MF + SSM with the paper's lr grid: the tuned arm over λ × lr (best validation: λ 0 at lr 0.01),
+    PRISM over lr (best: 0.1, although its tier-lr run tests better); the table's PRISM column and the
+    `tunedprism` alias are the pick's runs, each arm names its lr, and a grid partly run says how much."""
+    import json
+
+    from recrepro.papers.prism.experiments import select_weight_decay
+
+    def run(method, seed, val, test):
+        return _fake_run(tmp_path, method, seed, val, test)
+
+    grid = [run("mf_ssm_wd0", 1, 0.10, 0.30), run("mf_ssm_wd1em6", 1, 0.12, 0.31),
+            run("mf_ssm_wd0_lr1em2", 1, 0.20, 0.25),                           # 3 of the 2 x 3 (λ, lr) points
+            run("mf_ssm_prism", 1, 0.05, 0.40), run("mf_ssm_prism_lr1em2", 1, 0.15, 0.20),
+            run("mf_ssm_prism_lr1em1", 1, 0.30, 0.35)]
+    search = {"mf": [1e-2, 1e-1]}
+    selection = select_weight_decay(grid, backbones=["mf"], losses=["ssm"], weight_decays=[0.0, 1e-6],
+                                    lr_search=search)
+    assert selection["chosen"] == {"mf_ssm": "mf_ssm_wd0_lr1em2", "mf_ssm_prism": "mf_ssm_prism_lr1em1"}
+    assert selection["candidates"] == {"mf_ssm": 3, "mf_ssm_prism": 3}
+    others = [run("mf_ssm_wd0_lr1em2", 2, 0.0, 0.27), run("mf_ssm_prism_lr1em1", 2, 0.0, 0.37),
+              run("mf_ssm_prism", 2, 0.0, 0.50)]
+    frame = table_prism(grid + others, tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "tuned", tier="paper",
+                        dataset="toy", backbones=["mf"], losses=["ssm"], weight_decays=[0.0, 1e-6],
+                        selection=selection, lr_search=search)
+    row = frame.iloc[0]
+    assert row["tuned_weight_decay"] == 0.0 and row["tuned_lr"] == 1e-2 and row["prism_lr"] == 0.1
+    assert row["tuned_ndcg_mean"] == pytest.approx(0.26) and row["prism_ndcg_mean"] == pytest.approx(0.36)
+    text = (tmp_path / "t.md").read_text()
+    assert "| mf | ssm | 0, lr 0.01 (3 of 6 (λ, lr) run) | 0.2600 ± 0.0141 | 0.3600 ± 0.0141 (lr 0.1) |" in text
+    alias = json.loads((tmp_path / "tuned" / "mf_ssm_tunedprism" / "seed2" / "metrics.json").read_text())
+    assert alias["selected_method"] == "mf_ssm_prism_lr1em1" and "budget" not in alias   # all 3 lr ran
+    tuned = json.loads((tmp_path / "tuned" / "mf_ssm_tunedwd" / "seed1" / "metrics.json").read_text())
+    assert tuned["budget"] == "tuned over 3 of 6 (weight decay, learning rate) points"
+
+
+def test_lr_search_before_its_runs_keeps_the_tier_lr_picks_and_names_the_cap(tmp_path):
+    """Only the tier-lr runs exist: the picks are the runs without a search, and both aliases say so."""
+    import json
+
+    from recrepro.papers.prism.experiments import select_weight_decay
+
+    grid = [_fake_run(tmp_path, "mf_ssm_wd0", 1, 0.10, 0.30), _fake_run(tmp_path, "mf_ssm_prism", 1, 0.05, 0.40)]
+    search = {"mf": [1e-2, 1e-1]}
+    selection = select_weight_decay(grid, backbones=["mf"], losses=["ssm"], weight_decays=[0.0], lr_search=search)
+    assert selection["chosen"] == {"mf_ssm": "mf_ssm_wd0", "mf_ssm_prism": "mf_ssm_prism"}
+    table_prism(grid, tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "tuned", tier="paper", dataset="toy",
+                backbones=["mf"], losses=["ssm"], weight_decays=[0.0], selection=selection, lr_search=search)
+    alias = json.loads((tmp_path / "tuned" / "mf_ssm_tunedprism" / "seed1" / "metrics.json").read_text())
+    assert alias["budget"] == "tuned over 1 of 3 learning rates"
+    assert "(lr the tier's; 1 of 3 lr run)" in (tmp_path / "t.md").read_text()
+    table_prism(grid, tmp_path / "t.md", tmp_path / "t.csv", None, tier="paper", dataset="toy", backbones=["mf"],
+                losses=["ssm"], weight_decays=[0.0], selection=selection, lr_search=search, tier_lr=1e-3)
+    assert "| 0, lr 0.001 (1 of 3 (λ, lr) run) |" in (tmp_path / "t.md").read_text()
+    assert "(lr 0.001; 1 of 3 lr run)" in (tmp_path / "t.md").read_text()
+
+
+def test_lr_search_runs_join_the_selection_on_the_first_seed_only(repo_root):
+    import yaml
+
+    from recrepro.papers.prism import workflow as wf
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    assert wf.lr_search_arg(config, "paper") == {"mf": [1e-2, 1e-1]}
+    assert wf.searched_lrs(config, "paper", "nlmf") == [None]
+    selection = wf.selection_runs(config, "paper", "gowalla")
+    assert all("/seed123/" in r for r in selection)
+    lr_runs = [r for r in selection if "_lr1em" in r]
+    # MF x (SSM, DirectAU, MAWU) x (4 weight decays + PRISM) x 2 searched lrs, no NL-MF
+    assert len(lr_runs) == 3 * 5 * 2 and not any("/nlmf_" in r for r in lr_runs)
+    assert any(r.endswith("/mf_ssm_prism/seed123/metrics.json") for r in selection)   # PRISM's tier-lr point
+    assert any(r.endswith("/mf_mawu_wd1em8_lr1em1/seed123/metrics.json") for r in selection)
+
+
+def test_a_searched_learning_rate_reaches_the_trainer_settings(repo_root):
+    import yaml
+
+    from recrepro.papers.prism.experiments import settings_for
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    conf, switches = config["prism"]["tiers"]["paper"], config["prism"]["switches"]
+    assert settings_for("mf_ssm_wd1em6_lr1em1", conf, switches, 123, "cpu")[1]["lr"] == 0.1
+    base = settings_for("mf_ssm_wd1em6", conf, switches, 123, "cpu")[1]
+    assert base["lr"] == conf["lr"] == 1e-3
+    assert {k: v for k, v in settings_for("mf_ssm_wd1em6_lr1em2", conf, switches, 123, "cpu")[1].items()
+            if k != "lr"} == {k: v for k, v in base.items() if k != "lr"}

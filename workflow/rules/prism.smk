@@ -179,9 +179,12 @@ checkpoint prism_select_wd:
             repr(float(w))
             for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
         ),
+        alpha=lambda wc: prism_wf.tier_conf(config, wc.tier)["table"]["alpha"],
+        lr_search=lambda wc: as_json(prism_wf.lr_search_arg(config, wc.tier)),
     shell:
         "recrepro prism select-wd --backbones {params.backbones:q} "
-        "--losses {params.losses:q} --weight-decays {params.wds:q} --out {output:q} "
+        "--losses {params.losses:q} --weight-decays {params.wds:q} --alpha {params.alpha:q} "
+        "--lr-search {params.lr_search:q} --out {output:q} "
         "--runs {input.runs:q} > {log:q} 2>&1"
 
 
@@ -222,10 +225,12 @@ rule prism_table:
                 "diagnostic_backbones", []
             )
         ),
+        lr_search=lambda wc: as_json(prism_wf.lr_search_arg(config, wc.tier)),
+        lr=lambda wc: prism_wf.tier_conf(config, wc.tier)["lr"],
     shell:
         "recrepro prism table --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
         "--backbones {params.backbones:q} --losses {params.losses:q} --alpha {params.alpha:q} "
-        "--diagnostic-backbones {params.diagnostic:q} "
+        "--diagnostic-backbones {params.diagnostic:q} --lr-search {params.lr_search:q} --tier-lr {params.lr:q} "
         "--weight-decays {params.wds:q} --out-md {output.md:q} --out-csv {output.csv:q} "
         "--tuned-root {output.tuned:q} --selection {input.selection:q} --runs {input.runs:q} > {log:q} 2>&1"
 

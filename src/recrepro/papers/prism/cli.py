@@ -61,7 +61,8 @@ def cmd_table(args: argparse.Namespace) -> None:
                         Path(args.tuned_root) if args.tuned_root else None, tier=args.tier, dataset=args.dataset,
                         backbones=args.backbones, losses=args.losses, weight_decays=args.weight_decays,
                         alpha=args.alpha, selection=read_json(args.selection) if args.selection else None,
-                        diagnostic_backbones=args.diagnostic_backbones)
+                        diagnostic_backbones=args.diagnostic_backbones, lr_search=args.lr_search,
+                        tier_lr=args.tier_lr)
     print(frame.to_string())
 
 
@@ -70,7 +71,7 @@ def cmd_select_wd(args: argparse.Namespace) -> None:
     from recrepro.papers.prism.experiments import select_weight_decay
 
     selection = select_weight_decay(_run_dirs(args.runs), backbones=args.backbones, losses=args.losses,
-                                    weight_decays=args.weight_decays)
+                                    weight_decays=args.weight_decays, alpha=args.alpha, lr_search=args.lr_search)
     write_json(Path(args.out), selection)
     print(json.dumps(selection["chosen"], indent=1))
 
@@ -109,6 +110,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--backbones", nargs="+", required=True)
     p.add_argument("--losses", nargs="+", required=True)
     p.add_argument("--weight-decays", type=float, nargs="+", required=True)
+    p.add_argument("--alpha", type=float, default=1.0, help="PRISM's α in Table 1 (its learning-rate pick)")
+    add_json(p, "--lr-search", default={}, help='{backbone: [learning rates besides the tier\'s]}, as JSON')
     p.add_argument("--out", required=True)
     p.add_argument("--runs", nargs="*", default=[])
     p.set_defaults(func=cmd_select_wd)
@@ -135,6 +138,8 @@ def _add_grid_outputs(verbs: argparse._SubParsersAction) -> None:
             p.add_argument("--alpha", type=float, default=1.0)
             p.add_argument("--diagnostic-backbones", nargs="*", default=[],
                            help="backbones run in the PRISM column only, listed under the table (e.g. nlmflinear)")
+            add_json(p, "--lr-search", default={}, help='{backbone: [learning rates besides the tier\'s]}, as JSON')
+            p.add_argument("--tier-lr", type=float, default=None, help="the tier's learning rate (shown for its runs)")
         else:
             add_figure_outputs(p)
         if name == "figure-wd":

@@ -51,7 +51,7 @@ def settings_for(method: str, tier_conf: Mapping[str, Any], switches: Mapping[st
         "weight_decay": spec["weight_decay"],
         "wd_mode": spec["wd_mode"],
         "dim": int(tier_conf["dim"]),
-        "lr": float(tier_conf["lr"]),
+        "lr": float(tier_conf["lr"] if spec["lr"] is None else spec["lr"]),
         "epochs": int(tier_conf["epochs"]),
         "patience": int(tier_conf["patience"]),
         "batch_size": int(tier_conf["batch_size"].get(loss, tier_conf["batch_size"].get("bpr", 16384))),
@@ -194,27 +194,52 @@ def _fmt(mean: float, sd: float) -> str:
     return f"{mean:.4f} ± {sd:.4f}" if np.isfinite(sd) else f"{mean:.4f}"
 
 
+def _arms(backbone: str, loss: str, weight_decays: Sequence[float], alpha: float,
+          lr_search: Mapping[str, Sequence[float]] | None) -> tuple[dict[str, tuple[float, float | None]],
+                                                                  dict[str, float | None]]:
+    """Table 1's two arms of one row: the weight-decay candidates ``{method: (λ, lr)}`` and the PRISM
+    candidates ``{method: lr}`` (``lr`` ``None``: the tier's), grid order (λ within lr, the tier's lr first)."""
+    lrs: list[float | None] = [None, *[float(x) for x in (lr_search or {}).get(backbone, [])]]
+    wd = {method_name(backbone, loss, weight_decay=w, lr=lr): (float(w), lr) for lr in lrs for w in weight_decays}
+    prism = {method_name(backbone, loss, alpha=alpha, lr=lr): lr for lr in lrs}
+    return wd, prism
+
+
+def _best(names: Sequence[str], val: Mapping[str, float]) -> str:
+    """The name with the highest validation score; ties go to the first in grid order."""
+    return max(names, key=lambda m: (val.get(m, -np.inf), -list(names).index(m)))
+
+
 def select_weight_decay(run_dirs: Sequence[Path], *, backbones: Sequence[str], losses: Sequence[str],
-                        weight_decays: Sequence[float]) -> dict[str, Any]:
+                        weight_decays: Sequence[float], alpha: float = 1.0,
+                        lr_search: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
     """Pick Table 1's tuned λ per (backbone, loss): highest mean *validation* NDCG@20 over the given runs.
 
-    Returns ``{"seeds": [...], "chosen": {"<backbone>_<loss>": method}, "validation": {method: mean},
-    "candidates": {"<backbone>_<loss>": n}}``; a (backbone, loss) with no run is left out.
+    With ``lr_search`` (``{backbone: [learning rates besides the tier's]}``, the paper's grid over
+    {0.1, 0.01, 0.001}) the weight-decay arm is picked over λ × learning rate and PRISM's arm over
+    the learning rates: its pick is ``chosen["<backbone>_<loss>_prism"]``.
+
+    Returns ``{"seeds": [...], "chosen": {"<backbone>_<loss>": method, ...}, "validation": {method: mean},
+    "candidates": {"<backbone>_<loss>": n, ...}}`` (``candidates``: how many of the arm's grid points
+    ran); a (backbone, loss) with no run is left out.
     """
     runs = load_prism_runs(run_dirs)
     chosen, validation, candidates = {}, {}, {}
     for backbone in backbones:
         for loss in losses:
-            names = [method_name(backbone, loss, weight_decay=wd) for wd in weight_decays]
-            sub = runs[runs["method"].isin(names)] if len(runs) else runs
-            if sub.empty:
-                continue
-            val = sub.groupby("method")["best_val_ndcg"].mean()
-            # ties (equal validation) go to the first λ of the grid, as the paper's list orders them
-            best = max(names, key=lambda m: (val.get(m, -np.inf), -names.index(m)))
-            chosen[f"{backbone}_{loss}"] = best
-            validation.update({m: float(v) for m, v in val.items()})
-            candidates[f"{backbone}_{loss}"] = int(sub["method"].nunique())
+            wd_arm, prism_arm = _arms(backbone, loss, weight_decays, alpha, lr_search)
+            arms = [(f"{backbone}_{loss}", list(wd_arm))]
+            if len(prism_arm) > 1:  # PRISM has something to pick only where the learning rate is searched
+                arms.append((f"{backbone}_{loss}_prism", list(prism_arm)))
+            for key, names in arms:
+                sub = runs[runs["method"].isin(names)] if len(runs) else runs
+                if sub.empty:
+                    continue
+                val = sub.groupby("method")["best_val_ndcg"].mean()
+                # ties (equal validation) go to the first point of the grid, as the paper's lists order them
+                chosen[key] = _best(names, val)
+                validation.update({m: float(v) for m, v in val.items()})
+                candidates[key] = int(sub["method"].nunique())
     seeds = sorted({int(s) for s in runs["seed"]}) if len(runs) else []
     return {"seeds": seeds, "chosen": chosen, "validation": dict(sorted(validation.items())),
             "candidates": candidates}
@@ -223,7 +248,8 @@ def select_weight_decay(run_dirs: Sequence[Path], *, backbones: Sequence[str], l
 def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_root: Path | None, *, tier: str,
                 dataset: str, backbones: Sequence[str], losses: Sequence[str], weight_decays: Sequence[float],
                 alpha: float = 1.0, selection: Mapping[str, Any] | None = None,
-                diagnostic_backbones: Sequence[str] = ()) -> pd.DataFrame:
+                diagnostic_backbones: Sequence[str] = (),
+                lr_search: Mapping[str, Sequence[float]] | None = None, tier_lr: float | None = None) -> pd.DataFrame:
     """Table 1: tuned coupled weight decay vs PRISM (α, no weight decay), test NDCG@20 and epochs to best.
 
     The tuned λ is the one with the highest mean *validation* NDCG@20 over seeds (never the
@@ -236,16 +262,25 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
     ``diagnostic_backbones`` (e.g. ``nlmflinear``, the official code's non-linear MF): backbones
     run in the PRISM column only, listed under the table with the table backbone they stand in
     for; not part of the paper's table, so they stay out of the CSV and the tuned aliases.
+
+    ``lr_search`` (as :func:`select_weight_decay`'s): on those backbones the tuned arm is picked over
+    λ × learning rate and PRISM over the learning rates; the PRISM pick's runs are copied to
+    ``<tuned_root>/<backbone>_<loss>_tunedprism/`` (with the share of its learning rates that ran),
+    and the table names each arm's learning rate (``tier_lr``: the value a run without a learning rate
+    in its name trained at).
     """
     runs = load_prism_runs(run_dirs)
     if tuned_root is not None:  # the workflow's output folder, even before any grid has run
         Path(tuned_root).mkdir(parents=True, exist_ok=True)
     rows = []
+    searched = bool(lr_search) and any(len(v) for v in lr_search.values())
     for backbone in backbones:
         for loss in losses:
-            candidates = {method_name(backbone, loss, weight_decay=wd): wd for wd in weight_decays}
+            candidates, prism_arm = _arms(backbone, loss, weight_decays, alpha, lr_search)
             sub = runs[runs["method"].isin(list(candidates))]
-            prism = runs[runs["method"] == method_name(backbone, loss, alpha=alpha)]
+            prism_pick = (selection.get("chosen") or {}).get(f"{backbone}_{loss}_prism") if selection is not None \
+                and len(prism_arm) > 1 else None
+            prism = runs[runs["method"] == (prism_pick or method_name(backbone, loss, alpha=alpha))]
             if sub.empty and prism.empty:
                 continue
             # a PRISM run whose weight-decay grid has not run yet keeps its row, tuned side empty
@@ -260,12 +295,18 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
             # how many λ of the grid the pick saw: a pick from part of the grid is a capped cell
             n_grid = (selection.get("candidates") or {}).get(f"{backbone}_{loss}", 0) if selection is not None \
                 else int(sub["method"].nunique())
-            grid_cap = f"tuned over {n_grid} of {len(candidates)} weight decays" \
+            points = "weight decays" if len(prism_arm) == 1 else "(weight decay, learning rate) points"
+            grid_cap = f"tuned over {n_grid} of {len(candidates)} {points}" \
                 if chosen is not None and n_grid < len(candidates) else ""
+            n_prism = (selection.get("candidates") or {}).get(f"{backbone}_{loss}_prism", 0) if prism_pick else 0
+            prism_cap = f"tuned over {n_prism} of {len(prism_arm)} learning rates" \
+                if prism_pick and n_prism < len(prism_arm) else ""
             t_mean, t_sd = tuned["ndcg"].mean(), tuned["ndcg"].std(ddof=1)
             p_mean, p_sd = prism["ndcg"].mean(), prism["ndcg"].std(ddof=1)
             rows.append({
-                "backbone": backbone, "loss": loss, "tuned_weight_decay": candidates.get(chosen, np.nan),
+                "backbone": backbone, "loss": loss, "tuned_weight_decay": candidates.get(chosen, (np.nan, None))[0],
+                **({"tuned_lr": candidates.get(chosen, (np.nan, None))[1], "prism_lr": prism_arm.get(prism_pick)}
+                   if searched else {}),
                 "tuned_ndcg_mean": t_mean, "tuned_ndcg_sd": t_sd,
                 "prism_ndcg_mean": p_mean, "prism_ndcg_sd": p_sd,
                 "pct_diff": 100.0 * (p_mean - t_mean) / t_mean if t_mean and np.isfinite(t_mean) else np.nan,
@@ -275,11 +316,18 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
                 "prism_seconds_per_epoch": prism["seconds_per_epoch"].mean(),
                 "n_seeds_tuned": len(tuned), "n_seeds_prism": len(prism),
                 "n_weight_decays_run": n_grid if chosen is not None else 0,
+                **({"n_grid_points": len(candidates), "n_prism_lrs_run": n_prism, "n_prism_lrs": len(prism_arm)}
+                   if searched else {}),
             })
             if tuned_root is not None:
                 for _, run in tuned.iterrows():
                     _copy_as(Path(run["run_dir"]), Path(tuned_root) / f"{backbone}_{loss}_tunedwd" / f"seed{run['seed']}",
                              f"{backbone}_{loss}_tunedwd", chosen, budget=grid_cap)
+                if prism_pick:
+                    for _, run in prism.iterrows():
+                        _copy_as(Path(run["run_dir"]),
+                                 Path(tuned_root) / f"{backbone}_{loss}_tunedprism" / f"seed{run['seed']}",
+                                 f"{backbone}_{loss}_tunedprism", prism_pick, budget=prism_cap)
     frame = pd.DataFrame(rows)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     write_text(out_csv, frame.to_csv(index=False))
@@ -289,17 +337,33 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
         chosen_on = "seed " + ", ".join(str(s) for s in selection["seeds"])
     else:
         chosen_on = "the selection seeds (no grid run yet)"
+    search_text = ""
+    if searched:
+        search_text = (" On " + ", ".join(f"{b} (learning rates {', '.join(f'{x:g}' for x in lrs)} besides the "
+                                          "tier's)" for b, lrs in lr_search.items() if lrs) +
+                       " each arm also picks its learning rate on validation (the paper's grid): "
+                       "the tuned λ over λ × learning rate, PRISM over the learning rates; `lr` names the pick.")
     lines = [f"# PRISM vs tuned weight decay ({tier} tier, {dataset})", "",
              f"Test NDCG@20, mean ± sd over seeds; tuned λ chosen by mean validation NDCG@20 on {chosen_on} from "
              f"{list(weight_decays)}, then run on every seed; PRISM α = {alpha}, no weight decay. "
-             "Epochs = epochs to the best validation epoch.",
+             f"Epochs = epochs to the best validation epoch.{search_text}",
              "", "| backbone | loss | tuned λ | tuned wd | PRISM | % diff | epochs (wd) | epochs (PRISM) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        grid = "" if r["n_weight_decays_run"] in (0, len(weight_decays)) else \
-            f" ({r['n_weight_decays_run']} of {len(weight_decays)} λ run)"
-        lines.append(f"| {r['backbone']} | {r['loss']} | {_num(r['tuned_weight_decay'], 'g')}{grid} | "
-                     f"{_fmt(r['tuned_ndcg_mean'], r['tuned_ndcg_sd'])} | {_fmt(r['prism_ndcg_mean'], r['prism_ndcg_sd'])} | "
+        total = r.get("n_grid_points", len(weight_decays))
+        grid = "" if r["n_weight_decays_run"] in (0, total) else \
+            (f" ({r['n_weight_decays_run']} of {total} λ run)" if total == len(weight_decays)
+             else f" ({r['n_weight_decays_run']} of {total} (λ, lr) run)")
+        row_searched = r.get("n_prism_lrs", 1) > 1     # this backbone's learning rate is searched
+        tuned_lr = f", lr {_lr_text(r['tuned_lr'], tier_lr)}" if row_searched and r["n_weight_decays_run"] else ""
+        prism_lr = ""
+        if row_searched and r["n_prism_lrs_run"]:
+            share = f"; {r['n_prism_lrs_run']} of {r['n_prism_lrs']} lr run" \
+                if r["n_prism_lrs_run"] < r["n_prism_lrs"] else ""
+            prism_lr = f" (lr {_lr_text(r['prism_lr'], tier_lr)}{share})"
+        lines.append(f"| {r['backbone']} | {r['loss']} | {_num(r['tuned_weight_decay'], 'g')}{tuned_lr}{grid} | "
+                     f"{_fmt(r['tuned_ndcg_mean'], r['tuned_ndcg_sd'])} | "
+                     f"{_fmt(r['prism_ndcg_mean'], r['prism_ndcg_sd'])}{prism_lr} | "
                      f"{_num(r['pct_diff'], '+.2f', '%')} | {_num(r['tuned_epochs_to_best'], '.1f')} | "
                      f"{_num(r['prism_epochs_to_best'], '.1f')} |")
     if any(not np.isfinite(r["tuned_ndcg_mean"]) for r in rows):
@@ -307,6 +371,13 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
     lines += _diagnostic_lines(runs, diagnostic_backbones, losses, alpha)
     write_text(out_md, "\n".join(lines) + "\n")
     return frame
+
+
+def _lr_text(lr: float | None, tier_lr: float | None = None) -> str:
+    """A pick's learning rate: ``None`` is the tier's (``tier_lr`` where known)."""
+    if lr is None:
+        return "the tier's" if tier_lr is None else f"{tier_lr:g}"
+    return f"{lr:g}"
 
 
 #: What each diagnostic backbone of Table 1 stands in for, and why it is run.

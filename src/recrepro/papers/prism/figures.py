@@ -43,10 +43,18 @@ DEBIAS_ORDER = ("BPR", "DirectAU", "PRISM + DirectAU", "IPL", "ReSN", "MACR")
 
 
 def published_ndcg(dataset: str, method: str) -> float | None:
-    """Table 1's published test NDCG@20 of ``method`` (e.g. ``mf_directau_prism``) on ``dataset``, if any."""
+    """Table 1's published test NDCG@20 of ``method`` (e.g. ``mf_directau_prism``) on ``dataset``, if any.
+
+    A PRISM run at α = 1 stands for its row's PRISM cell, which the expected values file keys by the
+    learning-rate pick (``mf_directau_tunedprism``) where the learning rate is searched.
+    """
     from recrepro.scorecard import published_value, published_values
 
-    return published_value(published_values("prism"), dataset, method, "ndcg@20")
+    values = published_values("prism")
+    value = published_value(values, dataset, method, "ndcg@20")
+    if value is None and method.endswith("_prism"):
+        value = published_value(values, dataset, method.removesuffix("_prism") + "_tunedprism", "ndcg@20")
+    return value
 
 
 def _mean_sd(values: pd.Series) -> tuple[float, float]:

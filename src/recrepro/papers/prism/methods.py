@@ -11,6 +11,10 @@ A run directory's ``<method>`` encodes backbone, loss and regularisation, e.g.
 ``mf_directau_tunedwd``    the coupled-wd run with the best validation NDCG@20
 ``mf_ipl_wd0``             IPL on BPR (App. D.2); likewise ``resn`` and ``macr`` (BCE)
 ``nlmflinear_ssm_prism``   non-linear MF as the official code builds it (no ReLU)
+``mf_ssm_wd1em6_lr1em2``   at learning rate 1e-2 instead of the tier's (``_lr<tag>``:
+                           Table 1's learning-rate search, ``table.lr_search``)
+``mf_ssm_tunedprism``      the PRISM run (over the searched learning rates) with the
+                           best validation NDCG@20
 =========================  ==========================================================
 
 λ = 0 is one setting whatever the mode: ``method_name(..., weight_decay=0, batched=True)``
@@ -28,7 +32,8 @@ _BACKBONES = ("mf", "nlmf", "nlmflinear", "lightgcn")
 _LOSSES = ("bpr", "ssm", "directau", "mawu", "ipl", "resn", "macr")
 _PATTERN = re.compile(
     r"^(?P<backbone>mf|nlmf|nlmflinear|lightgcn)_(?P<loss>bpr|ssm|directau|mawu|ipl|resn|macr)_"
-    r"(?:(?P<mode>wd|bwd)(?P<wd>0|\d+em\d+)|(?P<prism>prism)(?:_a(?P<alpha>\d{3}))?|(?P<tuned>tunedwd))$"
+    r"(?:(?:(?P<mode>wd|bwd)(?P<wd>0|\d+em\d+)|(?P<prism>prism)(?:_a(?P<alpha>\d{3}))?)(?:_lr(?P<lr>\d+em\d+))?"
+    r"|(?P<tuned>tunedwd|tunedprism))$"
 )
 
 
@@ -50,21 +55,25 @@ def _wd_value(tag: str) -> float:
 
 
 def method_name(backbone: str, loss: str, *, weight_decay: float = 0.0, batched: bool = False,
-                alpha: float | None = None) -> str:
-    """The run name of a configuration (see the module docstring)."""
+                alpha: float | None = None, lr: float | None = None) -> str:
+    """The run name of a configuration (see the module docstring); ``lr=None``: the tier's learning rate."""
     if backbone not in _BACKBONES or loss not in _LOSSES:
         raise ValueError(f"unknown backbone/loss {backbone!r}/{loss!r}")
+    suffix = "" if lr is None else f"_lr{wd_tag(lr)}"
     if alpha is not None:
-        return f"{backbone}_{loss}_prism" if alpha == 1.0 else f"{backbone}_{loss}_prism_a{round(alpha * 100):03d}"
-    return f"{backbone}_{loss}_{'bwd' if batched and weight_decay > 0 else 'wd'}{wd_tag(weight_decay)}"
+        base = f"{backbone}_{loss}_prism" if alpha == 1.0 else f"{backbone}_{loss}_prism_a{round(alpha * 100):03d}"
+        return base + suffix
+    return f"{backbone}_{loss}_{'bwd' if batched and weight_decay > 0 else 'wd'}{wd_tag(weight_decay)}{suffix}"
 
 
 def parse_method(name: str) -> dict[str, Any]:
-    """Inverse of :func:`method_name`: ``backbone, loss, weight_decay, wd_mode, alpha``."""
+    """Inverse of :func:`method_name`: ``backbone, loss, weight_decay, wd_mode, alpha, lr`` (``lr``:
+    ``None`` for the tier's learning rate)."""
     match = _PATTERN.match(name)
     if not match or match["tuned"]:
         raise ValueError(f"{name!r} is not a trainable PRISM method name")
-    spec: dict[str, Any] = {"backbone": match["backbone"], "loss": match["loss"]}
+    spec: dict[str, Any] = {"backbone": match["backbone"], "loss": match["loss"],
+                            "lr": None if match["lr"] is None else _wd_value(match["lr"])}
     if match["prism"]:
         spec.update(alpha=1.0 if match["alpha"] is None else int(match["alpha"]) / 100.0,
                     weight_decay=0.0, wd_mode="none")

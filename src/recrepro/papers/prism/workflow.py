@@ -12,7 +12,7 @@ from recrepro.papers.prism.methods import method_name
 
 __all__ = [
     "EXTRA_FIGURES", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
-    "picked_runs", "runs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
+    "lr_search_arg", "picked_runs", "runs", "searched_lrs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
 # Figs. 3-11 drawn by the generic ``prism_figure`` rule (Fig. 7 has its own, data-free rule).
@@ -86,12 +86,35 @@ def table_methods(config: Mapping[str, Any], tier: str) -> list[str]:
     return list(dict.fromkeys(methods))
 
 
+def searched_lrs(config: Mapping[str, Any], tier: str, backbone: str) -> list[float | None]:
+    """Table 1's learning rates of ``backbone``: ``None`` (the tier's ``lr``) and, where
+    ``table.lr_search`` names the backbone, its ``lrs``."""
+    search = tier_conf(config, tier)["table"].get("lr_search") or {}
+    extra = [float(x) for x in search.get("lrs", [])] if backbone in search.get("backbones", []) else []
+    return [None, *extra]
+
+
+def lr_search_arg(config: Mapping[str, Any], tier: str) -> dict[str, list[float]]:
+    """``{backbone: [extra lrs]}`` of the table's backbones with a learning-rate search (the
+    ``--lr-search`` of ``recrepro prism select-wd`` and ``table``)."""
+    table = tier_conf(config, tier)["table"]
+    return {b: lrs[1:] for b in table["backbones"] if len(lrs := searched_lrs(config, tier, b)) > 1}
+
+
 def grid_methods(config: Mapping[str, Any], tier: str) -> list[str]:
-    """Table 1's coupled weight-decay grid: every (backbone, loss) at every λ of ``weight_decays``."""
+    """Table 1's coupled weight-decay grid: every (backbone, loss) at every λ of ``weight_decays`` and
+    every searched learning rate (:func:`searched_lrs`), and PRISM at every learning rate where one
+    is searched (its pick over them; the tier-lr run is also :func:`prism_methods`', on every seed)."""
     conf = tier_conf(config, tier)
     table = conf["table"]
-    return [method_name(b, l, weight_decay=wd) for b in table["backbones"] for l in table["losses"]
-            for wd in conf["weight_decays"]]
+    out = []
+    for b in table["backbones"]:
+        lrs = searched_lrs(config, tier, b)
+        for l in table["losses"]:
+            out += [method_name(b, l, weight_decay=wd, lr=lr) for lr in lrs for wd in conf["weight_decays"]]
+            if len(lrs) > 1:  # PRISM's pick over the learning rates, its tier-lr run among them
+                out += [method_name(b, l, alpha=table.get("alpha", 1.0), lr=lr) for lr in lrs]
+    return out
 
 
 def prism_methods(config: Mapping[str, Any], tier: str) -> list[str]:
