@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.io import copy_file, write_json, write_parquet, write_text
-from recrepro.papers.prism.methods import method_name, parse_method
+from recrepro.papers.prism.methods import method_name, parse_method, table_arms
 from recrepro.records import TIMINGS_FILE, read_history, read_record_json, write_history
 
 if TYPE_CHECKING:
@@ -197,12 +197,8 @@ def _fmt(mean: float, sd: float) -> str:
 def _arms(backbone: str, loss: str, weight_decays: Sequence[float], alpha: float,
           lr_search: Mapping[str, Sequence[float]] | None) -> tuple[dict[str, tuple[float, float | None]],
                                                                   dict[str, float | None]]:
-    """Table 1's two arms of one row: the weight-decay candidates ``{method: (λ, lr)}`` and the PRISM
-    candidates ``{method: lr}`` (``lr`` ``None``: the tier's), grid order (λ within lr, the tier's lr first)."""
-    lrs: list[float | None] = [None, *[float(x) for x in (lr_search or {}).get(backbone, [])]]
-    wd = {method_name(backbone, loss, weight_decay=w, lr=lr): (float(w), lr) for lr in lrs for w in weight_decays}
-    prism = {method_name(backbone, loss, alpha=alpha, lr=lr): lr for lr in lrs}
-    return wd, prism
+    """:func:`~recrepro.papers.prism.methods.table_arms` with the backbone's searched learning rates."""
+    return table_arms(backbone, loss, weight_decays, alpha, (lr_search or {}).get(backbone, []))
 
 
 def _best(names: Sequence[str], val: Mapping[str, float]) -> str:

@@ -24,9 +24,10 @@ is ``..._wd0`` too, so the batched sweep (Fig. 3) reuses the λ = 0 run of Fig. 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["method_name", "parse_method", "wd_tag"]
+__all__ = ["method_name", "parse_method", "table_arms", "wd_tag"]
 
 _BACKBONES = ("mf", "nlmf", "nlmflinear", "lightgcn")
 _LOSSES = ("bpr", "ssm", "directau", "mawu", "ipl", "resn", "macr")
@@ -82,3 +83,14 @@ def parse_method(name: str) -> dict[str, Any]:
         spec.update(alpha=None, weight_decay=wd,
                     wd_mode=("batched" if match["mode"] == "bwd" else "coupled") if wd > 0 else "none")
     return spec
+
+
+def table_arms(backbone: str, loss: str, weight_decays: Sequence[float], alpha: float,
+               extra_lrs: Sequence[float] = ()) -> tuple[dict[str, tuple[float, float | None]], dict[str, float | None]]:
+    """Table 1's two arms of one row, in grid order (λ within lr, the tier's lr first): the weight-decay
+    candidates ``{method: (λ, lr)}`` and the PRISM candidates ``{method: lr}``; ``lr`` ``None`` is the
+    tier's, ``extra_lrs`` the searched ones besides it (``table.lr_search``)."""
+    lrs: list[float | None] = [None, *[float(x) for x in extra_lrs]]
+    wd = {method_name(backbone, loss, weight_decay=w, lr=lr): (float(w), lr) for lr in lrs for w in weight_decays}
+    prism = {method_name(backbone, loss, alpha=alpha, lr=lr): lr for lr in lrs}
+    return wd, prism

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from recrepro.papers.prism.methods import method_name
+from recrepro.papers.prism.methods import method_name, table_arms
 
 __all__ = [
     "EXTRA_FIGURES", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
@@ -109,11 +109,12 @@ def grid_methods(config: Mapping[str, Any], tier: str) -> list[str]:
     table = conf["table"]
     out = []
     for b in table["backbones"]:
-        lrs = searched_lrs(config, tier, b)
+        extra = searched_lrs(config, tier, b)[1:]
         for l in table["losses"]:
-            out += [method_name(b, l, weight_decay=wd, lr=lr) for lr in lrs for wd in conf["weight_decays"]]
-            if len(lrs) > 1:  # PRISM's pick over the learning rates, its tier-lr run among them
-                out += [method_name(b, l, alpha=table.get("alpha", 1.0), lr=lr) for lr in lrs]
+            wd_arm, prism_arm = table_arms(b, l, conf["weight_decays"], table.get("alpha", 1.0), extra)
+            out += list(wd_arm)
+            if extra:  # PRISM's pick over the learning rates, its tier-lr run among them
+                out += list(prism_arm)
     return out
 
 
