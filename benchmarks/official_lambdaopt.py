@@ -302,47 +302,29 @@ def read_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _official_module():
+    """``recrepro.papers.lambdaopt.official``: the stopping rule and the epoch alignment the table uses."""
+    if str(REPO / "src") not in sys.path:
+        sys.path.insert(0, str(REPO / "src"))
+    from recrepro.papers.lambdaopt import official
+
+    return official
+
+
 def best_by_validation(curve: list[tuple[int, float]], patience: int | None = PATIENCE) -> dict:
-    """Our stopping rule (:mod:`recrepro.papers.lambdaopt.stopping`, without ``wait_for_gain``) on a
-    curve ``[(epoch, val_auc)]`` in epoch order: the best is the first strict maximum so far; the run
-    stops after the first epoch ``e`` with ``e − best ≥ patience``.  Returns ``best_epoch``,
+    """Our stopping rule (without ``wait_for_gain``) on a curve ``[(epoch, val_auc)]``: ``best_epoch``,
     ``best_val_auc``, ``stopped_at`` (``None``: the curve ends before the rule would stop)."""
-    best_epoch, best, stopped = None, None, None
-    for epoch, value in curve:
-        if best is None or value > best:
-            best_epoch, best = epoch, value
-        if patience is not None and epoch - best_epoch >= patience:
-            stopped = epoch
-            break
-    return {"best_epoch": best_epoch, "best_val_auc": best, "stopped_at": stopped}
+    return _official_module().best_by_validation(curve, patience)
 
 
 def epochs_per_official_epoch(record: Path) -> int:
-    """How many of the record's epochs make one official epoch (``num_batches`` real MF steps): 2 under
-    ``assumed_batch: separate`` (``lambdaopt_dui_code``: an epoch of ours is one sampler pass, half of its
-    batches real steps), else 1 (from the record's ``provenance.json``; 1 without it)."""
-    path = record / "provenance.json"
-    if not path.is_file():
-        return 1
-    settings = json.loads(path.read_text()).get("config", {}).get("settings", {})
-    return 2 if settings.get("assumed_batch") == "separate" else 1
+    """How many of the record's epochs make one official epoch (2 under ``assumed_batch: separate``)."""
+    return _official_module().epochs_per_official_epoch(record)
 
 
 def our_curve(record: Path) -> tuple[list[tuple[int, float]], dict]:
-    """Our record's validation curve in official epochs and its metrics.json.  History row e is the state
-    after e + 1 of our epochs, i.e. official epoch (e + 1) / :func:`epochs_per_official_epoch` (rows between
-    two official epochs are left out); for λFix the curve of the selected λ."""
-    import pandas as pd
-
-    metrics = json.loads((record / "metrics.json").read_text())
-    hist = pd.read_parquet(record / "history.parquet")
-    hist = hist[hist["epoch"].notna()]
-    if "lam" in hist.columns:
-        hist = hist[hist["lam"] == metrics["selected_lam"]]
-    hist = hist[hist["val_auc"].notna()]
-    per = epochs_per_official_epoch(record)
-    return [((int(e) + 1) // per, float(v)) for e, v in zip(hist["epoch"], hist["val_auc"], strict=True)
-            if (int(e) + 1) % per == 0], metrics
+    """Our record's validation curve in official epochs (λFix: the selected λ's) and its metrics.json."""
+    return _official_module().our_curve(record)
 
 
 def compare(official: list[dict], record: Path, every: int = 25) -> dict:

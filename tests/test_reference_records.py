@@ -24,7 +24,7 @@ MAX_FILE_BYTES = 2 * 1024 * 1024
 BLOCK_BYTES = 4096
 #: What a record may be made of: small JSON/CSV/Markdown/parquet, figures. Anything else (model
 #: weights, arrays, archives, split parts) is refused.
-#: .jsonl: the released FedRAP code's per-round curves (fedrap/official/, benchmarks/official_fedrap.py)
+#: .jsonl: the released FedRAP and λOpt codes' curves (<paper>/official/, benchmarks/official_<paper>.py)
 ALLOWED_SUFFIXES = {".json", ".jsonl", ".csv", ".md", ".parquet", ".png", ".pdf", ".html", ".tsv"}
 #: File names that are data, splits or per-user recommendation lists, whatever their suffix.
 FORBIDDEN_NAMES = re.compile(

@@ -3,6 +3,9 @@
 # results table, λ-trajectory heat map, sensitivity and sparse-vs-active figures and the
 # scorecard under results/<tier>/lambdaopt/.
 
+from recrepro.papers.lambdaopt.official import (
+    official_curve_files as lambdaopt_official_curves,
+)
 from recrepro.papers.lambdaopt.experiments import (
     rule_first_seed as lambdaopt_first_seed,
     rule_grid_points as lambdaopt_grid_points,
@@ -23,6 +26,7 @@ localrules:
     lambdaopt_figure_trajectory,
     lambdaopt_figure_sensitivity,
     lambdaopt_figure_groups,
+    lambdaopt_official,
     lambdaopt_scorecard,
 
 
@@ -158,6 +162,40 @@ rule lambdaopt_figure_groups:
         "> {log:q} 2>&1"
 
 
+rule lambdaopt_official:
+    input:
+        redraw=REDRAW,
+        curves=lambda wc: lambdaopt_official_curves(wc.tier),
+        runs=lambda wc: recorded(lambdaopt_runs(config, wc.tier)),
+    output:
+        md="results/{tier}/lambdaopt/tables/official.md",
+        pdf="results/{tier}/lambdaopt/figures/official.pdf",
+        png=report(
+            "results/{tier}/lambdaopt/figures/official.png",
+            caption="../report/lambdaopt_official.rst",
+            category="λOpt",
+            subcategory="Figures",
+            labels={"figure": "4 · the released code beside ours, per epoch"},
+        ),
+    log:
+        "logs/lambdaopt/{tier}/official.log",
+    benchmark:
+        "logs/benchmarks/lambdaopt/{tier}/official.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        runs_root=lambda wc: f"results/{wc.tier}/lambdaopt/runs",
+        settings=lambda wc: as_json(lambdaopt_tier(config, wc.tier)["settings"]),
+    shell:
+        "recrepro lambdaopt official --tier {wildcards.tier:q} --runs-root {params.runs_root:q} "
+        "--settings {params.settings:q} --out-md {output.md:q} --out-pdf {output.pdf:q} "
+        "--out-png {output.png:q} {input.curves:q} > {log:q} 2>&1"
+
+
 rule lambdaopt_scorecard:
     input:
         redraw=REDRAW,
@@ -196,6 +234,14 @@ PAPER_TARGETS["lambdaopt"] = (
         for d, _, _ in lambdaopt_splits(config, TIER)
         for kind in ("trajectory", "sensitivity", "groups")
     ]
+    + (
+        [
+            f"results/{TIER}/lambdaopt/tables/official.md",
+            f"results/{TIER}/lambdaopt/figures/official.pdf",
+        ]
+        if lambdaopt_official_curves(TIER)
+        else []
+    )
     if lambdaopt_runs(config, TIER)
     else []
 )

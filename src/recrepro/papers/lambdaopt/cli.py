@@ -85,6 +85,14 @@ def cmd_figure_groups(args: argparse.Namespace) -> None:
     write_text(args.out_csv, data.to_csv(index=False))
 
 
+def cmd_official(args: argparse.Namespace) -> None:
+    from recrepro.io import write_text
+    from recrepro.papers.lambdaopt.official import official_figure, official_markdown, official_table
+
+    write_text(args.out_md, official_markdown(official_table(args.curves, args.runs_root, args.settings)))
+    official_figure(args.curves, args.runs_root, args.out_pdf, args.out_png, args.tier)
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add λOpt's verbs to ``verbs`` (the subparsers of ``recrepro lambdaopt``)."""
     p = verbs.add_parser("run", help="train one variant on one split seed and write its run record")
@@ -139,3 +147,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
             p.add_argument("--run-b", required=True, nargs="+", help="the second method's run records, one per seed")
             p.add_argument("--out-csv", required=True)
         p.set_defaults(func=func)
+
+    p = verbs.add_parser("official", help="the released code's curves on our split beside our records "
+                                          "(benchmarks/official_lambdaopt.py): table and figure")
+    add_tier(p)
+    add_figure_outputs(p)
+    p.add_argument("--out-md", required=True, help="the table (markdown)")
+    p.add_argument("--runs-root", required=True, help="results/<tier>/lambdaopt/runs")
+    add_json(p, "--settings", required=True, help="the tier's λOpt settings (its stopping rule: patience, wait_for_gain)")
+    p.add_argument("curves", nargs="+", help="official/<dataset>_<dui|fix>_seed<k>.jsonl")
+    p.set_defaults(func=cmd_official)
