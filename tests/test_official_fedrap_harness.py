@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from batched_fetch import assert_batched_fetch_is_bit_for_bit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,33 +53,9 @@ def test_batched_fetch_gives_the_per_sample_loaders_batches_bit_for_bit(harness)
     """The driver's faster fetch, on a stand-in of the released dataset class (three tensors, one
     sample per index): under the same seed the shuffled batches are the same tensors, dtypes included."""
     import torch
-    from torch.utils.data import DataLoader, Dataset
 
-    class Triples(Dataset):
-        def __init__(self, users, items, targets):
-            self.user_tensor, self.item_tensor, self.target_tensor = users, items, targets
-
-        def __getitem__(self, index):
-            return self.user_tensor[index], self.item_tensor[index], self.target_tensor[index]
-
-        def __len__(self):
-            return self.user_tensor.size(0)
-
-    class Batched(Triples):
-        pass
-
-    namespace = {"torch": torch}
-    exec(harness.BATCHED_FETCH, namespace)
-    Batched.__getitems__ = namespace["batch_items"]
-    tensors = (torch.arange(11) % 3, torch.arange(100, 111), torch.rand(11))
-    torch.manual_seed(7)
-    plain = list(DataLoader(Triples(*tensors), batch_size=4, shuffle=True))
-    torch.manual_seed(7)
-    fast = list(namespace["batched_loader"](Batched(*tensors), batch_size=4, shuffle=True))
-    assert [len(b[0]) for b in fast] == [4, 4, 3] and len(plain) == len(fast)
-    for a, b in zip(plain, fast):
-        for x, y in zip(a, b):
-            assert x.dtype == y.dtype and torch.equal(x, y)
+    assert_batched_fetch_is_bit_for_bit(harness.BATCHED_FETCH, "batch_items",
+                                        ("user_tensor", "item_tensor", "target_tensor"), torch.rand(11))
     # and it is the loader the driver installs on the released code
     assert "engine_module.DataLoader = batched_loader" in harness.DRIVER and "def batch_items" in harness.DRIVER
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from batched_fetch import assert_batched_fetch_is_bit_for_bit
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKOUT = Path("/tmp/official_lambdaopt")
@@ -134,33 +135,9 @@ def test_batched_fetch_gives_the_per_sample_loaders_batches_bit_for_bit(harness)
     """The driver's faster fetch, on a stand-in of the released ``UserPosNegDataset`` (three tensors,
     one triple per index): under the same seed the shuffled batches are the same tensors."""
     import torch
-    from torch.utils.data import DataLoader, Dataset
 
-    class Triples(Dataset):
-        def __init__(self, users, pos, neg):
-            self.user_tensor, self.pos_item, self.neg_item = users, pos, neg
-
-        def __getitem__(self, index):
-            return self.user_tensor[index], self.pos_item[index], self.neg_item[index]
-
-        def __len__(self):
-            return self.user_tensor.size(0)
-
-    class Batched(Triples):
-        pass
-
-    namespace = {"torch": torch}
-    exec(harness.BATCHED_FETCH, namespace)
-    Batched.__getitems__ = namespace["batch_triples"]
-    tensors = (torch.arange(11) % 3, torch.arange(100, 111), torch.arange(200, 211))
-    torch.manual_seed(7)
-    plain = list(DataLoader(Triples(*tensors), batch_size=4, shuffle=True))
-    torch.manual_seed(7)
-    fast = list(namespace["batched_loader"](Batched(*tensors), batch_size=4, shuffle=True))
-    assert [len(b[0]) for b in fast] == [4, 4, 3] and len(plain) == len(fast)
-    for a, b in zip(plain, fast, strict=True):
-        for x, y in zip(a, b, strict=True):
-            assert x.dtype == y.dtype and torch.equal(x, y)
+    assert_batched_fetch_is_bit_for_bit(harness.BATCHED_FETCH, "batch_triples",
+                                        ("user_tensor", "pos_item", "neg_item"), torch.arange(200, 211))
     assert "data_loader.DataLoader = batched_loader" in harness.DRIVER
 
 
