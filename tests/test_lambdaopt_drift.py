@@ -52,6 +52,28 @@ def test_wait_for_gain_leaves_a_record_unchanged_only_if_it_gained_within_patien
     assert f"{gain_epoch:g} epochs" in drift["why"].iloc[0]
 
 
+@pytest.mark.parametrize("plateau, epochs, same", [(0.508, 150, False), (0.512, 150, True), (0.508, 3200, True)])
+def test_gain_margin_leaves_a_record_unchanged_only_if_every_curve_cleared_it_or_ran_to_the_cap(
+        tmp_path, config, plateau, epochs, same):
+    """A record made when any gain counted: a curve that stopped on patience at most the margin above
+    its first value would have trained on; one more than the margin above it, or one at the cap, not."""
+    now = rule_settings(config, "paper", "ml-100k", "lambdaopt_dui")
+    assert now["gain_margin"] == 0.01 and now["epochs"] == 3200
+    old = {k: v for k, v in now.items() if k != "gain_margin"}
+    run = tmp_path / RUN
+    run.mkdir(parents=True)
+    evaluation = config["evaluation"]["splits"]["temporal_user_ratio"]
+    (run / "provenance.json").write_text(json.dumps({"config": {"settings": old, "evaluation": evaluation}}))
+    auc = np.full(epochs, 0.5)
+    auc[20] = plateau                     # the best: 0.008 or 0.012 above the first value
+    pd.DataFrame({"epoch": np.arange(epochs, dtype=float), "val_auc": auc}).to_parquet(run / "history.parquet")
+    drift = record_drift(config, "paper", tmp_path)
+    assert drift["setting"].tolist() == ["settings.gain_margin"]
+    assert drift["recorded"].tolist() == [None] and drift["now"].tolist() == [0.01]
+    assert bool(drift["same_record"].iloc[0]) is same
+    assert ("would have trained on" in drift["why"].iloc[0]) is not same
+
+
 def test_any_other_difference_makes_the_record_outdated(tmp_path, config):
     now = rule_settings(config, "paper", "ml-100k", "lambdaopt_dui")
     _record(tmp_path, config, {**now, "lr": now["lr"] * 10}, 5)

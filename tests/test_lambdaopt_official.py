@@ -46,6 +46,10 @@ def test_best_by_validation_is_the_records_rule_with_and_without_waiting_for_a_g
     assert official.best_by_validation(dip, patience=2)["stopped_at"] == 3          # best at its first value
     waited = official.best_by_validation(dip, patience=2, wait_for_gain=True)
     assert waited == {"best_epoch": 5, "best_val_auc": 0.53, "stopped_at": None}      # trains on past the dip
+    wobble = [(1, 0.50), (2, 0.505), (3, 0.50), (4, 0.50), (5, 0.52), (6, 0.51), (7, 0.51), (8, 0.51)]
+    assert official.best_by_validation(wobble, patience=2, wait_for_gain=True)["stopped_at"] == 4
+    assert official.best_by_validation(wobble, patience=2, wait_for_gain=True, gain_margin=0.01) == {
+        "best_epoch": 5, "best_val_auc": 0.52, "stopped_at": 7}                       # 0.005 is a wobble
     # an evaluation every other epoch: patience counts epochs, not evaluations
     sparse = [(2, 0.6), (4, 0.7), (6, 0.65), (8, 0.66)]
     assert official.best_by_validation(sparse, patience=4) == {"best_epoch": 4, "best_val_auc": 0.7, "stopped_at": 8}

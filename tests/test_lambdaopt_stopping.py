@@ -23,12 +23,12 @@ class Scripted:
         return {"epochs": self.epochs}
 
 
-def drive(curve, patience, cap, eval_every=1, model=None, wait_for_gain=False):
+def drive(curve, patience, cap, eval_every=1, model=None, wait_for_gain=False, gain_margin=0.0):
     """Feed ``curve`` (validation AUC after epoch 1, 2, …) to a monitor; the epochs trained."""
     model = model or Scripted()
     values = iter(curve)
     mon = ValidationMonitor(lambda m: next(values), patience=patience, cap=cap, eval_every=eval_every,
-                            wait_for_gain=wait_for_gain)
+                            wait_for_gain=wait_for_gain, gain_margin=gain_margin)
     for epoch in range(cap):
         model.epochs = epoch + 1
         if mon.update(model, epoch):
@@ -53,6 +53,26 @@ def test_a_tie_is_no_improvement_and_the_cap_ends_a_rising_curve():
     assert (mon.stopped, mon.best_epoch, mon.best_value, mon.epochs_done) == ("cap", 5, 0.5, 5)
     mon = drive([0.1, 0.3, 0.2, 0.2, 0.2], patience=None, cap=5)       # no patience: to the cap, best kept
     assert (mon.stopped, mon.best_epoch, mon.epochs_done) == ("cap", 2, 5)
+
+
+def test_a_gain_within_the_margin_does_not_start_the_patience_clock():
+    # a plateau's wobble: 0.5101 beats 0.51 by 1e-4 after epoch 2 (amazon-video's lambdaopt_dui_code)
+    #        epoch: 1     2       3      4      5     6     7     8     9     10
+    curve = [0.510, 0.5101, 0.505, 0.506, 0.509, 0.515, 0.521, 0.530, 0.529, 0.528, 0.527, 0.526]
+    anygain = drive(curve, patience=3, cap=12, wait_for_gain=True)
+    assert (anygain.stopped, anygain.best_epoch, anygain.epochs_done) == ("patience", 2, 5)   # 5 - 2 = 3
+    held = drive(curve, patience=3, cap=12, wait_for_gain=True, gain_margin=0.01)
+    # 0.515 (epoch 6) is 0.005 above 0.51: not yet; 0.521 (epoch 7) is 0.011 above: gained. Best 0.530
+    # after epoch 8, stop after epoch 11
+    assert (held.stopped, held.best_epoch, held.best_value, held.epochs_done) == ("patience", 8, 0.530, 11)
+    assert held.summary()["gain_margin"] == 0.01 and anygain.summary()["gain_margin"] == 0.0
+    # strictly more than the margin: exactly 0.01 above is not a gain (values exact in binary)
+    edge = drive([0.5, 0.5078125, 0.5, 0.5, 0.5], patience=2, cap=5, wait_for_gain=True, gain_margin=0.0078125)
+    assert (edge.stopped, edge.best_epoch, edge.epochs_done) == ("cap", 2, 5)
+    # the margin is part of the checkpoint key when set, absent at 0 (keys made without it stay valid)
+    assert held.settings()["gain_margin"] == 0.01 and "gain_margin" not in anygain.settings()
+    with pytest.raises(ValueError, match="gain_margin"):
+        ValidationMonitor(lambda m: 0.5, patience=3, cap=5, gain_margin=-0.1)
 
 
 def test_wait_for_gain_holds_patience_until_the_first_value_is_beaten():

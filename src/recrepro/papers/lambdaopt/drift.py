@@ -10,6 +10,10 @@ provably leave the record as it is:
   it: patience could only have ended the run differently before its validation AUC first beat its
   first value, so the record is the same when every curve of it (MF-λFix: one per λ) beat its first
   value sooner than ``patience`` epochs after it.
+- ``gain_margin`` added where the record ran without it (any gain counted): the margin can only keep
+  patience from ending a run whose best never beat its first value by more than the margin, so the
+  record is the same when every curve of it either did (its best at the stop is its best before it)
+  or ran to the cap (patience never ended it).
 
 Any other difference makes the record outdated: it names what to rerun.
 """
@@ -43,6 +47,36 @@ def _first_gain_epochs(history: pd.DataFrame) -> list[float]:
     return gaps
 
 
+def _phase0_curves(history: pd.DataFrame) -> list[pd.DataFrame]:
+    """A record's validation curves (one per λ where the history has a ``lam`` column), the rows of
+    each one's first training phase only, in epoch order; every history row, evaluated or not."""
+    rows = history[history["epoch"].notna()]
+    if "phase" in rows:
+        rows = rows[rows["phase"].fillna(0) == 0]
+    curves = [g for _, g in rows.groupby("lam", dropna=False)] if "lam" in rows else [rows]
+    return [c.sort_values("epoch") for c in curves]
+
+
+def _same_without_margin(run_dir: Path, settings: Mapping[str, Any], margin: float) -> tuple[bool, str]:
+    if settings.get("patience") is None:
+        return True, "no stopping rule: gain_margin has nothing to hold"
+    cap = int(settings["epochs"])
+    history = pd.read_parquet(run_dir / "history.parquet")
+    smallest, reasons = float("inf"), []
+    for curve in _phase0_curves(history):
+        values = curve["val_auc"].dropna()
+        gain = float(values.max() - values.iloc[0]) if len(values) else float("-inf")
+        ran_to_cap = int(curve["epoch"].iloc[-1]) + 1 >= cap
+        if gain <= margin and not ran_to_cap:
+            where = f" (λ = {curve['lam'].iloc[0]:g})" if "lam" in curve else ""
+            reasons.append(f"a curve{where} stopped on patience with its best {gain:.4f} above its first validation AUC")
+        smallest = min(smallest, gain)
+    if reasons:
+        return False, "; ".join(reasons) + f", not more than the gain_margin of {margin:g}: it would have trained on"
+    return True, (f"every curve beat its first validation AUC by more than the gain_margin of {margin:g} "
+                  f"(the least: {smallest:.4f}) or ran to the cap: the same run with or without it")
+
+
 def _same_without_wait(run_dir: Path, settings: Mapping[str, Any]) -> tuple[bool, str]:
     patience = settings.get("patience")
     if patience is None:
@@ -60,6 +94,9 @@ def _equivalent(run_dir: Path, setting: str, old: Any, new: Any) -> tuple[bool, 
     if setting == "settings.wait_for_gain" and old is None and new is True:
         settings = (read_json(run_dir / "provenance.json").get("config") or {}).get("settings") or {}
         return _same_without_wait(run_dir, settings)
+    if setting == "settings.gain_margin" and old is None and isinstance(new, int | float) and new >= 0:
+        settings = (read_json(run_dir / "provenance.json").get("config") or {}).get("settings") or {}
+        return _same_without_margin(run_dir, settings, float(new))
     return None
 
 

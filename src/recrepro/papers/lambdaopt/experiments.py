@@ -150,7 +150,7 @@ def _validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Settings of the stopping rule (the driver's, not the model's: they are left out of the model config).
-STOPPING_KEYS = ("patience", "eval_every", "select_share", "wait_for_gain")
+STOPPING_KEYS = ("patience", "eval_every", "select_share", "wait_for_gain", "gain_margin")
 
 
 def _model_settings(settings: Mapping[str, Any], device: str) -> dict[str, Any]:
@@ -245,7 +245,8 @@ def make_monitor(settings: Mapping[str, Any], split: Any, section: Mapping[str, 
             return _held_out_auc(m, held_out, section, device, batch_size)
     return ValidationMonitor(evaluate, patience=settings["patience"], cap=int(settings["epochs"]),
                              eval_every=int(settings.get("eval_every", 1)),
-                             wait_for_gain=bool(settings.get("wait_for_gain", False)))
+                             wait_for_gain=bool(settings.get("wait_for_gain", False)),
+                             gain_margin=float(settings.get("gain_margin", 0.0)))
 
 
 def held_out_validation(validation: sp.csr_matrix, share: float, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:

@@ -50,19 +50,19 @@ class _Curve:
 
 
 def best_by_validation(curve: Sequence[tuple[int, float]], patience: int | None = 100,
-                       wait_for_gain: bool = False) -> dict[str, Any]:
+                       wait_for_gain: bool = False, gain_margin: float = 0.0) -> dict[str, Any]:
     """Our stopping rule on a finished curve ``[(epoch, val_auc)]`` (epochs from 1, in order, gaps allowed).
 
     Drives :class:`ValidationMonitor` (the rule the records stopped by) with the curve's values: the best
     is the first strict maximum, the run stops once ``patience`` epochs have passed without one (with
-    ``wait_for_gain``, not before a value has beaten the first).  Returns ``best_epoch``, ``best_val_auc``
+    ``wait_for_gain``, not before a value has beaten the first by more than ``gain_margin``).  Returns ``best_epoch``, ``best_val_auc``
     and ``stopped_at`` (``None``: the curve ends before the rule stops it).
     """
     if not curve:
         return {"best_epoch": None, "best_val_auc": None, "stopped_at": None}
     model = _Curve()
     monitor = ValidationMonitor(lambda m: m.value, patience=patience, cap=int(curve[-1][0]) + 1,
-                                wait_for_gain=wait_for_gain)
+                                wait_for_gain=wait_for_gain, gain_margin=gain_margin)
     values = dict(curve)
     with contextlib.redirect_stdout(io.StringIO()):      # the monitor prints every evaluation
         for epoch in range(1, int(curve[-1][0]) + 1):
@@ -118,11 +118,12 @@ def our_curve(record: Path) -> tuple[list[tuple[int, float]], dict[str, Any]]:
             if (int(e) + 1) % per == 0], metrics
 
 
-def _released_row(frame: pd.DataFrame, patience: int | None, wait_for_gain: bool) -> dict[str, Any]:
+def _released_row(frame: pd.DataFrame, patience: int | None, wait_for_gain: bool,
+                  gain_margin: float) -> dict[str, Any]:
     """The released run under our rule: its best epoch and the test metrics there."""
     trained = frame[frame["epoch"] > 0]   # epoch 0: after the first step, where the released code starts
     rule = best_by_validation(list(zip(trained["epoch"].astype(int), trained["val_auc"], strict=True)),
-                              patience, wait_for_gain)
+                              patience, wait_for_gain, gain_margin)
     at = trained.loc[trained["epoch"] == rule["best_epoch"]].iloc[0]
     return {"best_epoch": rule["best_epoch"], "best_val_auc": rule["best_val_auc"],
             "stopped": (f"patience at {rule['stopped_at']}" if rule["stopped_at"] is not None
@@ -150,11 +151,12 @@ def official_table(files: Sequence[str | Path], runs_root: str | Path, settings:
     Sides: the released code (its ``dui`` and ``fix`` curves), ours under the released code's switches
     (``lambdaopt_dui_code``) and ours under the paper's equations (``lambdaopt_dui``), each against our
     ``lambdafix`` record except the released code's own λFix.  ``settings``: the tier's λOpt settings
-    (``patience``, ``wait_for_gain``).  Columns ``gap_<metric>``: DUI − λFix.
+    (``patience``, ``wait_for_gain``, ``gain_margin``).  Columns ``gap_<metric>``: DUI − λFix.
     """
     runs_root = Path(runs_root)
     patience, wait = settings.get("patience"), bool(settings.get("wait_for_gain", False))
-    released = {(m["dataset"], m["seed"], m["variant"]): _released_row(f, patience, wait)
+    margin = float(settings.get("gain_margin", 0.0))
+    released = {(m["dataset"], m["seed"], m["variant"]): _released_row(f, patience, wait, margin)
                 for m, f in official_curves(files)}
     rows = []
     for dataset, seed in sorted({(d, s) for d, s, _ in released}, key=lambda k: (k[0], int(k[1]))):
