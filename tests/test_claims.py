@@ -487,6 +487,40 @@ def test_beats_strongest_baseline(tmp_path):
     assert r.status == CONTRADICTED and "p=0.3; better in the mean, not significantly" in r.numbers
 
 
+def test_beats_strongest_baseline_for_another_arm_of_the_paper_method(tmp_path):
+    """``method`` without ``baselines``: the table's strongest baseline against another arm's run
+    records (λOpt's released-code switches), by a t-test over seeds (hand-checked p)."""
+    spec = dict(kind="beats_strongest_baseline", metric="ndcg@20", method="arm")
+    (tmp_path / "tables").mkdir()
+    rows = [{"dataset": "toy", "split": "s1", "method": m, "settings": "{}", "budget": "", "metric": "ndcg@20",
+             "mean": v, "sd": 0.0, "n_seeds": 1, "covers_seeds": True, "paper_method": "ours",
+             "paper_mean": 0.05, "paper_n_seeds": 3, "p_value": 1e-9} for m, v in [("ease", 0.10), ("itemknn", 0.09)]]
+    pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and r.numbers == "waits for `arm` on toy (ndcg@20)"
+    for seed, v in enumerate([0.11, 0.12, 0.13]):
+        run(tmp_path, "arm", seed, {"ndcg@20": v})
+    # one-sample t against the deterministic 0.10: t = 0.02 / (0.01 / √3) = 2√3, df 2, two-sided
+    # p = 1 − 2√3/√14 = 0.0742: better in the mean, not significantly
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "`arm` 0.1200 vs strongest `ease` 0.1000" in r.numbers
+    assert "one-sample t-test of 3 seeds against the deterministic baseline: p=0.0742" in r.numbers
+    assert "not significantly" in r.numbers and r.seeds == (3, 3)
+    for seed, v in enumerate([0.119, 0.120, 0.121]):
+        run(tmp_path, "arm", seed, {"ndcg@20": v})
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))       # t = 20√3, p = 1 − 20√3/√1202 = 0.000832
+    assert r.status == SUPPORTED and "p=0.000832" in r.numbers
+    # a seeded baseline: Welch's t-test from its row's mean, sd and seed count; the table's own
+    # paired p (of the table's paper method) plays no part
+    seeded = [{**row, "sd": 0.001, "n_seeds": 3, "covers_seeds": False, "p_value": 0.9} for row in rows]
+    pd.DataFrame(seeded).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
+    [r] = evaluate_check(check(**spec), ctx(tmp_path))
+    assert r.status == SUPPORTED and "Welch's t-test over 3 and 3 seeds: p=" in r.numbers
+    # the table's form of the same check still judges the table's paper method
+    [r] = evaluate_check(check(kind="beats_strongest_baseline", metric="ndcg@20"), ctx(tmp_path))
+    assert r.status == CONTRADICTED and "`ours` 0.0500 vs strongest `ease` 0.1000" in r.numbers
+
+
 def test_beats_strongest_baseline_from_the_protocols_own_run_records(tmp_path):
     """A protocol whose simple baselines are run records (LRS: a per-user regression, no ranking table):
     the strongest is the best seed mean among those that ran, lower is better where the metric is an error."""

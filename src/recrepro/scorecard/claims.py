@@ -30,7 +30,7 @@ from recrepro.evaluation.exposure import lower_is_better
 from recrepro.records import read_record_json
 from recrepro.scorecard.claimrecords import ClaimRecords, ClaimsError, never_left_initialisation
 from recrepro.scorecard.claimspec import Check
-from recrepro.scorecard.stats import matched_seeds, paired_seed_ttest, table_seed_counts
+from recrepro.scorecard.stats import matched_seeds, paired_seed_ttest, seed_ttest_against_summary, table_seed_counts
 
 SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE = "supported", "contradicted", "mixed", "not testable here"
 #: The verdict classes the summary counts, in order.
@@ -623,6 +623,20 @@ def _strong_from_records(check: Check, ctx: Context) -> list[Result]:
     return out
 
 
+def _arm_against_row(method: str, best: pd.Series, ctx: Context, dataset: str, split: str | None,
+                     covers: bool) -> tuple[float, int, float | None, str, str] | None:
+    """``method``'s seed mean on ``dataset`` from the run records, against the strongest baseline's
+    table row ``best``: ``(mean, n_seeds, p_value, test name, method)``; None when it has no record."""
+    seeds = ctx.records.seeds(dataset, split or None, method, str(best["metric"]))
+    if not seeds:
+        return None
+    test = seed_ttest_against_summary(seeds, float(best["mean"]), float(best["sd"]), int(best["n_seeds"]), covers)
+    n = len(seeds) if covers else min(len(seeds), int(best["n_seeds"]))
+    if test is None:
+        return _mean(seeds), n, None, "", method
+    return _mean(seeds), n, test[0], f"{test[1]}: ", method
+
+
 def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
     if check.baselines:
         return _strong_from_records(check, ctx)
@@ -645,32 +659,44 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
     for (dataset, split, metric), rows in table.groupby(["dataset", "split", "metric"], sort=True):
         # a dataset with two protocols (gowalla: PRISM's random split, LightGCN's release) names its split
         where = f"{dataset} · {split}" if table.loc[table["dataset"] == dataset, "split"].nunique() > 1 else dataset
+        # a labelled check (one arm of the paper's method) names its arm in the label and the verdict's groups
+        label = f"{where} {metric}" + (f" ({check.label})" if check.label else "")
+        place = f"{where} {check.label}" if check.label else ""
         lower = lower_is_better(str(metric))  # Gini: the strongest baseline exposes items most evenly
         ran = rows[np.isfinite(pd.to_numeric(rows["mean"], errors="coerce"))]
         # a configured baseline with no record (`not run`) may be the strongest: it can still contradict
         # the claim through another baseline, but never let it pass
         not_run = sorted(set(rows["method"]) - set(ran["method"]))
         if ran.empty:
-            out.append(_missing(f"{where} {metric}", f"the tuned simple baselines on {where} ({metric})"))
+            out.append(_missing(label, f"the tuned simple baselines on {where} ({metric})"))
             continue
         best = ran.sort_values(["mean", "method"], ascending=[lower, True]).iloc[0]
-        ours = float(best["paper_mean"])
+        covers = str(best.get("covers_seeds", False)).lower() == "true"
+        if check.method:
+            # another arm of the paper's method (e.g. the released code's switches) than the table's:
+            # its run records against the strongest baseline's row, by a t-test over seeds
+            arm = _arm_against_row(check.method[0], best, ctx, str(dataset), str(split) or check.split, covers)
+            if arm is None:
+                out.append(_missing(label, f"`{check.method[0]}` on {where} ({metric})"))
+                continue
+            ours, n, p_value, p_name, method = arm
+        else:
+            ours, method, p_name = float(best["paper_mean"]), str(best["paper_method"]), ""
+            p_value = best.get("p_value")
+            # the comparison rests on the fewer seeds of the two; a deterministic baseline's one run per
+            # split stands for every seed (tables written before `covers_seeds` count its runs)
+            theirs = int(best.get("paper_n_seeds", best["n_seeds"]))
+            n = theirs if covers else min(int(best["n_seeds"]), theirs)
         if not np.isfinite(ours) or not np.isfinite(float(best["mean"])):
             # the paper's method (or the baseline) has no record on this split: nothing to compare
-            out.append(_missing(f"{where} {metric}", f"`{best['paper_method']}` on {where} ({metric})"))
+            out.append(_missing(label, f"`{method}` on {where} ({metric})"))
             continue
-        p_value = best.get("p_value")
         p_text = "" if not isinstance(p_value, (int, float)) or pd.isna(p_value) else \
-            (f", p={float(p_value):.3g}" if p_value > 0 else ", p<1e-300")
-        # the comparison rests on the fewer seeds of the two; a deterministic baseline's one run per
-        # split stands for every seed (tables written before `covers_seeds` count its runs)
-        theirs = int(best.get("paper_n_seeds", best["n_seeds"]))
-        covers = str(best.get("covers_seeds", False)).lower() == "true"
-        n = theirs if covers else min(int(best["n_seeds"]), theirs)
+            (f", {p_name}p={float(p_value):.3g}" if p_value > 0 else f", {p_name}p<1e-300")
         beats = ours < float(best["mean"]) if lower else ours > float(best["mean"])
         if beats and not_run:
-            out.append(_missing(f"{where} {metric}", f"`{'`, `'.join(not_run)}` on {where} (not run; "
-                                f"`{best['paper_method']}` {_fmt(ours)} beats the strongest of those run, "
+            out.append(_missing(label, f"`{'`, `'.join(not_run)}` on {where} (not run; "
+                                f"`{method}` {_fmt(ours)} beats the strongest of those run, "
                                 f"`{best['method']}` {_fmt(float(best['mean']))})"))
             continue
         beats, tie = _significant(beats, float(p_value) if p_text else None)
@@ -682,10 +708,10 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
                      if isinstance(edges, str) and edges else "")
         on_edge = [f"`{r['method']}`" for _, r in ran.iterrows()
                    if isinstance(r.get("pick_edges"), str) and r["pick_edges"]] if beats else []
-        out.append(Result(label=f"{where} {metric}", status=_status(beats),
+        out.append(Result(label=label, status=_status(beats), place=place,
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
                           on_edge=", ".join(on_edge),
-                          numbers=f"`{best['paper_method']}` {_fmt(ours)} vs strongest `{best['method']}` "
+                          numbers=f"`{method}` {_fmt(ours)} vs strongest `{best['method']}` "
                                   f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}"
                                   f"{'; the baseline is deterministic: one run' if covers else ''}{p_text}{tie}"
                                   f"{edge_text})"))

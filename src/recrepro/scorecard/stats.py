@@ -78,6 +78,30 @@ def paired_seed_ttest(ours: Mapping[int, float], baseline: Mapping[int, float]) 
     return len(seeds), float(result.statistic), float(result.pvalue), float(np.mean(ours_values - baseline_values))
 
 
+def seed_ttest_against_summary(ours: Mapping[int, float], mean: float, sd: float, n: int,
+                               fixed: bool) -> tuple[float, str] | None:
+    """A method's seeds against a baseline known by its mean, sd and count only (a table row).
+
+    ``fixed``: the baseline is deterministic, one value for every seed, so ``scipy.stats.ttest_1samp``
+    of the method's seeds against that value; otherwise Welch's t-test from the two sides' summary
+    statistics (``scipy.stats.ttest_ind_from_stats``, unequal variances), the runs of the two not
+    being paired.  Returns ``(p_value, what)`` or ``None`` when a side has fewer than 2 values.
+    """
+    from scipy import stats
+
+    values = np.array([ours[s] for s in sorted(ours)], dtype=np.float64)
+    if values.size < 2 or (not fixed and (n < 2 or not math.isfinite(sd))):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # constant seeds: nan, reported as undefined
+        if fixed:
+            result = stats.ttest_1samp(values, float(mean))
+            return float(result.pvalue), f"one-sample t-test of {values.size} seeds against the deterministic baseline"
+        result = stats.ttest_ind_from_stats(float(values.mean()), float(values.std(ddof=1)), int(values.size),
+                                            float(mean), float(sd), int(n), equal_var=False)
+    return float(result.pvalue), f"Welch's t-test over {values.size} and {int(n)} seeds"
+
+
 def paired_user_wilcoxon(ours: pd.DataFrame, baseline: pd.DataFrame, metric: str) -> PairedResult | None:
     """``scipy.stats.wilcoxon`` (two-sided, zero differences dropped) over shared users.
 
