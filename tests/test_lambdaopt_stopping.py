@@ -66,6 +66,7 @@ def test_a_gain_within_the_margin_does_not_start_the_patience_clock():
     # after epoch 8, stop after epoch 11
     assert (held.stopped, held.best_epoch, held.best_value, held.epochs_done) == ("patience", 8, 0.530, 11)
     assert held.summary()["gain_margin"] == 0.01 and anygain.summary()["gain_margin"] == 0.0
+    assert held.summary()["first_val_auc"] == 0.510
     # strictly more than the margin: exactly 0.01 above is not a gain (values exact in binary)
     edge = drive([0.5, 0.5078125, 0.5, 0.5, 0.5], patience=2, cap=5, wait_for_gain=True, gain_margin=0.0078125)
     assert (edge.stopped, edge.best_epoch, edge.epochs_done) == ("cap", 2, 5)
@@ -288,6 +289,13 @@ def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
                                ("sgda", 0, {"stopped": "cap", "best_epoch": 3185, "eval_every": 5}),
                                ("sgda", 1, {"stopped": "patience", "best_epoch": 900, "eval_every": 5}),
                                ("lambdaopt_d", 0, {"stopped": "cap", "best_epoch": 5, "eval_every": 5}),
+                               # to the cap, its best 0.004 above its first value: not past the margin
+                               ("lambdaopt_di", 0, {"stopped": "cap", "best_epoch": 2000, "eval_every": 5,
+                                                    "first_val_auc": 0.508, "best_val_auc": 0.512,
+                                                    "gain_margin": 0.01}),
+                               ("lambdaopt_di", 1, {"stopped": "cap", "best_epoch": 2000, "eval_every": 5,
+                                                    "first_val_auc": 0.508, "best_val_auc": 0.612,
+                                                    "gain_margin": 0.01}),
                                ("neumf", 0, None)):
         d = tmp_path / method / f"seed{seed}"
         d.mkdir(parents=True)
@@ -298,7 +306,8 @@ def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
     assert stops == {("toy", "lambdaopt_dui"): "1425 (patience)",
                      ("toy", "lambdaopt_du"): "5 (patience), at its first evaluation",
                      ("toy", "sgda"): "3185 (cap); 900 (patience)",
-                     ("toy", "lambdaopt_d"): "5 (cap), never above its first evaluation"}
+                     ("toy", "lambdaopt_d"): "5 (cap), never above its first evaluation",
+                     ("toy", "lambdaopt_di"): "2000 (cap), never more than 0.01 above its first evaluation; 2000 (cap)"}
     agg = pd.DataFrame([{"dataset": "toy", "method": m, "metric": "auc", "mean": 0.6, "std": float("nan"),
                          "count": 1} for m in ("lambdaopt_dui", "lambdaopt_du", "neumf")])
     md = table_markdown(agg, "paper", stops=stops)

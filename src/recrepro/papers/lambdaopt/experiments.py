@@ -429,10 +429,21 @@ def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
 GRANULARITY_METHODS = ["lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui"]
 
 
+def _within_margin(stop: Mapping[str, Any]) -> bool:
+    """Whether a run's best validation AUC is at most its ``gain_margin`` above its first (records
+    from before the margin or the first value was kept: no)."""
+    first, best, margin = stop.get("first_val_auc"), stop.get("best_val_auc"), stop.get("gain_margin")
+    if not all(isinstance(v, (int, float)) for v in (first, best, margin)) or not margin:
+        return False
+    return best - first <= margin
+
+
 def stopping_summary(run_dirs: Sequence[str | Path]) -> dict[tuple[str, str], str]:
     """``(dataset, method)`` -> how its seeds stopped: the best validation epoch of each seed and the
     rule that ended it (``375 (patience)``; ``at its first evaluation`` where the run never improved on
-    where it started: docs/deviations.md#lambdaopt-video-init). Runs without a stopping rule: absent."""
+    where it started; ``never more than 0.01 above its first evaluation`` where it ran to the cap without
+    clearing the stopping rule's ``gain_margin``: docs/deviations.md#lambdaopt-video-init). Runs
+    without a stopping rule: absent."""
     from recrepro.io import read_json
     from recrepro.scorecard.claims import never_left_initialisation
 
@@ -447,6 +458,8 @@ def stopping_summary(run_dirs: Sequence[str | Path]) -> dict[tuple[str, str], st
             text += ", at its first evaluation"
         elif stop.get("stopped") == "cap" and int(stop["best_epoch"]) <= int(stop.get("eval_every") or 1):
             text += ", never above its first evaluation"
+        elif stop.get("stopped") == "cap" and _within_margin(stop):
+            text += f", never more than {float(stop['gain_margin']):g} above its first evaluation"
         seeds.setdefault((meta["dataset"], meta["method"]), []).append((int(meta["seed"]), text))
     return {key: "; ".join(t for _, t in sorted(v)) for key, v in seeds.items()}
 
@@ -515,8 +528,10 @@ def table_markdown(agg: pd.DataFrame, tier: str, tests: pd.DataFrame | None = No
     lines = [f"# λOpt results table ({tier} tier)", "",
              "Test AUC, HR@K, NDCG@K (λOpt's per-positive metrics, optimistic ties), mean ± sd over seeds"
              + (", at each seed's best validation epoch (`best epoch (rule)`: the epoch and what ended the run, "
-                "patience or the cap, per seed; a run whose best is its first evaluation never left its "
-                "initialisation and no claim compares it)." if stops else "."), ""]
+                "patience or the cap, per seed; a run stopped on patience whose best is its first evaluation "
+                "never left its initialisation and no claim compares it; one that reached the cap no more than "
+                "the rule's gain margin above its first evaluation failed to learn, and counts)."
+                if stops else "."), ""]
     for dataset, part in agg.groupby("dataset"):
         extra = any(d == dataset for d, _ in stops)
         lines += [f"## {dataset}", "", "| method | " + " | ".join(TABLE_METRICS) + (" | best epoch (rule) |" if extra else " |"),

@@ -155,6 +155,7 @@ class ValidationMonitor:
                 "stopped": self.stopped,
                 "epochs_trained": self.epochs_done,
                 "best_epoch": self.best_epoch, "best_val_auc": self.best_value,
+                "first_val_auc": self.curve[0]["val_auc"] if self.curve else None,
                 "phases": self.phase + 1, "last_phase_start": self.phase_start}
 
     def state(self) -> dict[str, Any]:
