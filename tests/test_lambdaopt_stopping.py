@@ -302,12 +302,20 @@ def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
         meta = {"dataset": "toy", "method": method, "seed": seed, **({"stopping": stop} if stop else {})}
         (d / "metrics.json").write_text(json.dumps(meta))
         runs.append(d)
+    # a record from before the first value was kept: its history's first evaluation (0.508 again)
+    d = tmp_path / "lambdaopt_di" / "seed2"
+    d.mkdir()
+    (d / "metrics.json").write_text(json.dumps({"dataset": "toy", "method": "lambdaopt_di", "seed": 2, "stopping": {
+        "stopped": "cap", "best_epoch": 2000, "eval_every": 5, "best_val_auc": 0.515, "gain_margin": 0.01}}))
+    pd.DataFrame({"epoch": [4.0, 9.0], "val_auc": [0.508, 0.515]}).to_parquet(d / "history.parquet")
+    runs.append(d)
     stops = stopping_summary(runs)
     assert stops == {("toy", "lambdaopt_dui"): "1425 (patience)",
                      ("toy", "lambdaopt_du"): "5 (patience), at its first evaluation",
                      ("toy", "sgda"): "3185 (cap); 900 (patience)",
                      ("toy", "lambdaopt_d"): "5 (cap), never above its first evaluation",
-                     ("toy", "lambdaopt_di"): "2000 (cap), never more than 0.01 above its first evaluation; 2000 (cap)"}
+                     ("toy", "lambdaopt_di"): ("2000 (cap), never more than 0.01 above its first evaluation; 2000 (cap); "
+                                                 "2000 (cap), never more than 0.01 above its first evaluation")}
     agg = pd.DataFrame([{"dataset": "toy", "method": m, "metric": "auc", "mean": 0.6, "std": float("nan"),
                          "count": 1} for m in ("lambdaopt_dui", "lambdaopt_du", "neumf")])
     md = table_markdown(agg, "paper", stops=stops)

@@ -429,10 +429,15 @@ def results_table(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
 GRANULARITY_METHODS = ["lambdaopt_d", "lambdaopt_du", "lambdaopt_di", "lambdaopt_dui"]
 
 
-def _within_margin(stop: Mapping[str, Any]) -> bool:
-    """Whether a run's best validation AUC is at most its ``gain_margin`` above its first (records
-    from before the margin or the first value was kept: no)."""
+def _within_margin(stop: Mapping[str, Any], run_dir: Path) -> bool:
+    """Whether a run's best validation AUC is at most its ``gain_margin`` above its first (a record
+    from before the first value was kept: the first evaluation of its history, one curve only;
+    a record from before the margin: no)."""
     first, best, margin = stop.get("first_val_auc"), stop.get("best_val_auc"), stop.get("gain_margin")
+    if first is None and (run_dir / "history.parquet").is_file():
+        history = pd.read_parquet(run_dir / "history.parquet")
+        evaluated = history["val_auc"].dropna() if "val_auc" in history and "lam" not in history else ()
+        first = float(evaluated.iloc[0]) if len(evaluated) else None
     if not all(isinstance(v, (int, float)) for v in (first, best, margin)) or not margin:
         return False
     return best - first <= margin
@@ -458,7 +463,7 @@ def stopping_summary(run_dirs: Sequence[str | Path]) -> dict[tuple[str, str], st
             text += ", at its first evaluation"
         elif stop.get("stopped") == "cap" and int(stop["best_epoch"]) <= int(stop.get("eval_every") or 1):
             text += ", never above its first evaluation"
-        elif stop.get("stopped") == "cap" and _within_margin(stop):
+        elif stop.get("stopped") == "cap" and _within_margin(stop, r):
             text += f", never more than {float(stop['gain_margin']):g} above its first evaluation"
         seeds.setdefault((meta["dataset"], meta["method"]), []).append((int(meta["seed"]), text))
     return {key: "; ".join(t for _, t in sorted(v)) for key, v in seeds.items()}
