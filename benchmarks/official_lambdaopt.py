@@ -75,7 +75,8 @@ Runtime patches (the code was written for torch 1.x / Python 3.5; nothing in the
 
 Output: one JSON line per evaluation (``--out``): ``epoch`` (the engine's epoch index), ``steps``
 (real MF steps so far), ``val_auc``, ``auc``, ``pp_hr@50/100``, ``pp_ndcg@50/100``, the mean user /
-item λ (``dui``; the fixed λ for ``fix``), CPU seconds.  ``--compare <our run folder>`` reads our
+item λ (``dui``; the fixed λ for ``fix``), CPU seconds.  The pipeline reads it committed gzipped
+(``gzip -9n``: ``results/paper/lambdaopt/official/<dataset>_<dui|fix>_seed<k>.jsonl.gz``).  ``--compare <our run folder>`` reads our
 record's ``history.parquet`` (row ``epoch`` e is the state after e + 1 epochs: official epoch k is our
 row k − 1; for a ``lambdaopt_dui_code`` record, whose epoch is one sampler pass with half its batches
 real steps, our epoch 2k) and ``metrics.json`` and prints both validation curves at common epochs, each

@@ -2,7 +2,7 @@
 
 ``benchmarks/official_lambdaopt.py`` runs yihong-chen/lambda-opt@fdaa44d (built outside the repository)
 on our temporal split and scores its tables with our evaluator after every official epoch; the curves
-are committed as ``results/<tier>/lambdaopt/official/<dataset>_<variant>_seed<k>.jsonl`` (``dui``: the
+are committed gzipped as ``results/<tier>/lambdaopt/official/<dataset>_<variant>_seed<k>.jsonl.gz`` (``dui``: the
 Amazon alter script, MF-λOpt-DUI; ``fix``: the fixed script at our λFix record's λ).  This module reads
 them, applies the paper tier's stopping rule (:class:`~recrepro.papers.lambdaopt.stopping.ValidationMonitor`)
 to each, and sets the released code's DUI − λFix gap beside ours, under the released code's switches
@@ -18,6 +18,7 @@ state after e + 1 of its epochs).
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import re
@@ -37,7 +38,7 @@ __all__ = ["OFFICIAL_VARIANTS", "METRICS", "best_by_validation", "epochs_per_off
 OFFICIAL_VARIANTS = {"dui": ("lambdaopt_dui_code", "lambdaopt_dui"), "fix": ("lambdafix",)}
 #: the test metrics the table shows (the records' results table's)
 METRICS = ("auc", "pp_hr@50", "pp_hr@100", "pp_ndcg@50", "pp_ndcg@100")
-_NAME = re.compile(r"(?P<dataset>.+)_(?P<variant>dui|fix)_seed(?P<seed>\d+)\.jsonl")
+_NAME = re.compile(r"(?P<dataset>.+)_(?P<variant>dui|fix)_seed(?P<seed>\d+)\.jsonl(?:\.gz)?")
 
 
 class _Curve:
@@ -76,7 +77,8 @@ def best_by_validation(curve: Sequence[tuple[int, float]], patience: int | None 
 
 def official_curve_files(tier: str) -> list[str]:
     """The released code's curves committed for ``tier`` (``benchmarks/official_lambdaopt.py``)."""
-    return sorted(str(p) for p in Path(f"results/{tier}/lambdaopt/official").glob("*.jsonl"))
+    folder = Path(f"results/{tier}/lambdaopt/official")
+    return sorted(str(p) for pattern in ("*.jsonl", "*.jsonl.gz") for p in folder.glob(pattern))
 
 
 def official_curves(files: Sequence[str | Path]) -> list[tuple[dict[str, str], pd.DataFrame]]:
@@ -85,8 +87,10 @@ def official_curves(files: Sequence[str | Path]) -> list[tuple[dict[str, str], p
     for path in sorted(map(Path, files)):
         m = _NAME.fullmatch(path.name)
         if m is None:
-            raise ValueError(f"{path}: expected <dataset>_<dui|fix>_seed<k>.jsonl")
-        frame = pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+            raise ValueError(f"{path}: expected <dataset>_<dui|fix>_seed<k>.jsonl (or .jsonl.gz)")
+        # gzipped where committed: the curves' full-precision numbers take a third of the room
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        frame = pd.DataFrame([json.loads(line) for line in text.splitlines() if line.strip()])
         if len(frame):
             curves.append((m.groupdict(), frame))
     return curves
