@@ -10,6 +10,8 @@ A difference is allowed only where the record itself shows that it changes nothi
 * λOpt ``wait_for_gain`` (absent in the records made before it): it only acts while a run's best
   validation AUC is still its first evaluation, so a record whose curve beat that value within the
   patience is what the rule gives (docs/deviations.md#lambdaopt-video-init).
+* λOpt ``gain_margin`` (absent in the records made before it): a record whose every curve cleared
+  the margin or ran to the cap is what the rule gives (the drift module's test).
 * FedRAP ``negative_pool``: the driver records it in ``metrics.json``, not in the provenance settings.
 * PRISM ``device``: a record made on a GPU (``--config device=cuda``) answers to the same job.
 """
@@ -31,10 +33,17 @@ def _records(paper: str) -> list[Path]:
     return sorted((RUNS / paper / "runs").glob("*/*/*/seed*/provenance.json"))
 
 
-def _neutral_lambdaopt(key: str, metrics: dict, run_dir: Path) -> bool:
-    """Whether ``wait_for_gain`` could not have acted on this run: its validation curve beat its first
+def _neutral_lambdaopt(key: str, values: tuple, metrics: dict, run_dir: Path) -> bool:
+    """Whether ``gain_margin`` (``values``: recorded, today's) could not have acted on this run (every
+    curve cleared it or ran to the cap: :func:`recrepro.papers.lambdaopt.drift.same_without_margin`),
+    or ``wait_for_gain`` could not have: its validation curve beat its first
     value (in the first phase) less than ``patience`` epochs after it, so patience never came due
     while the first evaluation was the best (read from the committed curve, ``history.parquet``)."""
+    if key == "gain_margin" and values[0] is None:   # made when any gain counted: the drift module's rule
+        from recrepro.papers.lambdaopt.drift import same_without_margin
+
+        recorded = json.loads((run_dir / "provenance.json").read_text())["config"]["settings"]
+        return same_without_margin(run_dir, recorded, float(values[1]))[0]
     if key != "wait_for_gain":
         return False
     import pandas as pd
@@ -76,7 +85,7 @@ def settings_differences(paper: str, provenance: Path, config: dict) -> dict[str
         got.setdefault("negative_pool", metrics.get("negative_pool"))
     diff = {k: (got.get(k), want.get(k)) for k in sorted(set(got) | set(want)) if got.get(k) != want.get(k)}
     if paper == "lambdaopt":
-        diff = {k: v for k, v in diff.items() if not _neutral_lambdaopt(k, metrics, provenance.parent)}
+        diff = {k: v for k, v in diff.items() if not _neutral_lambdaopt(k, v, metrics, provenance.parent)}
     return diff
 
 

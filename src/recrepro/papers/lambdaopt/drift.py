@@ -30,7 +30,7 @@ from recrepro.io import read_json
 from recrepro.drift import records_drift
 from recrepro.papers.lambdaopt.experiments import rule_settings
 
-__all__ = ["record_drift"]
+__all__ = ["record_drift", "same_without_margin"]
 
 
 def _first_gain_epochs(history: pd.DataFrame) -> list[float]:
@@ -57,7 +57,7 @@ def _phase0_curves(history: pd.DataFrame) -> list[pd.DataFrame]:
     return [c.sort_values("epoch") for c in curves]
 
 
-def _same_without_margin(run_dir: Path, settings: Mapping[str, Any], margin: float) -> tuple[bool, str]:
+def same_without_margin(run_dir: Path, settings: Mapping[str, Any], margin: float) -> tuple[bool, str]:
     if settings.get("patience") is None:
         return True, "no stopping rule: gain_margin has nothing to hold"
     cap = int(settings["epochs"])
@@ -96,7 +96,7 @@ def _equivalent(run_dir: Path, setting: str, old: Any, new: Any) -> tuple[bool, 
         return _same_without_wait(run_dir, settings)
     if setting == "settings.gain_margin" and old is None and isinstance(new, int | float) and new >= 0:
         settings = (read_json(run_dir / "provenance.json").get("config") or {}).get("settings") or {}
-        return _same_without_margin(run_dir, settings, float(new))
+        return same_without_margin(run_dir, settings, float(new))
     return None
 
 
