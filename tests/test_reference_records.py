@@ -393,12 +393,16 @@ def test_record_parquets_are_written_compact_and_old_ones_rewritten_with_the_sam
     written = tmp_path / "history.parquet"
     assert pq.read_metadata(written).row_group(0).column(1).statistics is None  # no column statistics
     assert pq.read_schema(written).metadata is None  # neither pandas metadata nor a stored Arrow schema
+    floats, ints = pq.read_metadata(written).row_group(0).column(1), pq.read_metadata(written).row_group(0).column(0)
+    assert "BYTE_STREAM_SPLIT" in floats.encodings and "RLE_DICTIONARY" not in floats.encodings
+    assert "RLE_DICTIONARY" in ints.encodings  # only the float columns go without a dictionary
     compact_size = written.stat().st_size
     # the earlier layout: statistics and the Arrow schema stored; normalising rewrites it smaller
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None), written,
                    compression="zstd")
     assert written.stat().st_size > compact_size
-    assert normalise_run_dir(tmp_path) == ["history.parquet: no column statistics or stored Arrow schema"]
+    assert normalise_run_dir(tmp_path) == [
+        "history.parquet: no column statistics or stored Arrow schema; floats byte-stream-split, no dictionary"]
     assert written.stat().st_size == compact_size
     back = pd.read_parquet(written)
     pd.testing.assert_frame_equal(back, frame)  # same values and dtypes (the all-null column included)

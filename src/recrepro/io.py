@@ -134,10 +134,19 @@ def write_parquet_table(table: Any, path: str | Path) -> None:
     A record is a handful of files of a few kB, each taking whole 4 KiB disk blocks; the statistics
     and the serialised Arrow schema are a third of a small history's bytes and nothing reads them
     (pandas reads the same columns and dtypes back from the parquet schema alone).
+
+    Float columns are stored byte-stream-split (each value's bytes grouped by position before zstd)
+    and without a dictionary (a metric's values are nearly all distinct, so a dictionary only adds a
+    copy of them): lossless, read back by any parquet reader, and together a fifth smaller on the
+    committed records, most on long per-epoch histories and per-item magnitudes.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=False)
+    floats = [field.name for field in table.schema if pa.types.is_floating(field.type)]
+    others = [field.name for field in table.schema if field.name not in floats]
+    pq.write_table(table, path, compression="zstd", compression_level=19, write_statistics=False,
+                   store_schema=False, use_byte_stream_split=floats or False, use_dictionary=others or False)
 
 
 def compact_parquet_file(path: str | Path) -> bool:
