@@ -630,3 +630,119 @@ def test_a_point_ledger_is_dropped_for_other_code_and_held_by_one_process(tmp_pa
     assert PointLedger(path, key).row(0) is None  # other code: the grid starts again
     ledger.remove()
     assert not path.exists() and not checkpoints.lock_path(path).exists()
+
+
+def test_the_walk_past_an_edge_by_hand():
+    from recrepro.grid_search import beyond_edges, check_beyond
+
+    grid = [{"alpha": a, "k": k} for a in (0.5, 1.0) for k in (50, 200)]
+    beyond = {"alpha": [0.1, 0.25, 1.5], "k": [20, 500, 1000]}
+    # picked at (0.5, 200): the smallest alpha and the largest k; one step out on each, the rest held
+    scores = [0.1, 0.4, 0.2, 0.3]
+    assert beyond_edges(grid, scores, beyond) == [{"alpha": 0.25, "k": 200}, {"alpha": 0.5, "k": 500}]
+    # the step on k won: k walks on to 1000; alpha (0.25 scored and lost) is inside its searched range now
+    walked = grid + [{"alpha": 0.25, "k": 200}, {"alpha": 0.5, "k": 500}]
+    assert beyond_edges(walked, scores + [0.35, 0.45], beyond) == [{"alpha": 0.5, "k": 1000}]
+    # the list ends: the pick stays on the edge, and nothing more is scored
+    assert beyond_edges(walked + [{"alpha": 0.5, "k": 1000}], scores + [0.35, 0.45, 0.5], beyond) == []
+    # inside the grid on every walked setting: no step; no beyond list: no step
+    assert beyond_edges(grid + [{"alpha": 0.75, "k": 100}], scores + [0.9], beyond) == []
+    assert beyond_edges(grid, scores, {}) == [] and beyond_edges(grid, scores, None) == []
+    # a setting the grid holds at one value is no edge, as in grid_edges
+    assert beyond_edges([{"lam": 1.0, "k": 5}, {"lam": 2.0, "k": 5}], [0.2, 0.1], {"k": [10]}) == []
+    check_beyond({"lam": [1.0, 10.0]}, {"lam": [0.1, 100.0]})
+    with pytest.raises(ValueError, match="outside the grid's 1..10"):
+        check_beyond({"lam": [1.0, 10.0]}, {"lam": [5.0, 100.0]})
+    with pytest.raises(ValueError, match="does not search"):
+        check_beyond({"lam": [1.0, 10.0]}, {"k": [5]})
+
+
+def _walk_spies(monkeypatch, best_k):
+    """Validation ndcg@20 of an ItemKNN point made -(log k - log best_k)²: hand-checkable picks."""
+    import math
+
+    import recrepro.strong as strong
+
+    current, fits = {}, []
+    real_make, real_eval = strong.make_model, strong._evaluate
+
+    def make(model, settings, seed, device):
+        current.update(settings)
+        fits.append(settings["k"])
+        return real_make(model, settings, seed, device)
+
+    def evaluate(model, split, evaluation, device, batch_size):
+        result = real_eval(model, split, evaluation, device, batch_size)
+        if evaluation["target"] == "validation":
+            result.overall["ndcg@20"] = -(math.log(current["k"]) - math.log(best_k)) ** 2
+        return result
+
+    monkeypatch.setattr(strong, "make_model", make)
+    monkeypatch.setattr(strong, "_evaluate", evaluate)
+    return fits
+
+
+@pytest.mark.parametrize("beyond, best_k, walked, pick, edges", [
+    ({"k": [1, 2, 40]}, 30, [40], 40, "k (largest)"),        # one step out, then the list ends
+    ({"k": [1, 2, 25, 40]}, 30, [25, 40], 25, ""),           # out until the pick is inside
+    ({"k": [1, 2, 25, 40]}, 3, [2, 1], 2, ""),               # down the other side
+    ({}, 30, [], 20, "k (largest)"),                         # no list: the grid alone
+])
+def test_tune_and_test_walks_past_the_edge_and_the_table_names_the_points(tmp_path, monkeypatch, beyond, best_k,
+                                                                          walked, pick, edges):
+    import recrepro.strong as strong
+    from conftest import build_synthetic_split
+    from recrepro.datasets.synthetic import SyntheticSpec
+    from recrepro.io import read_json
+
+    split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
+                                  "prism", 5, "random_ratio", 123)
+    fits = _walk_spies(monkeypatch, best_k)
+    evaluation = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test", "ks": [20]}
+    meta = {"dataset": "synthetic", "protocol": "prism", "split": "random_ratio", "tier": "smoke"}
+    out = strong.tune_and_test(split_dir=split, model="itemknn", grid={"k": [5, 20]}, fixed={"shrink": 0.0},
+                               evaluation=evaluation, select="ndcg@20", seeds=[0], out_dir=tmp_path / "out",
+                               meta=meta, beyond=beyond)
+    assert [p["settings"]["k"] for p in out["points"]] == [5, 20, *walked]
+    assert [p.get("beyond", False) for p in out["points"]] == [False, False] + [True] * len(walked)
+    assert out["settings"]["k"] == pick and out["grid_points"] == 2 + len(walked)
+    assert out.get("beyond_points", 0) == len(walked) and out.get("beyond", {}) == beyond
+    assert fits[:2 + len(walked)] == [5, 20, *walked]
+    grid = read_json(tmp_path / "out/grid.json")
+    assert strong.pick_edges([(tmp_path / "out/grid.json", grid)]) == edges
+    assert read_json(tmp_path / "out/seed0/provenance.json")["config"].get("beyond", {}) == beyond
+    assert strong._points_text(grid) == "2-point grid" + (
+        f" and {len(walked)} point{'' if len(walked) == 1 else 's'} past its edges" if walked else "")
+
+
+def test_a_walk_killed_midway_resumes_from_its_ledger(tmp_path, monkeypatch):
+    import recrepro.strong as strong
+    from conftest import build_synthetic_split
+    from recrepro.datasets.synthetic import SyntheticSpec
+    from recrepro.io import read_json
+
+    split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
+                                  "prism", 5, "random_ratio", 123)
+    fits = _walk_spies(monkeypatch, 30)
+    evaluation = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test", "ks": [20]}
+    meta = {"dataset": "synthetic", "protocol": "prism", "split": "random_ratio", "tier": "smoke"}
+    ledger = tmp_path / "points.json"
+    real_make = strong.make_model
+
+    def dies_at_40(model, settings, seed, device):
+        if settings["k"] == 40:
+            raise KeyboardInterrupt("killed")
+        return real_make(model, settings, seed, device)
+
+    monkeypatch.setattr(strong, "make_model", dies_at_40)
+    kwargs = dict(split_dir=split, model="itemknn", grid={"k": [5, 20]}, fixed={"shrink": 0.0}, evaluation=evaluation,
+                  select="ndcg@20", seeds=[0], out_dir=tmp_path / "out", meta=meta, beyond={"k": [25, 40]},
+                  checkpoint=ledger)
+    with pytest.raises(KeyboardInterrupt):
+        strong.tune_and_test(**kwargs)
+    assert [r["settings"]["k"] for r in read_json(ledger)["rows"]] == [5, 20, 25]
+    monkeypatch.undo()
+    fits = _walk_spies(monkeypatch, 30)
+    out = strong.tune_and_test(**kwargs)
+    assert out["resumed_points"] == [0, 1, 2] and fits[0] == 40  # only the walk's last step is fitted again
+    assert [p["settings"]["k"] for p in out["points"]] == [5, 20, 25, 40] and out["settings"]["k"] == 25

@@ -183,7 +183,7 @@ def cmd_strong_tune(args: argparse.Namespace) -> None:
     tune_and_test(split_dir=Path(args.split_dir), model=args.model, grid=args.grid, fixed=args.fixed,
                   evaluation=args.evaluation, select=args.select, seeds=args.seeds, out_dir=Path(args.out_dir),
                   meta=args.meta, device=args.device, batch_size=args.batch_size,
-                  checkpoint=Path(args.checkpoint) if args.checkpoint else None)
+                  checkpoint=Path(args.checkpoint) if args.checkpoint else None, beyond=args.beyond)
 
 
 def cmd_strong_table(args: argparse.Namespace) -> None:
@@ -415,6 +415,8 @@ def _add_strong(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, choices=["mostpop", "itemknn", "rp3beta", "ease", "ials"])
     add_json(p, "--grid", default={}, help="setting -> list of values, as JSON")
     add_json(p, "--fixed", default={}, help="settings not searched, as JSON")
+    add_json(p, "--beyond", default={}, help="setting -> values past the grid's range that a pick on its edge "
+             "walks through, one step at a time, as JSON")
     p.add_argument("--select", required=True, help="validation metric that picks the point (e.g. ndcg@20)")
     p.add_argument("--seeds", type=int_list, required=True, help="model seeds, comma-separated")
     p.set_defaults(func=cmd_strong_tune)

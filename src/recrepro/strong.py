@@ -25,8 +25,8 @@ iALS solves their rows with V fixed, as exADMM's own iALS does.
 
 from __future__ import annotations
 
+import functools
 import importlib
-import itertools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recrepro.evaluation.exposure import lower_is_better
+from recrepro.grid_search import beyond_edges, check_beyond, expand_grid, grid_edges, pick_point
 from recrepro.io import read_json, read_yaml_entries, sha256_file, write_json, write_text
 
 if TYPE_CHECKING:  # the rules import this module for its config helpers: no torch, no pandas at parse time
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.models.base import Recommender
     from recrepro.runs import SplitData
 
-__all__ = ["MODELS", "PointLedger", "ReferencesError", "expand_grid", "grid_edges", "load_references", "make_model",
+__all__ = ["MODELS", "PointLedger", "ReferencesError", "beyond_edges", "expand_grid", "grid_edges", "load_references", "make_model",
            "model_class", "pick_point", "record_drift", "setting_floors", "strong_table", "tune_and_test", "validation_section"]
 
 #: Models and whether a seed changes their fit.
@@ -80,57 +81,6 @@ def make_model(name: str, settings: Mapping[str, Any], seed: int = 0, device: st
     if name == "ials":
         return cls(seed=seed, device=device, log_losses=False, **settings)
     return cls(**settings)
-
-
-def expand_grid(grid: Mapping[str, Sequence[Any]] | None, fixed: Mapping[str, Any] | None = None
-                ) -> list[dict[str, Any]]:
-    """The grid's points in a fixed order: the Cartesian product of ``grid``'s lists (keys sorted),
-    each merged over ``fixed``.  An empty grid is one point, ``fixed``."""
-    grid = dict(grid or {})
-    fixed = dict(fixed or {})
-    clash = sorted(set(grid) & set(fixed))
-    if clash:
-        raise ValueError(f"settings both fixed and searched: {clash}")
-    keys = sorted(grid)
-    for key in keys:
-        if not isinstance(grid[key], (list, tuple)) or not grid[key]:
-            raise ValueError(f"grid entry {key!r} must be a non-empty list, got {grid[key]!r}")
-    return [{**fixed, **dict(zip(keys, values))} for values in itertools.product(*(grid[k] for k in keys))]
-
-
-def pick_point(scores: Sequence[float]) -> int:
-    """Index of the best validation score; the first in grid order wins a tie.  NaN never wins."""
-    arr = np.asarray(scores, dtype=np.float64)
-    if arr.size == 0 or np.all(np.isnan(arr)):
-        raise ValueError("no grid point has a finite validation score")
-    return int(np.nanargmax(arr))
-
-
-def grid_edges(points: Sequence[Mapping[str, Any]], pick: Mapping[str, Any],
-               floors: Mapping[str, float] | None = None) -> list[str]:
-    """The keys at whose searched range's end ``pick`` sits, e.g. ``["lam (smallest)"]``: a
-    pick on an edge may have a better point beyond it (keys with one searched value are not edges).
-    ``floors``: settings' smallest allowed values (a model's ``SETTING_FLOORS``); a smallest value
-    equal to its floor has nothing beyond it and is not an edge.
-
-    >>> grid_edges([{"lam": 0.1, "mu": 1.0}, {"lam": 0.01, "mu": 1.0}, {"lam": 0.001, "mu": 1.0}],
-    ...            {"lam": 0.001, "mu": 1.0})
-    ['lam (smallest)']
-    >>> grid_edges([{"shrink": 0.0}, {"shrink": 10.0}], {"shrink": 0.0}, floors={"shrink": 0.0})
-    []
-    """
-    floors = floors or {}
-    edges = []
-    for key, value in pick.items():
-        values = sorted({p[key] for p in points if isinstance(p.get(key), (int, float))})
-        if len(values) < 2 or not isinstance(value, (int, float)):
-            continue
-        if value == values[0]:
-            if floors.get(key) != value:
-                edges.append(f"{key} (smallest)")
-        elif value == values[-1]:
-            edges.append(f"{key} (largest)")
-    return edges
 
 
 def setting_floors(model: str) -> dict[str, float]:
@@ -201,8 +151,12 @@ def fit_memory_mb(model: str, fixed: Mapping[str, Any] | None, n_items: int) -> 
 def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[Any]] | None,
                   fixed: Mapping[str, Any] | None, evaluation: Mapping[str, Any], select: str,
                   seeds: Sequence[int], out_dir: Path, meta: Mapping[str, Any], device: str = "cpu",
-                  batch_size: int = 2048, checkpoint: Path | None = None) -> dict[str, Any]:
+                  batch_size: int = 2048, checkpoint: Path | None = None,
+                  beyond: Mapping[str, Sequence[Any]] | None = None) -> dict[str, Any]:
     """Tune ``model`` on the validation part, test the pick on every seed, write the records.
+
+    ``beyond``: setting -> values past the grid's range; after the grid, the pick walks outward
+    through them while it sits on an edge (:func:`beyond_edges`), one scored point per step.
 
     Writes ``out_dir/seed<k>/`` (run records of the test part at the pick; a deterministic
     model has one, under the first seed) and then ``out_dir/grid.json``.  Returns its content.
@@ -224,20 +178,24 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
     train = split.csr(val_eval["fit"])
     # the test model is fitted on more than the tuned one (lightgcn_given_val: train + validation)
     refit = list(val_eval["fit"]) != list(evaluation["fit"])
+    check_beyond(grid, beyond)
     points = expand_grid(grid, fixed)
     ledger = PointLedger(checkpoint, {
-        "model": model, "points": points, "evaluation": dict(val_eval), "select": select, "seed": int(seeds[0]),
-        "batch_size": int(batch_size), "split_manifest_sha256": sha256_file(split.dir / "manifest.json")})
+        "model": model, "points": list(points), "evaluation": dict(val_eval), "select": select,
+        "seed": int(seeds[0]), "batch_size": int(batch_size), **({"beyond": dict(beyond)} if beyond else {}),
+        "split_manifest_sha256": sha256_file(split.dir / "manifest.json")})
     rows, best, best_model, resumed = [], -np.inf, None, []
-    for i, settings in enumerate(points):
-        if (row := ledger.row(i)) is not None:
+
+    def score(i: int, settings: dict[str, Any], walked: bool) -> None:
+        nonlocal best, best_model
+        if (row := ledger.row(i, settings)) is not None:
             rows.append(row)
             resumed.append(i)
             print(f"{model} point {i} {_settings_text(settings)}: validation {select} "
                   f"{row[f'val:{select}']:.5f} (from the checkpoint)", flush=True)
             if row[f"val:{select}"] > best:  # its model was not kept: refitted at the pick
                 best, best_model = row[f"val:{select}"], None
-            continue
+            return
         started, cpu_started = time.perf_counter(), time.process_time()
         fitted = make_model(model, settings, seeds[0], device).fit(train)
         fit_seconds = time.perf_counter() - started
@@ -246,15 +204,25 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
             raise ValueError(f"select metric {select!r} not among the validation metrics {sorted(result.overall)}")
         value = float(result.overall[select])
         rows.append({"point": i, "settings": settings, f"val:{select}": value, "fit_seconds": fit_seconds,
-                     "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started})
+                     "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu_started,
+                     **({"beyond": True} if walked else {})})
         ledger.add(rows[-1])
-        print(f"{model} point {i} {_settings_text(settings)}: validation {select} {value:.5f}", flush=True)
+        print(f"{model} point {i} {_settings_text(settings)}: validation {select} {value:.5f}"
+              + (" (past the grid's edge)" if walked else ""), flush=True)
         if value > best:  # strict: the first of equal scores stays (pick_point's rule)
             # refit: not needed again; a large model (EASE on gowalla: 6.7 GB) is not kept beside the
             # next point's fit, which would double the job's peak memory: it is refitted at the pick
             keep = not refit and _array_bytes(fitted) <= KEEP_BEST_BYTES
             best, best_model = value, (fitted if keep else None)
         del fitted
+
+    for i, settings in enumerate(points):
+        score(i, settings, walked=False)
+    n_grid = len(points)
+    while steps := beyond_edges(points, [r[f"val:{select}"] for r in rows], beyond):
+        for settings in steps:
+            points.append(settings)
+            score(len(points) - 1, settings, walked=True)
     pick = pick_point([r[f"val:{select}"] for r in rows])
     chosen = points[pick]
     run_seeds = list(seeds) if MODELS[model] else [seeds[0]]
@@ -273,6 +241,7 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
                   "selected_by": f"validation {select}", "grid_points": len(points),
                   f"val:{select}_at_pick": rows[pick][f"val:{select}"]},
             config_slice={"model": model, "grid": dict(grid or {}), "fixed": dict(fixed or {}),
+                          **({"beyond": dict(beyond)} if beyond else {}),
                           "evaluation": dict(evaluation), "select": select, "batch_size": batch_size},
             seed=seed, device=device, started_at=started)
         runs.append(f"seed{seed}")
@@ -280,6 +249,9 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
                "select": select, "grid_points": len(points), "grid": dict(grid or {}), "fixed": dict(fixed or {}),
                "points": rows, "pick": pick, "settings": chosen, "seeds": run_seeds, "runs": runs,
                "deterministic": not MODELS[model]}
+    if beyond:
+        summary["beyond"] = dict(beyond)
+        summary["beyond_points"] = len(points) - n_grid
     if resumed:
         summary["resumed_points"] = resumed
     write_json(out_dir / "grid.json", summary)
@@ -318,8 +290,15 @@ class PointLedger:
                 print(f"{self.path}: written for another grid, split, evaluation or code: the grid starts again",
                       flush=True)
 
-    def row(self, point: int) -> dict[str, Any] | None:
-        return self.rows.get(point)
+    def row(self, point: int, settings: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The stored row of ``point``; ``None`` when there is none or it scored other ``settings`` (a
+        walk past the grid's edge numbers its points in the order it takes them)."""
+        import json
+
+        row = self.rows.get(point)
+        if row is None or settings is None:
+            return row
+        return row if row.get("settings") == json.loads(json.dumps(dict(settings), default=str)) else None
 
     def add(self, row: Mapping[str, Any]) -> None:
         self.rows[int(row["point"])] = dict(row)
@@ -373,11 +352,14 @@ def grid_records(config: Mapping[str, Any], tier: str, paper: str) -> list[str]:
 
 def tune_params(config: Mapping[str, Any], tier: str, dataset: str, protocol: str, split: str, model: str
                 ) -> dict[str, Any]:
-    """What ``recrepro strong tune`` needs for one job: evaluation, grid, fixed, select, seeds."""
+    """What ``recrepro strong tune`` needs for one job: evaluation, grid, fixed, beyond, select, seeds.
+    A protocol with ``beyond_edges: false`` searches its grid only (``beyond`` empty)."""
     entry = protocol_entry(config, tier, dataset, protocol, split)
     search = entry_models(config, tier, entry)[model]
     return {"evaluation": entry_evaluation(config, entry), "grid": search.get("grid", {}),
-            "fixed": search.get("fixed", {}), "select": entry["select"],
+            "fixed": search.get("fixed", {}),
+            "beyond": search.get("beyond", {}) if entry.get("beyond_edges", True) else {},
+            "select": entry["select"],
             "seeds": ",".join(str(s) for s in entry["seeds"])}
 
 
@@ -555,10 +537,10 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
         # one grid per split seed (PRISM's three random splits): the runs of all of them
         run_dirs = [f.parent / r for f, g in grids for r in g["runs"]]
         picks = list(dict.fromkeys(_settings_text(g["settings"]) or "-" for _, g in grids))
-        sizes = sorted({g["grid_points"] for _, g in grids})
+        sizes = list(dict.fromkeys(_points_text(g) for _, g in sorted(grids, key=lambda fg: fg[1]["grid_points"])))
         n_splits = len(proto.get("split_seeds") or []) or len(grids)
         edges = pick_edges(grids)
-        budget = (f"{'/'.join(map(str, sizes))}-point grid, picked on validation {grids[0][1]['select']}"
+        budget = (f"{' / '.join(sizes)}, picked on validation {grids[0][1]['select']}"
                   + (f" of each of {len(grids)} splits" if len(grids) > 1 else "")
                   + (f" ({len(grids)} of {n_splits} splits run)" if len(grids) < n_splits else "")
                   + (f"; pick on the grid's edge in {edges}: a better point may lie beyond" if edges else ""))
@@ -593,6 +575,13 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
     write_text(out_csv, frame.to_csv(index=False, float_format="%.6g"))
     write_text(Path(out_md), render_markdown(frame, title, load_references() if references is None else references))
     return frame
+
+
+def _points_text(grid: Mapping[str, Any]) -> str:
+    """``"16-point grid"``, or ``"16-point grid and 3 points past its edges"`` after a walk."""
+    walked = int(grid.get("beyond_points") or 0)
+    text = f"{grid['grid_points'] - walked}-point grid"
+    return text + (f" and {walked} point{'' if walked == 1 else 's'} past its edges" if walked else "")
 
 
 def pick_edges(grids: Sequence[tuple[Path, Mapping[str, Any]]]) -> str:
@@ -712,16 +701,36 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
                          "why": "not in the configuration today: no table reads it (delete it, or restore the entry)"})
             continue
         seeds = [int(s) for s in str(now["seeds"]).split(",")]
-        search_now = {"grid": now["grid"], "fixed": now["fixed"], "select": now["select"]}
+        search_now = {"grid": now["grid"], "fixed": now["fixed"], "beyond": now["beyond"] or {},
+                      "select": now["select"]}
         summary = read_json(grid_file)
-        recorded = {"search": {k: summary.get(k) for k in search_now},
+        # a record made before the walk past the edges existed has no "beyond": it walked nowhere
+        recorded = {"search": {**{k: summary.get(k) for k in search_now}, "beyond": summary.get("beyond") or {}},
                     "seeds": {"tested": summary.get("seeds")}}
         wanted = {"search": search_now, "seeds": {"tested": seeds if MODELS.get(model, True) else seeds[:1]}}
-        rows += compare_settings(run_dir, recorded, wanted)
+        same_walk = functools.partial(_same_without_walk, summary)
+        rows += compare_settings(run_dir, recorded, wanted, same_walk)
         for prov_file in sorted(run_dir.glob("seed*/provenance.json")):
             slice_ = read_json(prov_file).get("config") or {}
             rows += compare_settings(prov_file.parent,
-                                     {"search": {k: slice_.get(k) for k in search_now},
+                                     {"search": {**{k: slice_.get(k) for k in search_now},
+                                                 "beyond": slice_.get("beyond") or {}},
                                       "evaluation": slice_.get("evaluation") or {}},
-                                     {"search": search_now, "evaluation": now["evaluation"]})
+                                     {"search": search_now, "evaluation": now["evaluation"]}, same_walk)
     return drift_frame(rows)
+
+
+def _same_without_walk(summary: Mapping[str, Any], run_dir: Path, setting: str, old: Any,
+                       new: Any) -> tuple[bool, str] | None:
+    """Whether a grid record made with the walk list ``old`` is the record the list ``new`` makes:
+    so when it walked nowhere and its pick sits on no edge that ``new`` walks past (the walk would
+    add no point, :func:`beyond_edges`)."""
+    if setting != "search.beyond" or old:
+        return None
+    points = [row["settings"] for row in summary.get("points", [])]
+    scores = [row[f"val:{summary['select']}"] for row in summary.get("points", [])]
+    steps = beyond_edges(points, scores, new)
+    if steps:
+        return False, (f"its pick sits on an edge the walk goes past ({len(steps)} point"
+                       f"{'' if len(steps) == 1 else 's'} to score): tune it again")
+    return True, "its pick sits on no edge the walk goes past: the walk adds no point, the same record"

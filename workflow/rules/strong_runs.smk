@@ -27,6 +27,9 @@ rule strong_tune:
         fixed=lambda wc: as_json(
             strong_wf.tune_params(config, *strong_wf.job_key(wc))["fixed"]
         ),
+        beyond=lambda wc: as_json(
+            strong_wf.tune_params(config, *strong_wf.job_key(wc))["beyond"]
+        ),
         select=lambda wc: strong_wf.tune_params(config, *strong_wf.job_key(wc))[
             "select"
         ],
@@ -49,7 +52,7 @@ rule strong_tune:
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/strong/{wc.dataset}/{wc.protocol}/{wc.split}/{wc.model}/split{wc.split_seed}.points.json",
     shell:
         "OMP_NUM_THREADS={threads:q} recrepro strong tune --split-dir {params.split_dir:q} "
-        "--model {wildcards.model:q} --grid {params.grid:q} --fixed {params.fixed:q} "
+        "--model {wildcards.model:q} --grid {params.grid:q} --fixed {params.fixed:q} --beyond {params.beyond:q} "
         "--select {params.select:q} --seeds {params.seeds:q} --out-dir {params.out:q} "
         "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
         "--batch-size {params.batch_size:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"
