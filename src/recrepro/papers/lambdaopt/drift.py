@@ -33,28 +33,30 @@ from recrepro.papers.lambdaopt.experiments import rule_settings
 __all__ = ["record_drift", "same_without_margin"]
 
 
+def _curves(rows: pd.DataFrame) -> list[pd.DataFrame]:
+    """``rows`` of a record's history split into its validation curves (one per λ where the history
+    has a ``lam`` column: λFix's grid points), each in epoch order."""
+    curves = [g for _, g in rows.groupby("lam", dropna=False)] if "lam" in rows else [rows]
+    return [c.sort_values("epoch") for c in curves]
+
+
 def _first_gain_epochs(history: pd.DataFrame) -> list[float]:
-    """Per validation curve of a record's history (one per λ where the history has a ``lam``
-    column), the epochs from its first evaluation to the first that beats it (``inf``: never)."""
-    evaluated = history[history["val_auc"].notna() & history["epoch"].notna()]
-    curves = [g for _, g in evaluated.groupby("lam", dropna=False)] if "lam" in evaluated else [evaluated]
+    """Per validation curve of a record's history, the epochs from its first evaluation to the first
+    that beats it (``inf``: never)."""
     gaps = []
-    for curve in curves:
-        curve = curve.sort_values("epoch")
-        first = curve["val_auc"].iloc[0]
-        beaten = curve[curve["val_auc"] > first]
+    for curve in _curves(history[history["val_auc"].notna() & history["epoch"].notna()]):
+        beaten = curve[curve["val_auc"] > curve["val_auc"].iloc[0]]
         gaps.append(float(beaten["epoch"].iloc[0] - curve["epoch"].iloc[0]) if len(beaten) else float("inf"))
     return gaps
 
 
 def _phase0_curves(history: pd.DataFrame) -> list[pd.DataFrame]:
-    """A record's validation curves (one per λ where the history has a ``lam`` column), the rows of
-    each one's first training phase only, in epoch order; every history row, evaluated or not."""
+    """A record's validation curves, the rows of each one's first training phase only; every
+    history row, evaluated or not."""
     rows = history[history["epoch"].notna()]
     if "phase" in rows:
         rows = rows[rows["phase"].fillna(0) == 0]
-    curves = [g for _, g in rows.groupby("lam", dropna=False)] if "lam" in rows else [rows]
-    return [c.sort_values("epoch") for c in curves]
+    return _curves(rows)
 
 
 def same_without_margin(run_dir: Path, settings: Mapping[str, Any], margin: float) -> tuple[bool, str]:
