@@ -388,21 +388,23 @@ def test_record_parquets_are_written_compact_and_old_ones_rewritten_with_the_sam
     from recrepro.records import normalise_run_dir
 
     frame = pd.DataFrame({"round": range(1, 101), "hr@10": [i / 100 for i in range(100)], "dp_epsilon": [None] * 100,
-                          "kind": ["dui"] * 100})
+                          "kind": ["dui"] * 100, "hit": [float(i % 2) for i in range(100)]})
     write_parquet(tmp_path / "history.parquet", frame)
     written = tmp_path / "history.parquet"
     assert pq.read_metadata(written).row_group(0).column(1).statistics is None  # no column statistics
     assert pq.read_schema(written).metadata is None  # neither pandas metadata nor a stored Arrow schema
     floats, ints = pq.read_metadata(written).row_group(0).column(1), pq.read_metadata(written).row_group(0).column(0)
     assert "BYTE_STREAM_SPLIT" in floats.encodings and "RLE_DICTIONARY" not in floats.encodings
-    assert "RLE_DICTIONARY" in ints.encodings  # only the float columns go without a dictionary
+    assert "RLE_DICTIONARY" in ints.encodings  # only distinct-valued float columns go without a dictionary
+    hits = pq.read_metadata(written).row_group(0).column(4)
+    assert "RLE_DICTIONARY" in hits.encodings and "BYTE_STREAM_SPLIT" not in hits.encodings  # 2 values: kept
     compact_size = written.stat().st_size
     # the earlier layout: statistics and the Arrow schema stored; normalising rewrites it smaller
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None), written,
                    compression="zstd")
     assert written.stat().st_size > compact_size
     assert normalise_run_dir(tmp_path) == [
-        "history.parquet: no column statistics or stored Arrow schema; floats byte-stream-split, no dictionary"]
+        "history.parquet: no column statistics or stored Arrow schema; distinct-valued floats byte-stream-split"]
     assert written.stat().st_size == compact_size
     back = pd.read_parquet(written)
     pd.testing.assert_frame_equal(back, frame)  # same values and dtypes (the all-null column included)

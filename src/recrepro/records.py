@@ -783,7 +783,7 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
             if not changed or not changed[-1].startswith(PROVENANCE_FILE):
                 changed.append(f"{PROVENANCE_FILE}: one line per object that holds no other, timings to the "
                                "millisecond")
-    changed += [f"{path.name}: no column statistics or stored Arrow schema; floats byte-stream-split, no dictionary"
+    changed += [f"{path.name}: no column statistics or stored Arrow schema; distinct-valued floats byte-stream-split"
                 for path in sorted(run_dir.glob("*.parquet")) if compact_parquet_file(path)]
     return changed
 
