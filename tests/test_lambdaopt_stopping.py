@@ -352,3 +352,51 @@ def test_the_sensitivity_table_carries_its_budget_and_an_outdated_one_is_marked(
     assert not any("another budget" in t for t in texts)
     driver.figure_sensitivity(old, str(tmp_path / "o.pdf"), str(tmp_path / "o.png"), "smoke", "toy", epochs=9)
     assert any("another budget" in t for t in texts)
+
+
+def test_a_sensitivity_sweep_killed_midway_resumes_each_curve_to_the_same_table(small_split, tmp_path, monkeypatch,
+                                                                               one_torch_thread):
+    """The amazon-video sweep runs four curves to the cap (hours): killed in its second curve, it
+    resumes that curve from its last epoch and skips the finished first, to the uninterrupted table."""
+    import pandas as pd
+
+    from recrepro.cli import main as recrepro
+    from recrepro.papers.lambdaopt import experiments as driver
+
+    settings = {**BASE, "patience": 50}
+    kwargs = dict(split_dir=small_split, settings=settings, lambdas=[1e-3, 0.0], epochs=6, seed=0,
+                  evaluation=EVALUATION)
+    whole = driver.sensitivity(**kwargs)
+    assert whole.groupby("lam")["epoch"].max().tolist() == [6, 6]
+    ckpt = tmp_path / "ckpt" / "sensitivity.ckpt"
+    real_monitor, updates = driver.make_monitor, []
+
+    def dying_monitor(*args, **kw):
+        monitor = real_monitor(*args, **kw)
+        update = monitor.update
+
+        def counted(model, epoch):
+            updates.append(epoch)
+            if len(updates) == 6 + 3:       # the second curve's third epoch
+                raise KeyboardInterrupt("killed")
+            return update(model, epoch)
+        monitor.update = counted
+        return monitor
+
+    monkeypatch.setattr(driver, "make_monitor", dying_monitor)
+    with pytest.raises(KeyboardInterrupt):
+        driver.sensitivity(**kwargs, checkpoint=ckpt)
+    files = driver.sensitivity_checkpoints(ckpt, kwargs["lambdas"])
+    assert [f.is_file() for f in files] == [True, True]
+    updates.clear()
+    resumed = driver.sensitivity(**kwargs, checkpoint=ckpt)
+    assert len(updates) == 6 - 2          # the first curve from its file; the second from its third epoch
+    pd.testing.assert_frame_equal(resumed, whole)
+    # the command removes the files once its table is written
+    monkeypatch.setattr(driver, "make_monitor", real_monitor)
+    out = tmp_path / "val_auc.parquet"
+    assert recrepro(["lambdaopt", "sensitivity", "--split-dir", str(small_split), "--settings", json.dumps(settings),
+                     "--lambdas", "[0.001, 0.0]", "--epochs", "6", "--seed", "0", "--evaluation", json.dumps(EVALUATION),
+                     "--checkpoint", str(ckpt), "--out", str(out)]) == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(out), whole)
+    assert not any(f.exists() for f in files)

@@ -81,9 +81,11 @@ rule lambdaopt_sensitivity:
         evaluation=lambda wc: as_json(config["evaluation"]["splits"][wc.split]),
         device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
+        # one file per λ's curve: a killed sweep resumes each curve where it stopped
+        checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/lambdaopt/{wc.dataset}/{wc.split}/sensitivity.ckpt",
     shell:
         "OMP_NUM_THREADS={threads:q} recrepro lambdaopt sensitivity "
         "--split-dir {params.split_dir:q} --settings {params.settings:q} "
         "--lambdas {params.lambdas:q} --epochs {params.epochs:q} --seed {params.seed:q} "
         "--evaluation {params.evaluation:q} --device {params.device:q} --threads {threads:q} "
-        "--out {output.table:q} > {log:q} 2>&1"
+        "--checkpoint {params.checkpoint:q} --out {output.table:q} > {log:q} 2>&1"

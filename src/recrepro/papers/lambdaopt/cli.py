@@ -38,13 +38,17 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> None:
+    from recrepro.checkpoints import remove_checkpoint
     from recrepro.io import write_parquet
-    from recrepro.papers.lambdaopt.experiments import sensitivity
+    from recrepro.papers.lambdaopt.experiments import sensitivity, sensitivity_checkpoints
 
     table = sensitivity(split_dir=args.split_dir, settings=args.settings, lambdas=args.lambdas,
-                        epochs=args.epochs, seed=args.seed, evaluation=args.evaluation, device=args.device)
+                        epochs=args.epochs, seed=args.seed, evaluation=args.evaluation, device=args.device,
+                        checkpoint=args.checkpoint)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_parquet(args.out, table)
+    for path in sensitivity_checkpoints(args.checkpoint, args.lambdas):  # the table is written: start afresh next time
+        remove_checkpoint(path)
     print(table.to_string())
 
 
@@ -117,6 +121,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_device_argument(p)
     add_threads(p)
     p.add_argument("--out", required=True, help="the table (parquet)")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="each λ's curve saves its state here after every epoch (<PATH>.lam<k>) and resumes from it")
     p.set_defaults(func=cmd_sensitivity)
 
     add_drift_verb(verbs, "λOpt", "recrepro.papers.lambdaopt.drift")

@@ -47,7 +47,7 @@ from recrepro.papers.lambdaopt.grid import GRID_POINT, grid_point_names, grid_po
 from recrepro.records import write_history
 from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_settings
 
-__all__ = ["run_variant", "sensitivity", "results_table", "table_markdown", "figure_trajectory", "figure_sensitivity",
+__all__ = ["run_variant", "sensitivity", "sensitivity_checkpoints", "results_table", "table_markdown", "figure_trajectory", "figure_sensitivity",
            "figure_groups", "rule_splits", "rule_settings", "rule_runs", "rule_tier", "rule_first_seed", "rule_run_dir",
            "rule_split_dir", "rule_sensitivity_epochs", "paired_tests", "granularity_order", "TABLE_METRICS"]
 
@@ -380,14 +380,26 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
             **({} if monitor is None else {"stopped": monitor.stopped, "best_epoch": monitor.best_epoch})}
 
 
+def sensitivity_checkpoints(checkpoint: str | Path | None, lambdas: Sequence[float]) -> list[Path]:
+    """The per-λ checkpoint files of a :func:`sensitivity` run under ``checkpoint`` (``<checkpoint>.lam<k>``,
+    as MF-λFix's grid in :func:`run_variant`); none without a path."""
+    return [] if checkpoint is None else [Path(f"{checkpoint}.lam{k}") for k in range(len(lambdas))]
+
+
 def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: Sequence[float], epochs: int,
-                seed: int, evaluation: Mapping[str, Any], device: str = "cpu") -> pd.DataFrame:
+                seed: int, evaluation: Mapping[str, Any], device: str = "cpu",
+                checkpoint: str | Path | None = None) -> pd.DataFrame:
     """Validation AUC after each epoch of MF-λFix for every fixed λ.
 
     Under the converging budget (``patience`` in ``settings``) each curve runs until the stopping
     rule ends it (at most ``epochs``), evaluated every ``eval_every`` epochs.  Every row carries the
     budget it ran under (``epoch_cap``; ``patience``, NaN without a stopping rule), so a figure drawn
-    from the table can say when the table was made under another budget than the configuration's."""
+    from the table can say when the table was made under another budget than the configuration's.
+
+    ``checkpoint``: each curve saves the model and its stopping rule after every epoch to its own file
+    (:func:`sensitivity_checkpoints`) and resumes from it when restarted; a finished curve's file holds
+    its whole curve, so a restart skips it. On amazon-video the four curves run to the cap, hours of
+    CPU; the caller removes the files once the table is written."""
     from recrepro.runs import SplitData, evaluate_on_split
 
     split = SplitData(split_dir)
@@ -395,11 +407,13 @@ def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: 
     val_section = _validation_section(evaluation)
     rows = []
     patience = float(settings["patience"]) if settings.get("patience") is not None else float("nan")
-    for lam in lambdas:
+    files = sensitivity_checkpoints(checkpoint, lambdas)
+    for k, lam in enumerate(lambdas):
         s = {**settings, "method": "lambdafix", "epochs": int(epochs)}
         monitor = make_monitor(s, split, val_section, device, 2048)
         if monitor is not None:
-            make_model(s, seed, device, lam=lam).fit(train, monitor=monitor)
+            model = make_model(s, seed, device, lam=lam)
+            model.fit(train, monitor=monitor, **_resume_kwargs(model, files[k] if files else None))
             rows += [{"lam": float(lam), "epoch": int(r["epoch"]), "val_auc": float(r["val_auc"])}
                      for r in monitor.curve]
             continue
