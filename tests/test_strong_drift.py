@@ -70,7 +70,29 @@ def test_a_record_picked_on_an_edge_the_walk_goes_past_is_outdated(records, conf
     outdated = drift[~drift["same_record"]]
     assert set(outdated["setting"]) == {"search.beyond"} and outdated["record"].str.contains("/ials/").all()
     assert len(outdated) == 1 + 3  # the grid record and its three seeds' records
-    assert outdated["why"].str.contains("2 points to score").all()
+    assert outdated["why"].str.contains("today's walk goes on to alpha0=0.3").all()
+
+
+def test_a_walked_record_is_replayed_under_todays_list():
+    """A record walked under one list is the same under another when the walk, replayed on the
+    record's own scores, visits exactly the points it scored; a longer list past its pick is not."""
+    from recrepro.strong import _same_without_walk
+
+    def row(lam, score, walked=False):
+        return {"settings": {"lam": lam}, "val:auc": score, **({"beyond": True} if walked else {})}
+
+    summary = {"select": "auc", "points": [row(1.0, 0.1), row(10.0, 0.2), row(100.0, 0.3, True), row(1000.0, 0.25, True)]}
+    old = {"lam": [0.1, 100.0, 1000.0]}
+    same, why = _same_without_walk(summary, None, "search.beyond", old, {"lam": [0.01, 0.1, 100.0, 1000.0, 1e4]})
+    assert same and "visits exactly the points it scored" in why   # inside at 100: the longer list adds nothing
+    same, why = _same_without_walk(summary, None, "search.beyond", old, {"lam": [100.0, 500.0]})
+    assert not same and "lam=500" in why                           # another step between 100 and 1000
+    same, why = _same_without_walk(summary, None, "search.beyond", old, {"lam": [100.0]})
+    assert not same and "does not reach" in why                    # 1000 is past today's list
+    ended = {"select": "auc", "points": [row(1.0, 0.1), row(10.0, 0.2), row(100.0, 0.3, True)]}
+    same, why = _same_without_walk(ended, None, "search.beyond", {"lam": [100.0]}, {"lam": [100.0, 1000.0]})
+    assert not same and "lam=1000" in why                          # it ended on its list's end; today's goes on
+    assert _same_without_walk(ended, None, "search.grid", {}, {}) is None
 
 
 def test_a_changed_grid_is_named_on_the_grid_and_on_every_seed_record(records, config):

@@ -723,14 +723,24 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
 def _same_without_walk(summary: Mapping[str, Any], run_dir: Path, setting: str, old: Any,
                        new: Any) -> tuple[bool, str] | None:
     """Whether a grid record made with the walk list ``old`` is the record the list ``new`` makes:
-    so when it walked nowhere and its pick sits on no edge that ``new`` walks past (the walk would
-    add no point, :func:`beyond_edges`)."""
-    if setting != "search.beyond" or old:
+    so when the walk replayed under ``new`` from the record's grid points, on the record's own
+    scores, steps to exactly the points the record walked to and stops there (a record made before
+    the walk existed walked nowhere: the same when ``new`` adds no point, :func:`beyond_edges`)."""
+    import json
+
+    if setting != "search.beyond":
         return None
-    points = [row["settings"] for row in summary.get("points", [])]
-    scores = [row[f"val:{summary['select']}"] for row in summary.get("points", [])]
-    steps = beyond_edges(points, scores, new)
-    if steps:
-        return False, (f"its pick sits on an edge the walk goes past ({len(steps)} point"
-                       f"{'' if len(steps) == 1 else 's'} to score): tune it again")
-    return True, "its pick sits on no edge the walk goes past: the walk adds no point, the same record"
+    rows = summary.get("points", [])
+    score = {json.dumps(r["settings"], sort_keys=True): r[f"val:{summary['select']}"] for r in rows}
+    points = [r["settings"] for r in rows if not r.get("beyond")]
+    scores = [r[f"val:{summary['select']}"] for r in rows if not r.get("beyond")]
+    while steps := beyond_edges(points, scores, new):
+        missing = [s for s in steps if json.dumps(s, sort_keys=True) not in score]
+        if missing:
+            return False, f"today's walk goes on to {_settings_text(missing[0])}, which it never scored: tune it again"
+        points += steps
+        scores += [score[json.dumps(s, sort_keys=True)] for s in steps]
+    if len(points) < len(rows):
+        return False, "it walked to points today's list does not reach: tune it again"
+    return True, ("today's walk, replayed on its scores, visits exactly the points it scored"
+                  + (" (none past the grid)" if not old else "") + ": the same record")
