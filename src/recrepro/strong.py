@@ -540,10 +540,12 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
         sizes = list(dict.fromkeys(_points_text(g) for _, g in sorted(grids, key=lambda fg: fg[1]["grid_points"])))
         n_splits = len(proto.get("split_seeds") or []) or len(grids)
         edges = pick_edges(grids)
+        # past a walk, the edge is where the walk's list ended, not the configured grid's
+        where = "the end of its walk" if any(g.get("beyond_points") for _, g in grids) else "the grid's edge"
         budget = (f"{' / '.join(sizes)}, picked on validation {grids[0][1]['select']}"
                   + (f" of each of {len(grids)} splits" if len(grids) > 1 else "")
                   + (f" ({len(grids)} of {n_splits} splits run)" if len(grids) < n_splits else "")
-                  + (f"; pick on the grid's edge in {edges}: a better point may lie beyond" if edges else ""))
+                  + (f"; pick on {where} in {edges}: a better point may lie beyond" if edges else ""))
         paper, paper_dirs = _paper_runs(proto.get("paper_method"), results_root)
         # a deterministic model gives the same numbers at every training seed: one run per split
         # stands for all of them once every split has run (else it is as short as it looks)
