@@ -433,3 +433,25 @@ def test_a_resumed_tuned_baselines_job_adds_the_cpu_of_the_points_an_earlier_pro
     row = compute_table([path], tmp_path).iloc[0]
     assert row["cpu_hours"] == (3600.0 + 500.0 + 1200.0) / 3600
     assert row["wall_hours"] == (600.0 + 1200.0 + 300.0 + 1800.0) / 3600
+
+
+def test_a_reconstructed_form_counts_as_data_here_only_for_the_protocols_it_serves(tmp_path):
+    # the mirror holds ML-1M as (user, movie) pairs only: PRISM's loader reads them, FedRAP's split
+    # needs timestamps; a baseline's path names the protocol whose data it needs
+    runs = [_record(tmp_path, "ml-100k", 1.0, method="fedrap_code"),
+            "results/paper/fedrap/runs/ml-1m/leave_one_out/fedrap_code/seed0/metrics.json",
+            "results/paper/prism/runs/ml-1m/random_ratio/mf_bpr_wd0/seed123/metrics.json",
+            "results/paper/baselines/runs/ml-1m/prism/random_ratio/mostpop/seed123/metrics.json",
+            "results/paper/baselines/runs/ml-1m/fedrap/leave_one_out/mostpop/seed0/metrics.json"]
+    frame = compute_table(runs, tmp_path)
+    assert frame.set_index("paper").loc[["prism", "fedrap"], "protocol"].tolist()[0] == "prism"
+    page = compute_markdown(frame, {"ml-100k": "mirror", "ml-1m": "form:pairs"}, sizes={})
+    assert "| fedrap | ml-1m | no | 1 |" in page
+    assert "| prism | ml-1m | yes | 1 |" in page
+    assert "| baselines | ml-1m | for 1 of 2 jobs | 2 |" in page
+    queue = page.split("## Queue")[1]
+    assert "| prism | ml-1m |" in queue and "| fedrap | ml-1m |" not in queue
+    assert "`mostpop`" in queue.split("| baselines | ml-1m |")[1].split("\n")[0]
+    # with the canonical files every protocol has its data
+    page = compute_markdown(frame, {"ml-100k": "mirror", "ml-1m": "mirror"}, sizes={})
+    assert "| fedrap | ml-1m | yes | 1 |" in page and "| baselines | ml-1m | yes | 2 |" in page

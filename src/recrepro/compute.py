@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from recrepro.datasets.availability import reachable
 from recrepro.datasets.registry import DATASETS
 from recrepro.io import read_json, read_yaml_entries
 from recrepro.records import PROVENANCE_FILE, read_timings
@@ -81,7 +82,8 @@ def partial_rates(path: str | Path = PARTIAL_RATES) -> list[dict[str, Any]]:
 def _run_identity(path: str | Path) -> dict[str, str] | None:
     """paper, dataset, method of ``results/<tier>/<paper>/runs/<dataset>/.../<method>/seed<k>/...``, or
     of a tuned baseline's ``results/<tier>/baselines/strong/<dataset>/<protocol>/<split>/<model>/split<s>/grid.json``
-    (paper :data:`STRONG`)."""
+    (paper :data:`STRONG`), and the protocol whose preprocessed data it needs (a trained paper's own;
+    a baseline's from its path): a reconstructed form in the mirror serves some protocols only."""
     parts = Path(path).parts
     if "strong" in parts and parts[-1] == "grid.json":
         i = parts.index("strong")
@@ -89,7 +91,7 @@ def _run_identity(path: str | Path) -> dict[str, str] | None:
         if parts[i - 1] == "baselines" and len(tail) == 5 and tail[-1].startswith("split"):
             # the split in the name: a dataset may have two protocols (gowalla: PRISM's and LightGCN's)
             return {"paper": STRONG, "dataset": tail[0], "method": f"{tail[3]} · {tail[2]}",
-                    "run_dir": str(Path(*parts[:-1]))}
+                    "protocol": tail[1], "run_dir": str(Path(*parts[:-1]))}
         return None
     if "runs" not in parts:
         return None
@@ -97,7 +99,10 @@ def _run_identity(path: str | Path) -> dict[str, str] | None:
     tail = [p for p in parts[i + 1:] if not p.endswith(".json") and not p.endswith(".parquet")]
     if len(tail) < 3 or not tail[-1].startswith("seed"):
         return None
-    return {"paper": parts[i - 1], "dataset": tail[0], "method": tail[-2],
+    paper = parts[i - 1]
+    # the data a job needs: its paper's preprocessing, or the protocol a baseline's path names
+    protocol = tail[1] if paper == "baselines" and len(tail) >= 5 else paper
+    return {"paper": paper, "dataset": tail[0], "method": tail[-2], "protocol": protocol,
             "run_dir": str(Path(*parts[:i + 1 + len(tail)]))}
 
 
@@ -413,7 +418,8 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
                 todo, on_gpu.assign(wall_hours=on_gpu["wall_hours"].astype(float)),
                 _dataset_sizes() if sizes is None else sizes, hours="wall_hours", every_job=True)
         lines += _remaining_lines(todo, availability)
-        here = todo[[availability.get(d, "missing") != "missing" for d in todo["dataset"]]].copy()
+        todo["here"] = _data_here(todo, availability)
+        here = todo[todo["here"]].copy()
         if len(here):
             picked = {(i["paper"], i["dataset"], i["method"]) for i in map(_run_identity, picked_runs) if i}
             # on every job, recorded or not: a dataset's first seed is the tier's, not the first one left
@@ -649,6 +655,15 @@ def _scaled_cell(g: pd.DataFrame, column: str = "scaled") -> str:
     return f"{_approx(float(scaled.sum()))} ({len(scaled)} job{'s' if len(scaled) != 1 else ''}, from {refs})"
 
 
+def _data_here(todo: pd.DataFrame, availability: Mapping[str, str]) -> list[bool]:
+    """Whether the mirror serves each job's data: the canonical files, or a reconstructed form its
+    protocol accepts (ML-1M's (user, movie) pairs serve PRISM and not FedRAP, which needs the
+    ratings' timestamps: :func:`recrepro.datasets.availability.reachable`)."""
+    protocols = todo["protocol"] if "protocol" in todo else todo["paper"]
+    return [reachable(availability.get(dataset, "missing"), dataset, str(protocol))
+            for dataset, protocol in zip(todo["dataset"], protocols)]
+
+
 def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> list[str]:
     """The "Remaining" table, its total over the priced jobs and, apart, over the scaled estimates."""
     lines = ["## Remaining", "",
@@ -680,12 +695,15 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
               "scaled estimate (CPU-hours) |" + (" on one GPU (GPU-hours) |" if gpu else ""),
               "|---|---|---|---:|---:|---:|---|" + ("---|" if gpu else "")]
     total, unpriced = 0.0, 0
+    if "here" not in todo:
+        todo = todo.assign(here=_data_here(todo, availability))
     for (paper, dataset), g in todo.groupby(["paper", "dataset"], sort=True):
-        here = availability.get(dataset, "missing")
+        here = ("yes" if g["here"].all() else "no" if not g["here"].any()
+                else f"for {int(g['here'].sum())} of {len(g)} jobs")
         est = g["estimate"].dropna()
         total += float(est.sum())
         unpriced += int(g["estimate"].isna().sum())
-        lines.append(f"| {paper} | {dataset} | {'yes' if here != 'missing' else 'no'} | {len(g)} | "
+        lines.append(f"| {paper} | {dataset} | {here} | {len(g)} | "
                      f"{len(est)}{_from_other_methods(g)} | "
                      f"{_hours(float(est.sum())) if len(est) else 'not measured'} | {_scaled_cell(g)} |"
                      + (f" {_scaled_cell(g, 'gpu')} |" if gpu else ""))
