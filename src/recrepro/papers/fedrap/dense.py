@@ -5,10 +5,17 @@ client's dense upload), the prox L1 update and the L2 ablation in paper mode.  T
 ``D[B, n_items, d]`` and ``C[B, n_items, d]`` are dense and every step updates all of them;
 the chunk of clients is sized to the memory budget
 (:func:`recrepro.models.federated.storage.clients_per_chunk`).
+
+Paper mode's full-matrix step (:func:`full_matrix_step`) is the path's cost: one torch
+operation is one pass over ``[B, n_items, d]``, and the eager form takes about ten reads and
+writes of each table a step.  ``dense_update: fused`` (the default) runs it as one
+``torch.compile``'d loop that reads ``D`` and ``C`` once and writes them once; where compiling
+fails (no C++ compiler, say) the run says so on stderr and goes on eager.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -17,7 +24,31 @@ import torch
 from recrepro.models.federated.clients import LocalEpochs, client_batches
 from recrepro.records import check_finite
 
-__all__ = ["DensePaperPath"]
+__all__ = ["DensePaperPath", "full_matrix_step"]
+
+
+def full_matrix_step(D: torch.Tensor, C: torch.Tensor, shrink_d: torch.Tensor, shrink_c: torch.Tensor,
+                     coef: torch.Tensor, l1_step: torch.Tensor, w_sq: torch.Tensor, w_l1: torch.Tensor
+                     ) -> torch.Tensor:
+    """Paper mode's full-matrix regularisers and weight decay, one SGD step, in place.
+
+    With the per-client factors (``[B, 1, 1]``) ``shrink = 1 − lr·l2``, ``coef = lr·2λ/(n d)``,
+    ``l1_step = lr·μ/(n d)`` (FedRAP Eq. 4's ``−λ‖D⁽ⁱ⁾ − C‖²_F + μ‖C‖₁``, normalised by the
+    table's size), at the pre-step values::
+
+        D ← shrink_d·D + coef·(D − C)
+        C ← shrink_c·C − coef·(D − C) − l1_step·sign(C)
+
+    and returns each client's loss terms ``w_sq·‖D − C‖² + w_l1·‖C‖₁`` (``[B]``).  Written as
+    one expression so that ``torch.compile`` fuses it into one pass; the scalars come in as
+    tensors, so the curriculum's new λ, μ each round and a smaller last chunk reuse the
+    compiled loop.
+    """
+    diff = D - C
+    loss = w_sq * (diff * diff).sum(dim=(1, 2)) + w_l1 * C.abs().sum(dim=(1, 2))
+    D.copy_(D * shrink_d + diff * coef)
+    C.copy_(C * shrink_c - diff * coef - torch.sign(C) * l1_step)
+    return loss
 
 
 class DensePaperPath:
@@ -85,6 +116,21 @@ class DensePaperPath:
             self.D[users_t.cpu()] = C.to(self.D.device)
         return {"C": C, "loss": torch.as_tensor(np.nan_to_num(schedule.prev_mean))}
 
+    def _fused_dense_step(self):
+        """The compiled :func:`full_matrix_step` (compiled once per model), or None with
+        ``dense_update: eager`` or once compiling has failed."""
+        fused = getattr(self, "_fused_step", None)
+        if fused is None:
+            if self.config.dense_update != "fused":
+                fused = False
+                self.dense_update_used = "eager"
+            else:
+                # dynamic: the chunk's client count varies (the last chunk, sampled clients)
+                fused = torch.compile(full_matrix_step, dynamic=True)
+                self.dense_update_used = "compiling"
+            self._fused_step = fused
+        return fused or None
+
     def _materialise(self, C: torch.Tensor, D: torch.Tensor | None) -> None:
         """Apply the lazy weight-decay scales to the stored tables and reset them to 1."""
         for name, table in (("C", C), ("D", D)):
@@ -124,10 +170,30 @@ class DensePaperPath:
         ``loss`` with their terms and whether the L1 step is the prox (applied after the batch rows)."""
         cfg = self.config
         n_items, d = self.n_items, cfg.dim
-        l1_prox = False
+        l1_prox = cfg.method != "fedrap_l2" and cfg.l1_update == "prox"
         lr3 = lr_arg[:, None, None]
         # gradients of the full-matrix terms at the pre-step values, then in-place updates
         nd = float(n_items * d)
+        fused = self._fused_dense_step() if cfg.method != "fedrap_l2" else None
+        if fused is not None:
+            shrink = 1 - lr3 * cfg.l2
+            l1_step = lr3 * (mu / nd) if mu and not l1_prox else torch.zeros_like(lr3)
+            args = (D, C, shrink, shrink, lr3 * (2 * lam / nd), l1_step,
+                    torch.tensor(-lam / nd, dtype=C.dtype, device=C.device),
+                    torch.tensor(mu / nd, dtype=C.dtype, device=C.device))
+            if self.dense_update_used == "fused":
+                return loss + fused(*args), l1_prox
+            try:  # the first call compiles, before anything is written
+                terms = fused(*args)
+            except Exception as err:  # noqa: BLE001 -- whatever stops the compiler: the eager step below
+                self._fused_step, self.dense_update_used = False, "eager"
+                last = (str(err).strip().splitlines() or [""])[-1][:200]
+                print(f"fedrap: dense_update 'fused' could not compile ({type(err).__name__}: {last}); "
+                      "the dense steps run eager", file=sys.stderr)
+            else:
+                self.dense_update_used = "fused"
+                return loss + terms, l1_prox
+        l1_prox = False
         # two preallocated [B, n_items, d] buffers (a fresh 200 MB tensor per step costs
         # more in page faults than the arithmetic)
         bufs = getattr(self, "_dense_bufs", None)

@@ -188,7 +188,9 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
         out_dir, overall=overall, strata={}, per_user=per_user, counts=counts,
         meta={**split.describe(), **meta, "method": variant, **selection},
         config_slice={"variant": variant, "settings": settings, "evaluation": evaluation,
-                      "memory_budget_mb": memory_budget_mb},
+                      "memory_budget_mb": memory_budget_mb,
+                      # how paper mode's dense steps ran, where any did (fused or eager: equal to rounding)
+                      "dense_update": getattr(model, "dense_update_used", None)},
         split_manifest=split.dir / "manifest.json", seed=seed, device=device, started_at=started,
         wall_seconds=time.time() - started, benchmark_file=benchmark_file,
         earlier=earlier_usage(checkpoint))
