@@ -3,6 +3,8 @@ equals the eager one, and a run whose step cannot compile goes on eager and says
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -79,3 +81,26 @@ def test_a_step_that_cannot_compile_runs_eager_and_says_so(monkeypatch, capsys):
 def test_an_unknown_dense_update_is_refused():
     with pytest.raises(ValueError, match="dense_update must be 'fused' or 'eager'"):
         FederatedConfig(dense_update="jit")
+
+
+def test_the_fused_step_compiles_under_the_command_lines_stand_in_for_dynamo():
+    # `recrepro` registers a stand-in for torch._dynamo before torch loads (recrepro.eager_torch);
+    # torch.compile needs the real one, which the dense path loads in its place
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        from recrepro.eager_torch import defer_dynamo
+        assert defer_dynamo()
+        import sys, torch
+        assert type(sys.modules["torch._dynamo"]).__name__ == "module" and not hasattr(sys.modules["torch._dynamo"], "__path__")
+        sys.path.insert(0, "tests")
+        from test_fedrap_dense import _fit
+        print(_fit("fused", rounds=1).dense_update_used)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         cwd=str(Path(__file__).resolve().parent.parent))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "fused"
+    assert "could not compile" not in out.stderr

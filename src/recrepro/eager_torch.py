@@ -25,7 +25,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DYNAMO_ENV", "defer_dynamo"]
+__all__ = ["DYNAMO_ENV", "defer_dynamo", "load_dynamo"]
 
 #: Set to 1 to load the real ``torch._dynamo`` as torch does by default.
 DYNAMO_ENV = "RECREPRO_TORCH_DYNAMO"
@@ -41,15 +41,24 @@ def _graph_break(*args: Any, **kwargs: Any) -> None:
     """``torch._dynamo.graph_break`` outside compilation: nothing."""
 
 
-def _load_real(name: str) -> Any:
-    if name.startswith("__"):  # the import system probes dunders (``__file__``, ``__path__``)
-        raise AttributeError(name)
+def load_dynamo() -> types.ModuleType:
+    """The real ``torch._dynamo``, put in the stand-in's place where it is registered.
+
+    Code that compiles calls this first: ``torch.compile`` imports submodules of
+    ``torch._dynamo`` (``torch._dynamo.backends``), which the stand-in, a plain module, has not.
+    """
     if sys.modules.get(_NAME) is _STAND_IN:
         del sys.modules[_NAME]
         torch = sys.modules.get("torch")
         if torch is not None and getattr(torch, "__dict__", {}).get("_dynamo") is _STAND_IN:
             delattr(torch, "_dynamo")
-    return getattr(importlib.import_module(_NAME), name)
+    return importlib.import_module(_NAME)
+
+
+def _load_real(name: str) -> Any:
+    if name.startswith("__"):  # the import system probes dunders (``__file__``, ``__path__``)
+        raise AttributeError(name)
+    return getattr(load_dynamo(), name)
 
 
 _STAND_IN = types.ModuleType(_NAME, "recrepro's stand-in for torch._dynamo (recrepro.eager_torch)")

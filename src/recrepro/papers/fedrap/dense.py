@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from recrepro.eager_torch import load_dynamo
 from recrepro.models.federated.clients import LocalEpochs, client_batches
 from recrepro.records import check_finite
 
@@ -125,11 +126,23 @@ class DensePaperPath:
                 fused = False
                 self.dense_update_used = "eager"
             else:
-                # dynamic: the chunk's client count varies (the last chunk, sampled clients)
-                fused = torch.compile(full_matrix_step, dynamic=True)
-                self.dense_update_used = "compiling"
+                try:
+                    load_dynamo()  # the command line's stand-in has no compiler (recrepro.eager_torch)
+                    # dynamic: the chunk's client count varies (the last chunk, sampled clients)
+                    fused = torch.compile(full_matrix_step, dynamic=True)
+                    self.dense_update_used = "compiling"
+                except Exception as err:  # noqa: BLE001 -- no compiler to be had: eager
+                    fused = False
+                    self._fall_back(err)
             self._fused_step = fused
         return fused or None
+
+    def _fall_back(self, err: Exception) -> None:
+        """Say on stderr that the fused step could not be had, and go on eager."""
+        self.dense_update_used = "eager"
+        last = (str(err).strip().splitlines() or [""])[-1][:200]
+        print(f"fedrap: dense_update 'fused' could not compile ({type(err).__name__}: {last}); "
+              "the dense steps run eager", file=sys.stderr)
 
     def _materialise(self, C: torch.Tensor, D: torch.Tensor | None) -> None:
         """Apply the lazy weight-decay scales to the stored tables and reset them to 1."""
@@ -186,10 +199,8 @@ class DensePaperPath:
             try:  # the first call compiles, before anything is written
                 terms = fused(*args)
             except Exception as err:  # noqa: BLE001 -- whatever stops the compiler: the eager step below
-                self._fused_step, self.dense_update_used = False, "eager"
-                last = (str(err).strip().splitlines() or [""])[-1][:200]
-                print(f"fedrap: dense_update 'fused' could not compile ({type(err).__name__}: {last}); "
-                      "the dense steps run eager", file=sys.stderr)
+                self._fused_step = False
+                self._fall_back(err)
             else:
                 self.dense_update_used = "fused"
                 return loss + terms, l1_prox
