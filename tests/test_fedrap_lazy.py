@@ -286,7 +286,38 @@ def test_rounds_whose_replay_passes_the_budget_run_dense_and_equal_the_dense_pat
     train = _data()
     lazy, spy = _fit(train, "lazy", 0.4, 1.0, rounds=4)
     dense, _ = _fit(train, "dense", 0.4, 1.0, rounds=4)
-    fallbacks = capsys.readouterr().err.count("this round runs on the dense paper path")
+    fallbacks = capsys.readouterr().err.count("this round and the later ones run on the dense paper path")
     assert len(spy.results) == lazy_rounds          # the lazy rounds that finished
-    assert fallbacks == 4 - lazy_rounds
+    # one overflow: the later rounds run dense without a start-of-round pass to find it again
+    assert fallbacks == 1 and lazy._replay_over_budget
+    assert len(spy.cached) == lazy_rounds + 1
     _assert_equal_paths(lazy, dense, train)
+
+
+def test_a_resumed_run_keeps_to_the_dense_path_after_an_overflow(monkeypatch, tmp_path):
+    # killed after round 2 of 4 (round 1 lazy, round 2 over the budget), resumed: rounds 3-4 run
+    # dense as in the uninterrupted run, bit for bit
+    import recrepro.checkpoints as checkpoints
+
+    monkeypatch.setattr(lazy_module, "REPLAY_ENTRY_BYTES", 330_382)
+    train = _data()
+    whole, _ = _fit(train, "lazy", 0.4, 1.0, rounds=4)
+    real, saves = checkpoints.save_checkpoint, []
+
+    def save_then_die(*args, **kwargs):
+        out = real(*args, **kwargs)
+        saves.append(1)
+        if len(saves) == 2:
+            raise KeyboardInterrupt("killed after round 2")
+        return out
+
+    ckpt = tmp_path / "run.ckpt"
+    monkeypatch.setattr(checkpoints, "save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        FederatedRecommender(_config("lazy", 0.4, 1.0, rounds=4)).fit(train, checkpoint=ckpt)
+    monkeypatch.setattr(checkpoints, "save_checkpoint", real)
+    resumed = FederatedRecommender(_config("lazy", 0.4, 1.0, rounds=4))
+    spy = _Spy(resumed)
+    resumed.fit(train, checkpoint=ckpt)
+    assert resumed.round == 4 and resumed._replay_over_budget and spy.results == [] and spy.cached == []
+    assert torch.equal(resumed.C, whole.C) and torch.equal(resumed.w, whole.w)

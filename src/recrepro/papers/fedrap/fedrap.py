@@ -152,8 +152,11 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         try:
             c_sum, loss_sum, nnz_upload = self._round_uploads(participants, lam, mu, rng)
         except ReplayTooLarge as err:
-            # the lazy path stopped before writing anything: the same round, same draws, dense
-            print(f"fedrap: {err}; this round runs on the dense paper path", file=sys.stderr)
+            # the lazy path stopped before writing anything: the same round, same draws, dense; the
+            # later rounds go dense at once (the start-of-round pass that finds the overflow reads
+            # every table, a third of a LastFM round; a checkpoint carries the choice)
+            print(f"fedrap: {err}; this round and the later ones run on the dense paper path", file=sys.stderr)
+            self._replay_over_budget = True
             rng.bit_generator.state = state
             self._dense_round = True
             try:
@@ -290,12 +293,13 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         The lazy form covers the paper's objective with the L1 subgradient (``fedrap``,
         ``fedrap_no``), with or without DP (whose clipping needs every client's dense upload: the
         round forms them from the lazy map, :meth:`lazy_upload_chunks`); the L2 ablation and the
-        prox update keep the dense path, as does ``paper_path: dense`` (kept for verification).
+        prox update keep the dense path, as does ``paper_path: dense`` (kept for verification),
+        and so do the rounds after one whose replay passed the memory budget.
         """
         cfg = self.config
         return (cfg.mode == "paper" and cfg.has_private_items and cfg.paper_path == "lazy"
                 and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient"
-                and not getattr(self, "_dense_round", False))
+                and not getattr(self, "_dense_round", False) and not getattr(self, "_replay_over_budget", False))
 
     def lazy_upload_chunks(self, result: dict[str, Any], chunk: int):
         """Yield the uploaded ``C_i`` of a lazy-path result as ``[≤ chunk, n_items, d]`` tensors, the

@@ -69,6 +69,8 @@ class LazyPaperPath(LazyNextRound, PaperModeSteps):
         continues bit for bit as the uninterrupted one (``tests/test_resume.py``).
         """
         state, arrays = super().round_state()
+        # the rounds after one whose replay passed the budget run dense: a resumed run as well
+        state["replay_over_budget"] = bool(getattr(self, "_replay_over_budget", False))
         carried = getattr(self, "_lazy_next", None)
         if carried is not None and carried["D"] is self.D and carried["D_version"] == self.D._version:
             state["lazy_next"] = {"ctx": carried["ctx"], "acc": carried["acc"]}
@@ -77,6 +79,7 @@ class LazyPaperPath(LazyNextRound, PaperModeSteps):
     def load_round_state(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`round_state`: the carried statistics belong to the tables just loaded."""
         super().load_round_state(state)
+        self._replay_over_budget = bool(state.get("replay_over_budget", False))
         carried = state.get("lazy_next")
         if carried is None or self.D is None:
             self._lazy_next = None
