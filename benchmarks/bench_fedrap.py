@@ -20,6 +20,10 @@ Amazon Video and LastFM (quick: ML-100K only).  Split folders are looked up unde
 ``$RECREPRO_DATA_ROOT`` (default ``data``); a dataset whose split is missing is skipped.
 ``measure(quick, device="cuda")`` trains both modes on the GPU (``FederatedConfig.device``) and
 times them in wall seconds after ``torch.cuda.synchronize()``.
+
+``measure_dense_step(quick)``: the dense path's full-matrix step, fused (``dense_update: fused``,
+one ``torch.compile``'d pass) against eager, on a chunk of LastFM-sized tables (no data needed;
+docs/performance.md#fedrap-fused-dense).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pathlib import Path
 import torch
 
 from recrepro.papers.fedrap.config import FederatedConfig
+from recrepro.papers.fedrap.dense import DensePaperPath
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
 from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
 from recrepro.runs import SplitData
@@ -143,6 +148,46 @@ def measure(quick: bool, device: str = "cpu") -> list[dict]:
                     "threads": torch.get_num_threads(), "clock": clock_label(device),
                     "device": device_label(device)})
     return out
+
+
+class _DenseStep(DensePaperPath):
+    """Just what :meth:`DensePaperPath._paper_dense_update` reads: the config and the item count."""
+
+    def __init__(self, dense_update: str, n_items: int, device: str) -> None:
+        self.config = FederatedConfig(method="fedrap", mode="paper", dim=32, l2=1e-4, dense_update=dense_update,
+                                      device=device)
+        self.n_items = n_items
+
+
+def measure_dense_step(quick: bool, device: str = "cpu") -> dict:
+    """The dense path's full-matrix step on ``[B, 17,612, 32]`` tables (LastFM's items; ``B`` = 16
+    clients quick, 64 full), fused (ours) against eager (anchor), at the LastFM pick's L1 step
+    (μ = 1, ``lr_args`` 1000, λ = 0.1): the median process CPU seconds of a step over 3 (quick) or
+    7 timed steps each, after an untimed one (the fused step compiles there).  Goal: ≤ 0.5×."""
+    n_clients, n_items, repeats = (16 if quick else 64), 17_612, (3 if quick else 7)
+    gen = torch.Generator().manual_seed(0)
+    tables = [torch.randn(n_clients, n_items, 32, generator=gen).mul_(0.01).to(device) for _ in range(2)]
+    lr = torch.full((n_clients,), 1000.0, device=device)
+    loss0 = torch.zeros(n_clients, device=device)
+    clock = stamp_fn(device)
+    medians, used = {}, {}
+    for name in ("eager", "fused"):
+        step = _DenseStep(name, n_items, device)
+        D, C = (t.clone() for t in tables)
+        step._paper_dense_update(D, C, 0.1, 1.0, lr, loss0)   # untimed: the fused step compiles here
+        times = []
+        for _ in range(repeats):
+            t0 = clock()
+            step._paper_dense_update(D, C, 0.1, 1.0, lr, loss0)
+            times.append(clock() - t0)
+        medians[name], used[name] = statistics.median(times), step.dense_update_used
+        del D, C
+    ratio = medians["fused"] / medians["eager"]
+    return {"measure": f"fedrap dense full-matrix step, fused vs eager ({n_clients} × {n_items} × 32)",
+            "ours_s": round(medians["fused"], 4), "anchor_s": round(medians["eager"], 4), "ratio": round(ratio, 2),
+            "goal": "≤ 0.5×", "holds": bool(ratio <= 0.5 and used["fused"] == "fused"),
+            "ran": used["fused"], "threads": torch.get_num_threads(), "clock": clock_label(device),
+            "device": device_label(device)}
 
 
 def main() -> None:

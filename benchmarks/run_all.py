@@ -99,7 +99,7 @@ def _lambdaopt(quick: bool, device: str) -> list[dict]:
 def _fedrap(quick: bool, device: str) -> list[dict]:
     import bench_fedrap
 
-    return bench_fedrap.measure(quick, device)
+    return bench_fedrap.measure(quick, device) + [bench_fedrap.measure_dense_step(quick, device)]
 
 
 def _strong(quick: bool, device: str) -> list[dict]:

@@ -104,3 +104,14 @@ def test_the_fused_step_compiles_under_the_command_lines_stand_in_for_dynamo():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "fused"
     assert "could not compile" not in out.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+def test_the_fused_step_on_cuda_equals_the_eager_one():
+    # the paper tier's LastFM paper-mode rows are GPU jobs first: the compiled loop (triton there)
+    # or, where it cannot compile, the eager fallback; either way the eager path's numbers
+    fused, eager = _fit("fused", device="cuda"), _fit("eager", device="cuda")
+    assert fused.dense_update_used in ("fused", "eager") and eager.dense_update_used == "eager"
+    torch.testing.assert_close(fused.C, eager.C, atol=TOL, rtol=0)
+    torch.testing.assert_close(fused.w, eager.w, atol=TOL, rtol=0)
