@@ -363,9 +363,9 @@ def test_the_packaged_partial_timings_load_and_bad_ones_are_refused(tmp_path):
     from recrepro.compute import ComputeRatesError, partial_rates
 
     packaged = partial_rates()
-    lastfm = [e for e in packaged if e["dataset"] == "hetrec2011-lastfm-2k"]
-    assert lastfm and set(lastfm[0]["methods"]) == {"fedrap_tuned", "fedrap_pool_tuned"}
-    assert 3 < lastfm[0]["cpu_seconds_per_step"] * lastfm[0]["steps"] / 3600 < 10   # hours a run, as measured
+    ease = [e for e in packaged if e["paper"] == "strong" and e["dataset"] == "gowalla"]
+    assert ease and ease[0]["methods"] == ["ease · *"]
+    assert 0.5 < ease[0]["cpu_seconds_per_step"] * ease[0]["steps"] / 3600 < 1.5   # hours a job, as measured
     good = {"paper": "p", "dataset": "d", "methods": ["m"], "cpu_seconds_per_step": 1, "steps": 2,
             "measured": "x", "source": "y"}
     for bad, message in (({**good, "steps": 0}, "'steps' must be a positive number"),
