@@ -40,8 +40,8 @@ def _fit(dense_update, **overrides):
 def test_the_full_matrix_step_by_hand():
     # one client, one item, d = 1: D = 1, C = -0.5; shrink 0.9, coef 0.2, l1_step 0.1
     D, C = torch.tensor([[[1.0]]]), torch.tensor([[[-0.5]]])
-    loss = full_matrix_step(D, C, torch.tensor([[[0.9]]]), torch.tensor([[[0.9]]]), torch.tensor([[[0.2]]]),
-                            torch.tensor([[[0.1]]]), torch.tensor(-2.0), torch.tensor(3.0))
+    loss = full_matrix_step(D, C, torch.tensor([[[0.9]]]), torch.tensor([[[0.2]]]), torch.tensor([[[0.1]]]),
+                            torch.tensor(-2.0), torch.tensor(3.0))
     # D - C = 1.5: D <- 0.9 + 0.3 = 1.2; C <- -0.45 - 0.3 + 0.1 (sign -1) = -0.65; loss -2·2.25 + 3·0.5
     assert D.item() == pytest.approx(1.2) and C.item() == pytest.approx(-0.65)
     assert loss.item() == pytest.approx(-3.0)

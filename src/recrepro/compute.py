@@ -417,8 +417,8 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
             todo["gpu"], todo["gpu_from"] = _scaled_estimates(
                 todo, on_gpu.assign(wall_hours=on_gpu["wall_hours"].astype(float)),
                 _dataset_sizes() if sizes is None else sizes, hours="wall_hours", every_job=True)
-        lines += _remaining_lines(todo, availability)
         todo["here"] = _data_here(todo, availability)
+        lines += _remaining_lines(todo)
         here = todo[todo["here"]].copy()
         if len(here):
             picked = {(i["paper"], i["dataset"], i["method"]) for i in map(_run_identity, picked_runs) if i}
@@ -664,8 +664,9 @@ def _data_here(todo: pd.DataFrame, availability: Mapping[str, str]) -> list[bool
             for dataset, protocol in zip(todo["dataset"], protocols)]
 
 
-def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> list[str]:
-    """The "Remaining" table, its total over the priced jobs and, apart, over the scaled estimates."""
+def _remaining_lines(todo: pd.DataFrame) -> list[str]:
+    """The "Remaining" table, its total over the priced jobs and, apart, over the scaled estimates
+    (``todo["here"]``: :func:`_data_here`)."""
     lines = ["## Remaining", "",
              "Priced jobs and their estimated CPU-hours come from measured jobs of their own paper and dataset. "
              "The scaled estimate is for the jobs with none: the mean CPU-hours of the recorded jobs of the "
@@ -695,8 +696,6 @@ def _remaining_lines(todo: pd.DataFrame, availability: Mapping[str, str]) -> lis
               "scaled estimate (CPU-hours) |" + (" on one GPU (GPU-hours) |" if gpu else ""),
               "|---|---|---|---:|---:|---:|---|" + ("---|" if gpu else "")]
     total, unpriced = 0.0, 0
-    if "here" not in todo:
-        todo = todo.assign(here=_data_here(todo, availability))
     for (paper, dataset), g in todo.groupby(["paper", "dataset"], sort=True):
         here = ("yes" if g["here"].all() else "no" if not g["here"].any()
                 else f"for {int(g['here'].sum())} of {len(g)} jobs")

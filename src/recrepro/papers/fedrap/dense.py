@@ -28,17 +28,16 @@ from recrepro.records import check_finite
 __all__ = ["DensePaperPath", "full_matrix_step"]
 
 
-def full_matrix_step(D: torch.Tensor, C: torch.Tensor, shrink_d: torch.Tensor, shrink_c: torch.Tensor,
-                     coef: torch.Tensor, l1_step: torch.Tensor, w_sq: torch.Tensor, w_l1: torch.Tensor
-                     ) -> torch.Tensor:
+def full_matrix_step(D: torch.Tensor, C: torch.Tensor, shrink: torch.Tensor, coef: torch.Tensor,
+                     l1_step: torch.Tensor, w_sq: torch.Tensor, w_l1: torch.Tensor) -> torch.Tensor:
     """Paper mode's full-matrix regularisers and weight decay, one SGD step, in place.
 
     With the per-client factors (``[B, 1, 1]``) ``shrink = 1 − lr·l2``, ``coef = lr·2λ/(n d)``,
     ``l1_step = lr·μ/(n d)`` (FedRAP Eq. 4's ``−λ‖D⁽ⁱ⁾ − C‖²_F + μ‖C‖₁``, normalised by the
     table's size), at the pre-step values::
 
-        D ← shrink_d·D + coef·(D − C)
-        C ← shrink_c·C − coef·(D − C) − l1_step·sign(C)
+        D ← shrink·D + coef·(D − C)
+        C ← shrink·C − coef·(D − C) − l1_step·sign(C)
 
     and returns each client's loss terms ``w_sq·‖D − C‖² + w_l1·‖C‖₁`` (``[B]``).  Written as
     one expression so that ``torch.compile`` fuses it into one pass; the scalars come in as
@@ -47,8 +46,8 @@ def full_matrix_step(D: torch.Tensor, C: torch.Tensor, shrink_d: torch.Tensor, s
     """
     diff = D - C
     loss = w_sq * (diff * diff).sum(dim=(1, 2)) + w_l1 * C.abs().sum(dim=(1, 2))
-    D.copy_(D * shrink_d + diff * coef)
-    C.copy_(C * shrink_c - diff * coef - torch.sign(C) * l1_step)
+    D.copy_(D * shrink + diff * coef)
+    C.copy_(C * shrink - diff * coef - torch.sign(C) * l1_step)
     return loss
 
 
@@ -183,19 +182,19 @@ class DensePaperPath:
         ``loss`` with their terms and whether the L1 step is the prox (applied after the batch rows)."""
         cfg = self.config
         n_items, d = self.n_items, cfg.dim
-        l1_prox = cfg.method != "fedrap_l2" and cfg.l1_update == "prox"
         lr3 = lr_arg[:, None, None]
         # gradients of the full-matrix terms at the pre-step values, then in-place updates
         nd = float(n_items * d)
+        # the fused step covers the L1 forms (the subgradient step in it, the prox after the rows)
         fused = self._fused_dense_step() if cfg.method != "fedrap_l2" else None
         if fused is not None:
-            shrink = 1 - lr3 * cfg.l2
-            l1_step = lr3 * (mu / nd) if mu and not l1_prox else torch.zeros_like(lr3)
-            args = (D, C, shrink, shrink, lr3 * (2 * lam / nd), l1_step,
+            prox = cfg.l1_update == "prox"
+            l1_step = lr3 * (mu / nd) if mu and not prox else torch.zeros_like(lr3)
+            args = (D, C, 1 - lr3 * cfg.l2, lr3 * (2 * lam / nd), l1_step,
                     torch.tensor(-lam / nd, dtype=C.dtype, device=C.device),
                     torch.tensor(mu / nd, dtype=C.dtype, device=C.device))
             if self.dense_update_used == "fused":
-                return loss + fused(*args), l1_prox
+                return loss + fused(*args), prox
             try:  # the first call compiles, before anything is written
                 terms = fused(*args)
             except Exception as err:  # noqa: BLE001 -- whatever stops the compiler: the eager step below
@@ -203,7 +202,7 @@ class DensePaperPath:
                 self._fall_back(err)
             else:
                 self.dense_update_used = "fused"
-                return loss + terms, l1_prox
+                return loss + terms, prox
         l1_prox = False
         # two preallocated [B, n_items, d] buffers (a fresh 200 MB tensor per step costs
         # more in page faults than the arithmetic)
