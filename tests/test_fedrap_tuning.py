@@ -352,3 +352,41 @@ def test_the_pick_says_which_points_its_validation_noise_does_not_separate(tmp_p
     # records without the count (older ones): no line rather than a guess
     bare = [_grid_record(tmp_path / "b", "ml-100k", f"fedmf-g0{i}", v, 0.3) for i, v in enumerate((0.45, 0.41))]
     assert "Validation noise" not in tuning.tuning_markdown(tuning.tuning_table(block, bare), block, "paper")
+
+
+def test_headline_pairs_each_tuned_fedrap_row_with_the_best_tuned_baseline_of_its_pool(tmp_path):
+    from recrepro.papers.fedrap.comparison import best_baseline_rows, comparison_frame, comparison_markdown
+
+    dirs = []
+    for seed, (ours, fedmf, pfedrec, central) in enumerate([(0.30, 0.40, 0.35, 0.9), (0.32, 0.41, 0.36, 0.9),
+                                                            (0.34, 0.45, 0.37, 0.9)]):
+        dirs += [_run(tmp_path, "ml-100k", "fedrap_code_tuned", seed, ours), _run(tmp_path, "ml-100k", "fedmf_tuned", seed, fedmf),
+                 _run(tmp_path, "ml-100k", "pfedrec_tuned", seed, pfedrec), _run(tmp_path, "ml-100k", "mf", seed, central),
+                 _run(tmp_path, "ml-100k", "fedmf_pool_tuned", seed, 0.5 + seed / 100)]
+    # the default-flags rows never enter the headline, however high
+    dirs += [_run(tmp_path, "ml-100k", "fedmf", s, 0.99) for s in range(3)]
+    dirs.append(_run(tmp_path, "ml-100k", "fedrap_pool_tuned", 0, 0.99))   # one seed: means shown, not tested
+    frame = comparison_frame(dirs)
+    rows = best_baseline_rows(frame, ["ml-100k"]).set_index("method")
+    # FedMF (mean 0.42) beats PFedRec (0.36) and is the baseline; MF is centralised and left out
+    train = rows.loc["fedrap_code_tuned"]
+    assert train["baseline"] == "fedmf_tuned" and train["baseline_mean"] == pytest.approx(0.42)
+    # differences -0.10, -0.09, -0.11: t = -17.32 over 2 degrees of freedom, p = 0.00332
+    assert train["p_value"] == pytest.approx(0.003317, rel=1e-3) and train["verdict"] == "baseline ahead"
+    pool = rows.loc["fedrap_pool_tuned"]
+    assert pool["baseline"] == "fedmf_pool_tuned" and pool["n_paired"] == 1 and pool["verdict"] == "too few seeds to test"
+    md = comparison_markdown(frame, "paper")
+    assert ("| train | ml-100k | `fedrap_code_tuned` | 0.3200 (3) | `fedmf_tuned` | 0.4200 (3) | -0.1000 | 3 | 0.00332 "
+            "| baseline ahead |") in md
+    assert ("| all_interactions | ml-100k | `fedrap_pool_tuned` | 0.9900 (1) | `fedmf_pool_tuned` | 0.5100 (3) | +0.4800 "
+            "| 1 | — | too few seeds to test |") in md
+    # FedRAP ahead, and a difference the seeds do not separate
+    ahead = comparison_frame([_run(tmp_path / "a", "ml-100k", "fedrap_tuned", s, v) for s, v in enumerate([0.5, 0.52, 0.55])]
+                             + [_run(tmp_path / "a", "ml-100k", "fedmf_tuned", s, v) for s, v in enumerate([0.4, 0.41, 0.43])]
+                             + [_run(tmp_path / "a", "ml-100k", "fedncf_tuned", s, v) for s, v in enumerate([0.5, 0.56, 0.50])])
+    verdicts = best_baseline_rows(ahead, ["ml-100k"]).set_index("method")["verdict"]
+    # FedNCF (mean 0.52) is the best baseline; differences 0, -0.04, +0.05 give p ≈ 0.99
+    assert verdicts["fedrap_tuned"] == "no significant difference"
+    ahead = comparison_frame([_run(tmp_path / "b", "ml-100k", "fedrap_tuned", s, v) for s, v in enumerate([0.5, 0.52, 0.55])]
+                             + [_run(tmp_path / "b", "ml-100k", "fedmf_tuned", s, v) for s, v in enumerate([0.4, 0.41, 0.43])])
+    assert best_baseline_rows(ahead, ["ml-100k"])["verdict"].tolist() == ["FedRAP ahead"]
