@@ -202,5 +202,5 @@ def test_a_sparse_alpha_sweep_says_so_in_its_caption(tmp_path, monkeypatch):
 def test_figure_and_table_modules_import_no_torch(fresh_python):
     # a redraw from records runs a dozen PRISM figure/table jobs; torch's import was most of each
     script = ("import sys; import recrepro.papers.prism.figures, recrepro.papers.prism.experiments, "
-              "recrepro.papers.prism.cli; print('torch' in sys.modules)")
+              "recrepro.papers.prism.lr_search, recrepro.papers.prism.cli; print('torch' in sys.modules)")
     assert fresh_python(script) == "False"

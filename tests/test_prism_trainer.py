@@ -50,15 +50,48 @@ def test_early_stopping_stops_after_patience():
     assert history["epochs_run"] == history["best_epoch"] + 2
 
 
-def test_nan_loss_stops_with_where(monkeypatch):
+def test_nan_loss_is_recorded_as_divergence_with_where(monkeypatch):
     train, val = _planted()
 
     def nan_loss(net, users, items, negs, settings, margins=None, item_degree=None):
         return net.user_emb.sum() * float("nan")
 
     monkeypatch.setattr(T, "batch_loss", nan_loss)
-    with pytest.raises(NonFiniteError, match="training loss at epoch 1"):
-        T.train(train, val, T.TrainSettings(loss="bpr", dim=4, epochs=2, fused_adam=False))
+    _, history = T.train(train, val, T.TrainSettings(loss="bpr", dim=4, epochs=2, fused_adam=False))
+    assert history["diverged"]["epoch"] == 1 and "training loss at epoch 1" in history["diverged"]["error"]
+    assert history["epochs_run"] == 0 and history["best_val_ndcg"] is None
+
+
+def test_a_run_that_blows_up_keeps_its_best_epoch_before_and_is_never_picked(monkeypatch, tmp_path):
+    import torch
+
+    train, val = _planted()
+    real = T._train_epoch
+
+    def blow_up_in_epoch_3(net, optimizer, *args):
+        loss = real(net, optimizer, *args)
+        if args[-1] == 3:
+            with torch.no_grad():
+                for p in net.parameters():
+                    p.fill_(float("inf"))
+        return loss
+
+    monkeypatch.setattr(T, "_train_epoch", blow_up_in_epoch_3)
+    settings = T.TrainSettings(loss="bpr", dim=8, lr=0.05, epochs=8, patience=5, batch_size=256, seed=1,
+                               fused_adam=False)
+    net, history = T.train(train, val, settings)
+    assert history["diverged"]["epoch"] == 3 and "embeddings at epoch 3" in history["diverged"]["error"]
+    assert history["epochs_run"] == 2 and history["best_epoch"] in (1, 2)
+    # the restored model is the best validated one before the blow-up, finite
+    assert T.validation_ndcg(net, train, val, 20, 1024, "cpu") == pytest.approx(history["best_val_ndcg"], abs=1e-9)
+    # the selection never picks a diverged point, though it counts as searched
+    from recrepro.papers.prism.experiments import select_weight_decay
+
+    _fake_run(tmp_path, "mf_directau_wd0", 0, 0.20, 0.2)
+    _fake_run(tmp_path, "mf_directau_wd1em6", 0, 0.30, 0.3, extra={"diverged": {"epoch": 4, "error": "NaN"}})
+    chosen = select_weight_decay(sorted((tmp_path / "runs").glob("*/seed0")), backbones=["mf"], losses=["directau"],
+                                 weight_decays=[0.0, 1e-6])
+    assert chosen["chosen"]["mf_directau"] == "mf_directau_wd0" and chosen["candidates"]["mf_directau"] == 2
 
 
 @pytest.mark.parametrize("backbone,loss", [("nlmf", "ssm"), ("lightgcn", "directau"), ("mf", "mawu")])
@@ -86,7 +119,7 @@ def test_prism_init_formula_and_spearman_one_in_trainer():
     assert stats.spearmanr(deg, norms).statistic > 0.99
 
 
-def _fake_run(root, method, seed, val, test):
+def _fake_run(root, method, seed, val, test, extra=None):
     """A PRISM run record with a given validation (history) and test (metrics) NDCG@20."""
     import json
 
@@ -94,7 +127,7 @@ def _fake_run(root, method, seed, val, test):
     d.mkdir(parents=True)
     (d / "metrics.json").write_text(json.dumps({"dataset": "toy", "split": "random_ratio", "method": method,
                                                 "seed": seed, "tier": "smoke", "overall": {"ndcg@20": test},
-                                                "strata": {}}))
+                                                "strata": {}, **(extra or {})}))
     (d / "history.json").write_text(json.dumps({"best_val_ndcg": val, "best_epoch": 3, "seconds_per_epoch": 1.0}))
     return d
 

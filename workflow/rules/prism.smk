@@ -12,6 +12,7 @@ localrules:
     prism_figure,
     prism_figure_theory,
     prism_table,
+    prism_lr_search,
     prism_scorecard,
 
 
@@ -233,6 +234,48 @@ rule prism_table:
         "--diagnostic-backbones {params.diagnostic:q} --lr-search {params.lr_search:q} --tier-lr {params.lr:q} "
         "--weight-decays {params.wds:q} --out-md {output.md:q} --out-csv {output.csv:q} "
         "--tuned-root {output.tuned:q} --selection {input.selection:q} --runs {input.runs:q} > {log:q} 2>&1"
+
+
+# Every (λ, lr) point of Table 1's learning-rate pick (table.lr_search), on the selection's seeds:
+# its record or "not run", each arm's pick marked (recrepro.papers.prism.lr_search).
+rule prism_lr_search:
+    input:
+        redraw=REDRAW,
+        selection="results/{tier}/prism/tables/wd_selection_{dataset}.json",
+        runs=lambda wc: recorded(prism_wf.lr_search_runs(config, wc.tier, wc.dataset)),
+    output:
+        # in the report as HTML (rule table_html), not as a Markdown download
+        md="results/{tier}/prism/tables/lr_search_{dataset}.md",
+        csv="results/{tier}/prism/tables/lr_search_{dataset}.csv",
+    log:
+        "logs/prism/{tier}/lr_search_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/lr_search_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        backbones=lambda wc: list(
+            prism_wf.tier_conf(config, wc.tier)["table"]["backbones"]
+        ),
+        losses=lambda wc: list(prism_wf.tier_conf(config, wc.tier)["table"]["losses"]),
+        alpha=lambda wc: prism_wf.tier_conf(config, wc.tier)["table"]["alpha"],
+        wds=lambda wc: list(
+            repr(float(w))
+            for w in prism_wf.tier_conf(config, wc.tier)["weight_decays"]
+        ),
+        lr_search=lambda wc: as_json(prism_wf.lr_search_arg(config, wc.tier)),
+        lr=lambda wc: prism_wf.tier_conf(config, wc.tier)["lr"],
+        seeds=lambda wc: prism_wf.selection_seeds(config, wc.tier, wc.dataset),
+    shell:
+        "recrepro prism lr-search --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
+        "--backbones {params.backbones:q} --losses {params.losses:q} --alpha {params.alpha:q} "
+        "--lr-search {params.lr_search:q} --tier-lr {params.lr:q} --seeds {params.seeds:q} "
+        "--weight-decays {params.wds:q} --out-md {output.md:q} --out-csv {output.csv:q} "
+        "--selection {input.selection:q} --runs {input.runs:q} > {log:q} 2>&1"
 
 
 rule prism_scorecard:

@@ -1,7 +1,8 @@
 """``recrepro prism <verb>``: the verbs of the PRISM rules over the paper's API.
 
 ``train`` (:func:`~recrepro.papers.prism.experiments.run_method`), ``figure-wd``, ``figure-magnitudes``,
-``select-wd``, ``table``, ``figure`` (Figs. 3-11 from a workflow spec), ``figure-theory`` (Fig. 7) and
+``select-wd``, ``table``, ``lr-search`` (every grid point of Table 1's learning-rate pick:
+:mod:`recrepro.papers.prism.lr_search`), ``figure`` (Figs. 3-11 from a workflow spec), ``figure-theory`` (Fig. 7) and
 ``drift`` (records made under other settings than today's configuration: :mod:`recrepro.papers.prism.drift`).
 The options are built from :mod:`recrepro.cliargs`; the experiment and figure modules are imported
 only when a verb runs.
@@ -66,6 +67,18 @@ def cmd_table(args: argparse.Namespace) -> None:
     print(frame.to_string())
 
 
+def cmd_lr_search(args: argparse.Namespace) -> None:
+    from recrepro.io import read_json
+    from recrepro.papers.prism.lr_search import lr_search_table
+
+    frame = lr_search_table(_run_dirs(args.runs), Path(args.out_md), Path(args.out_csv), tier=args.tier,
+                            dataset=args.dataset, backbones=args.backbones, losses=args.losses,
+                            weight_decays=args.weight_decays, lr_search=args.lr_search, seeds=args.seeds,
+                            alpha=args.alpha, selection=read_json(args.selection) if args.selection else None,
+                            tier_lr=args.tier_lr)
+    print(frame.to_string())
+
+
 def cmd_select_wd(args: argparse.Namespace) -> None:
     from recrepro.io import write_json
     from recrepro.papers.prism.experiments import select_weight_decay
@@ -125,21 +138,14 @@ def _add_grid_outputs(verbs: argparse._SubParsersAction) -> None:
             ("figure-wd", cmd_figure_wd,
              "Fig. 1 (--batched: Fig. 3): NDCG@20 overall and per popularity stratum vs weight decay"),
             ("figure-magnitudes", cmd_figure_magnitudes, "Fig. 2: item embedding magnitude vs training degree"),
-            ("table", cmd_table, "Table 1: tuned λ vs PRISM per backbone and loss")):
+            ("table", cmd_table, "Table 1: tuned λ vs PRISM per backbone and loss"),
+            ("lr-search", cmd_lr_search, "Table 1's learning-rate search: every (λ, lr) grid point, its record "
+                                         "or 'not run', and each arm's pick")):
         p = verbs.add_parser(name, help=help)
         add_tier(p)
         add_dataset(p)
-        if name == "table":
-            add_table_outputs(p)
-            p.add_argument("--tuned-root", default=None)
-            p.add_argument("--selection", default=None,
-                           help="the tuned-λ pick (select-wd); default: mean validation over the runs")
-            p.add_argument("--backbones", nargs="+", required=True)
-            p.add_argument("--alpha", type=float, default=1.0)
-            p.add_argument("--diagnostic-backbones", nargs="*", default=[],
-                           help="backbones run in the PRISM column only, listed under the table (e.g. nlmflinear)")
-            add_json(p, "--lr-search", default={}, help='{backbone: [learning rates besides the tier\'s]}, as JSON')
-            p.add_argument("--tier-lr", type=float, default=None, help="the tier's learning rate (shown for its runs)")
+        if name in ("table", "lr-search"):
+            _add_table_options(p, lr_search=name == "lr-search")
         else:
             add_figure_outputs(p)
         if name == "figure-wd":
@@ -152,6 +158,26 @@ def _add_grid_outputs(verbs: argparse._SubParsersAction) -> None:
             p.add_argument("--weight-decays", type=float, nargs="+", required=True)
         p.add_argument("--runs", nargs="*", default=[], help="run records (metrics.json or run folders)")
         p.set_defaults(func=func)
+
+
+def _add_table_options(p: argparse.ArgumentParser, *, lr_search: bool) -> None:
+    """The options of Table 1 (``table``) and of its learning-rate search table (``lr-search``)."""
+    add_table_outputs(p)
+    p.add_argument("--selection", default=None,
+                   help="the tuned-λ pick (select-wd); default: mean validation over the runs" if not lr_search
+                   else "the tuned-λ pick (select-wd), whose picks are marked")
+    p.add_argument("--backbones", nargs="+", required=True)
+    p.add_argument("--alpha", type=float, default=1.0)
+    add_json(p, "--lr-search", default={}, help='{backbone: [learning rates besides the tier\'s]}, as JSON')
+    p.add_argument("--tier-lr", type=float, default=None, help="the tier's learning rate (shown for its runs)")
+    if lr_search:
+        p.add_argument("--seeds", type=int, nargs="+", required=True,
+                       help="the seeds the selection reads (table.select_on): a point without a record on one "
+                            "is 'not run'")
+        return
+    p.add_argument("--tuned-root", default=None)
+    p.add_argument("--diagnostic-backbones", nargs="*", default=[],
+                   help="backbones run in the PRISM column only, listed under the table (e.g. nlmflinear)")
 
 
 def _add_figures(verbs: argparse._SubParsersAction) -> None:

@@ -147,7 +147,8 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
         counts={**result.counts, "epochs_to_best": int(history["best_epoch"]), "epochs_run": int(history["epochs_run"])},
         meta={**meta, "method": method, "backbone": backbone,
               "best_val_ndcg": history["best_val_ndcg"], "seconds_per_epoch": history["seconds_per_epoch"],
-              "epochs_to_best": int(history["best_epoch"])},
+              "epochs_to_best": int(history["best_epoch"]),
+              **({"diverged": history["diverged"]} if history.get("diverged") else {})},
         config_slice={"method": method, "settings": settings, "switches": dict(switches),
                       "evaluation": dict(evaluation)},
         seed=seed, device=device, started_at=started, benchmark_file=benchmark_file,
@@ -169,7 +170,8 @@ def load_prism_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
                "seed": int(metrics["seed"]), "ndcg": metrics["overall"].get("ndcg@20"),
                "best_val_ndcg": history.get("best_val_ndcg", metrics.get("best_val_ndcg")),
                "epochs_to_best": history.get("best_epoch", metrics.get("epochs_to_best")),
-               "seconds_per_epoch": history.get("seconds_per_epoch")}
+               "seconds_per_epoch": history.get("seconds_per_epoch"),
+               "diverged": bool(metrics.get("diverged") or history.get("diverged"))}
         for stratum, values in (metrics.get("strata") or {}).items():
             row[f"ndcg_{stratum}"] = values.get("ndcg@20")
         try:
@@ -231,11 +233,16 @@ def select_weight_decay(run_dirs: Sequence[Path], *, backbones: Sequence[str], l
                 sub = runs[runs["method"].isin(names)] if len(runs) else runs
                 if sub.empty:
                     continue
-                val = sub.groupby("method")["best_val_ndcg"].mean()
+                candidates[key] = int(sub["method"].nunique())  # a diverged point ran: it counts as searched
+                # a point that diverged on any seed is never picked
+                diverged = set(sub.loc[sub["diverged"], "method"])
+                ok = sub[~sub["method"].isin(diverged)]
+                if ok.empty:
+                    continue
+                val = ok.groupby("method")["best_val_ndcg"].mean()
                 # ties (equal validation) go to the first point of the grid, as the paper's lists order them
                 chosen[key] = _best(names, val)
                 validation.update({m: float(v) for m, v in val.items()})
-                candidates[key] = int(sub["method"].nunique())
     seeds = sorted({int(s) for s in runs["seed"]}) if len(runs) else []
     return {"seeds": seeds, "chosen": chosen, "validation": dict(sorted(validation.items())),
             "candidates": candidates}
@@ -343,6 +350,8 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
              f"Test NDCG@20, mean ± sd over seeds; tuned λ chosen by mean validation NDCG@20 on {chosen_on} from "
              f"{list(weight_decays)}, then run on every seed; PRISM α = {alpha}, no weight decay. "
              f"Epochs = epochs to the best validation epoch.{search_text}",
+             *(["", f"Every (λ, lr) point of the learning-rate search, its record or \"not run\": "
+                    f"[lr_search_{dataset}.md](lr_search_{dataset}.md)."] if searched else []),
              "", "| backbone | loss | tuned λ | tuned wd | PRISM | % diff | epochs (wd) | epochs (PRISM) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:

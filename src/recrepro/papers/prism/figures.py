@@ -101,6 +101,8 @@ def _clauses(*parts: str) -> str:
 def select_by_validation(runs: pd.DataFrame, candidates: Sequence[str]) -> str | None:
     """The candidate method with the highest mean best validation NDCG@20 (never the test score)."""
     sub = runs[runs["method"].isin(list(candidates))]
+    if "diverged" in sub.columns:  # a run that blew up is never picked
+        sub = sub[~sub["method"].isin(set(sub.loc[sub["diverged"].astype(bool), "method"]))]
     if sub.empty:
         return None
     return str(sub.groupby("method")["best_val_ndcg"].mean().idxmax())

@@ -54,7 +54,7 @@ from recrepro.papers.prism import debias as D
 from recrepro.models import losses as L
 from recrepro.models.backbones import build_net
 from recrepro.models.gather import gather_rows
-from recrepro.records import check_finite
+from recrepro.records import NonFiniteError, check_finite
 
 __all__ = ["TrainSettings", "checkpoint_key", "train"]
 
@@ -345,12 +345,22 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
         if finished:
             break
         started = time.perf_counter()
-        mean_loss = _train_epoch(net, optimizer, e_users, e_items, settings, margins, item_deg_t, gen, n_neg,
-                                 epoch)
+        try:
+            mean_loss = _train_epoch(net, optimizer, e_users, e_items, settings, margins, item_deg_t, gen, n_neg,
+                                     epoch)
+            check_finite("user embeddings", net.user_emb, f"epoch {epoch}")
+            check_finite("item embeddings", net.item_emb, f"epoch {epoch}")
+        except NonFiniteError as err:
+            # a learning rate that blows the run up is a result of the search (the paper's lr grid
+            # reaches 0.1): the record keeps the epochs before it, says where and why, and is never
+            # picked (experiments.select_weight_decay); the model is the best validated one before it
+            history["diverged"] = {"epoch": int(epoch), "error": str(err)}
+            log.warning("diverged in epoch %d: %s; recorded as diverged (never picked)", epoch, err)
+            if ckpt is not None:
+                ckpt.save(lambda: state(epoch - 1, True), final=True)
+            break
         history["epoch_seconds"].append(time.perf_counter() - started)
         history["loss"].append(mean_loss)
-        check_finite("user embeddings", net.user_emb, f"epoch {epoch}")
-        check_finite("item embeddings", net.item_emb, f"epoch {epoch}")
         stop = epoch == settings.epochs
         if validation is None:
             best_epoch = epoch

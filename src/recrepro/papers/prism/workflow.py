@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from recrepro.papers.prism.methods import method_name, table_arms
+from recrepro.papers.prism.methods import method_name, parse_method, table_arms
 
 __all__ = [
     "EXTRA_FIGURES", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
-    "lr_search_arg", "picked_runs", "runs", "searched_lrs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
+    "lr_search_arg", "lr_search_runs", "picked_runs", "runs", "searched_lrs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
 # Figs. 3-11 drawn by the generic ``prism_figure`` rule (Fig. 7 has its own, data-free rule).
@@ -142,6 +142,14 @@ def selection_runs(config: Mapping[str, Any], tier: str, dataset: str) -> list[s
     """The grid runs the tuned-λ selection reads."""
     return [run(config, tier, dataset, m, s) for m in grid_methods(config, tier)
             for s in selection_seeds(config, tier, dataset)]
+
+
+def lr_search_runs(config: Mapping[str, Any], tier: str, dataset: str) -> list[str]:
+    """The learning-rate search table's runs: the selection's grid runs of the backbones whose learning
+    rate is searched (:func:`lr_search_arg`)."""
+    searched = lr_search_arg(config, tier)
+    return [run(config, tier, dataset, m, s) for m in grid_methods(config, tier)
+            if parse_method(m)["backbone"] in searched for s in selection_seeds(config, tier, dataset)]
 
 
 def table_runs(config: Mapping[str, Any], tier: str, dataset: str, chosen: Mapping[str, str]) -> list[str]:
@@ -296,6 +304,8 @@ def targets(config: Mapping[str, Any], tier: str) -> list[str]:
         out += [f"results/{tier}/prism/figures/fig1_weight_decay_{dataset}.pdf",
                 f"results/{tier}/prism/figures/fig2_magnitudes_{dataset}.pdf",
                 f"results/{tier}/prism/tables/table1_{dataset}.md"]
+        if lr_search_arg(config, tier):  # every (λ, lr) point of Table 1's learning-rate pick
+            out.append(f"results/{tier}/prism/tables/lr_search_{dataset}.md")
         out += [f"results/{tier}/prism/figures/{fig}_{dataset}.pdf" for fig in extra_figures(config, tier)]
     out.append(f"results/{tier}/prism/figures/fig7_theorem31.pdf")
     out.append(f"results/{tier}/prism/scorecard.md")
