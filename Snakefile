@@ -12,6 +12,7 @@ from pathlib import Path
 # its line and column, a key given twice is refused (Snakemake's own loader says neither).
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from recrepro.config import check_config_files  # noqa: E402
+from recrepro.paperlist import PAPERS  # noqa: E402
 
 check_config_files(["config.yaml", *workflow.overwrite_configfiles])
 
@@ -19,18 +20,22 @@ check_config_files(["config.yaml", *workflow.overwrite_configfiles])
 configfile: "config.yaml"
 
 
-# The landing text of the HTML report (snakemake --report results/<tier>-report.html).
+# The landing text of the HTML report (snakemake --report results/<tier>-report.html); Jinja in it picks
+# the text by config["tier"] (paper: the Claims category and results/paper/README.md first).
 report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
-# Figures, tables, scorecards and reports: drawn from run records only.
+# Figures, tables, scorecards and reports: drawn from run records only. Each paper's rule files are
+# workflow/rules/<paper>.smk and <paper>_runs.smk, included in the registry's order (recrepro.paperlist).
 include: "workflow/rules/baselines.smk"
-include: "workflow/rules/exadmm.smk"
-include: "workflow/rules/prism.smk"
-include: "workflow/rules/lambdaopt.smk"
-include: "workflow/rules/fedrap.smk"
-include: "workflow/rules/lrs.smk"
+
+
+for _paper in PAPERS:
+
+    include: _paper.rule_files[0]
+
+
 include: "workflow/rules/strong.smk"
 include: "workflow/rules/report.smk"
 
@@ -41,11 +46,11 @@ if not FROM_RECORDS:
 
     include: "workflow/rules/data.smk"
     include: "workflow/rules/baselines_runs.smk"
-    include: "workflow/rules/exadmm_runs.smk"
-    include: "workflow/rules/prism_runs.smk"
-    include: "workflow/rules/lambdaopt_runs.smk"
-    include: "workflow/rules/fedrap_runs.smk"
-    include: "workflow/rules/lrs_runs.smk"
+
+    for _paper in PAPERS:
+
+        include: _paper.rule_files[1]
+    # the tuned strong baselines' grids on the papers' splits
     include: "workflow/rules/strong_runs.smk"
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from recrepro.compute import compute_markdown, compute_table, queue_priority
+from recrepro.paperlist import paper_keys
 
 #: A paper with no expected-numbers file, so the queue's priorities need none.
 PAPER = "demo"
@@ -246,7 +247,7 @@ def test_runs_a_claim_names_queue_first_on_their_first_seed(tmp_path):
 def test_the_claimed_runs_come_from_the_expected_files_checks():
     from recrepro.compute import _claimed_runs
 
-    claimed = _claimed_runs(["lambdaopt", "fedrap"])
+    claimed = _claimed_runs(paper_keys())
     assert ("lambdaopt", "ml-100k", "lambdaopt_dui") in claimed and ("lambdaopt", "amazon-video", "lambdafix") in claimed
     assert any(p == "fedrap" and m == "fedmf_tuned" for p, _, m in claimed)
     # F1's "fedrap_pool" is the stand-in the check reads only while fedrap_pool_tuned has no records
@@ -444,7 +445,7 @@ def test_a_reconstructed_form_counts_as_data_here_only_for_the_protocols_it_serv
             "results/paper/baselines/runs/ml-1m/prism/random_ratio/mostpop/seed123/metrics.json",
             "results/paper/baselines/runs/ml-1m/fedrap/leave_one_out/mostpop/seed0/metrics.json"]
     frame = compute_table(runs, tmp_path)
-    assert frame.set_index("paper").loc[["prism", "fedrap"], "protocol"].tolist()[0] == "prism"
+    assert frame.set_index("paper").loc[["prism"], "protocol"].tolist()[0] == "prism"
     page = compute_markdown(frame, {"ml-100k": "mirror", "ml-1m": "form:pairs"}, sizes={})
     assert "| fedrap | ml-1m | no | 1 |" in page
     assert "| prism | ml-1m | yes | 1 |" in page

@@ -17,8 +17,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-#: max |score_cuda − score_cpu| allowed after each paper's small run (float32 papers; LRS is float64)
-TOLERANCE = {"prism": 1e-3, "exadmm": 1e-6, "lambdaopt": 1e-3, "fedrap": 1e-3, "lrs": 1e-8}
+from recrepro.paperlist import PAPERS
+
+#: max |score_cuda − score_cpu| allowed after each paper's small run (float32 papers; LRS is float64): the
+#: registry's ``gpu_tolerance``
+TOLERANCE = {paper.key: paper.gpu_tolerance for paper in PAPERS}
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 

@@ -15,6 +15,7 @@ from recrepro.models.ease import EASE
 from recrepro.models.itemitem import sparse_topk_rows, topk_per_row
 from recrepro.models.itemknn import ItemKNN
 from recrepro.models.rp3beta import RP3beta
+from recrepro.paperlist import data_protocol_keys
 from recrepro.strong import expand_grid, make_model, pick_point, strong_table, validation_section
 
 # users x items: u0 = {0, 1}, u1 = {0, 1, 2}, u2 = {1, 2}
@@ -275,7 +276,7 @@ def test_rule_helpers_read_the_config(repo_root):
     from recrepro.config import load_config
 
     config = load_config(repo_root / "config.yaml")
-    assert set(strong.papers(config, "smoke")) == {"prism", "exadmm", "lambdaopt", "fedrap"}
+    assert set(strong.papers(config, "smoke")) == set(data_protocol_keys())
     lastfm = strong.tune_params(config, "paper", "hetrec2011-lastfm-2k", "fedrap", "leave_one_out", "ease")
     assert lastfm["fixed"] == {"dtype": "float32"} and lastfm["select"] == "hr@10" and lastfm["seeds"] == "0,1,2"
     assert lastfm["evaluation"] == config["evaluation"]["splits"]["leave_one_out"]  # a name resolves to its section

@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from recrepro.paperlist import paper_keys
+
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.workflow
 
@@ -150,7 +152,7 @@ def test_a_second_run_of_every_papers_smallest_jobs_gives_byte_identical_files(s
               timeout=1200)
     run_dirs = sorted(p.parent.relative_to(second) for p in (second / "results").rglob("metrics.json"))
     papers = {d.parts[2] for d in run_dirs}
-    assert papers == {"baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"}
+    assert papers == {"baselines", *paper_keys()}
     compared = []
     for run_dir in run_dirs:
         names = sorted(p.name for p in (second / run_dir).iterdir())
@@ -265,7 +267,7 @@ def test_smoke_report_reads_in_a_browser(smoke_run, smoke_report):
     numbers = [int(re.match(r"Fig\. (\d+)", label).group(1)) for label in prism]
     assert numbers == sorted(numbers) and numbers[0] == 1 and numbers[-1] == 11
     # the smoke scorecards show smoke checks, and they pass
-    for paper in ("baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"):
+    for paper in ("baselines", *paper_keys()):
         card = pd.read_csv(smoke_run / f"results/smoke/{paper}/scorecard.csv")
         checks = card[card["source"].str.startswith("smoke check")]
         assert len(checks) >= 2 and set(checks["verdict"]) == {"pass"}, (paper, checks[["method", "note"]])

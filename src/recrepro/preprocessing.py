@@ -21,6 +21,7 @@ import pandas as pd
 from recrepro.datasets.container import DataFormatError, Interactions, RawInteractions
 from recrepro.datasets.statistics import statistics_checks
 from recrepro.io import sha256_file, write_json, write_parquet
+from recrepro.paperlist import PAPERS
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,9 @@ SWITCH_OVERRIDES: dict[tuple[str, str, str], dict[tuple[str], dict[str, Any]]] =
 
 
 # Protocols whose splits order each user's rows by time (FedRAP's leave-one-out, λOpt's temporal
-# split): they need the release's timestamps, which a reconstructed form may lack.
-TIME_ORDERED_PROTOCOLS = frozenset({"fedrap", "lambdaopt"})
+# split: the registry's ``time_ordered``): they need the release's timestamps, which a reconstructed
+# form may lack.
+TIME_ORDERED_PROTOCOLS = frozenset(paper.key for paper in PAPERS if paper.time_ordered)
 
 
 class FormRefusedError(DataFormatError):

@@ -21,19 +21,15 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import read_json, write_text
+from recrepro.paperlist import PAPERS
 from recrepro.scorecard import ALTERNATIVE_PREFIX, SUMMARY_PAPERS, alternative_phrase, summarise_scorecards
 from recrepro.datasets.statistics import published_statistics
 from recrepro.scorecard.claimpage import claims_section, dataset_checks_section
 
 __all__ = ["reference_readme"]
 
-PAPER_TITLES: Mapping[str, str] = {
-    "exadmm": "exADMM — Togashi et al. 2024, fair exposure control for iALS",
-    "prism": "PRISM — Loveland et al. 2025, weight decay and popularity",
-    "lambdaopt": "λOpt — Chen et al. 2019, learned fine-grained regularisation",
-    "fedrap": "FedRAP — Li et al. 2024, federated additive personalisation",
-    "lrs": "AMHT-LRS — Pal et al. 2023, low-rank + sparse personalisation",
-}
+#: Each paper's section heading (the registry's long title, :mod:`recrepro.paperlist`).
+PAPER_TITLES: Mapping[str, str] = {paper.key: paper.title for paper in PAPERS}
 
 _DEVIATION = re.compile(r"deviation: docs/deviations\.md#([a-z0-9][a-z0-9_-]*)")
 

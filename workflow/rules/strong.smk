@@ -7,6 +7,7 @@ localrules:
 
 
 import recrepro.strong as strong_wf
+from recrepro.paperlist import data_protocol_keys
 
 PAPER_TARGETS["strong"] = [
     f"results/{TIER}/{paper}/tables/strong_baselines.md"
@@ -26,7 +27,7 @@ rule strong_table:
     benchmark:
         "logs/benchmarks/strong/{tier}/{paper}/table.tsv"
     wildcard_constraints:
-        paper="exadmm|prism|lambdaopt|fedrap",
+        paper="|".join(data_protocol_keys()),
     conda:
         ENV_CPU
     threads: 1

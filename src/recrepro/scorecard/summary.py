@@ -13,12 +13,13 @@ from typing import Any
 import pandas as pd
 
 from recrepro.datasets.download import reachable
+from recrepro.paperlist import summary_keys
 from recrepro.scorecard.claimpage import claims_counts
 from recrepro.scorecard.expected import ExpectedEntry, expected_path, load_expected
 from recrepro.scorecard.judge import VERDICT_WITHIN
 
-#: Papers whose published numbers the summary counts, in the README's order.
-SUMMARY_PAPERS = ("exadmm", "prism", "lambdaopt", "fedrap", "lrs")
+#: Papers whose published numbers the summary counts, in the README's order (:mod:`recrepro.paperlist`).
+SUMMARY_PAPERS = summary_keys()
 
 #: The counts :func:`summarise_scorecards` returns, in order (then ``claims``, a count by verdict).
 SUMMARY_COUNTS = ("published", "reachable", "run", "full_budget_all_seeds", "within_tolerance", "capped",
