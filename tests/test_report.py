@@ -87,8 +87,9 @@ def test_report_captions_render_without_mailto_links(repo_root):
         for tier, paper in (("smoke", "prism"), ("paper", "exadmm")):
             wildcards = SimpleNamespace(fig=fig, dataset="gowalla", tier=tier, paper=paper, table="tables/results")
             for caption in captions:
+                # config as Snakemake gives it (the landing text, workflow.rst, chooses its text by tier)
                 text = jinja2.Environment().from_string(caption.read_text()).render(
-                    snakemake=SimpleNamespace(wildcards=wildcards))
+                    snakemake=SimpleNamespace(wildcards=wildcards, config={"tier": tier}))
                 with warnings.catch_warnings():  # writer_name: what Snakemake calls (docutils plans to rename it)
                     warnings.simplefilter("ignore", PendingDeprecationWarning)
                     body = publish_parts(text, writer_name="html", settings_overrides={"report_level": 5})["body"]

@@ -341,12 +341,15 @@ def figure_convergence(history_files, out_pdf, out_png, *, tier: str) -> None:
     dataset is drawn (the rule gives the base exADMM run of every seed; the curves of the seeds
     look alike).
     """
-    from recrepro.plotting import KEY_COLOR, LINESTYLES, figure_legend, method_styles, new_figure, save_figure
+    from recrepro.plotting import (FIXED_METHOD_COLORS, KEY_COLOR, LINESTYLES, figure_legend, method_styles,
+                                   new_figure, save_figure)
 
     fig, axes = new_figure(ncols=2, width=7.0, height=3.2)
     # colour and marker per term (nine terms, eight colours); the dash is the dataset's
     styles = {term: {"color": style["color"], "marker": style["marker"]}
               for term, style in method_styles(list(CONVERGENCE_TERMS)).items()}
+    # the ninth term would wrap round to the first one's colour (‖ΔV‖: blue, a look-alike marker): neutral grey
+    styles["loss_expo"]["color"] = FIXED_METHOD_COLORS["random"]
     datasets: list[str] = []
     for f in history_files:
         hist = pd.DataFrame(read_history(Path(f).parent, Path(f).name)["train"])

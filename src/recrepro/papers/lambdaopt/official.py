@@ -226,7 +226,7 @@ def official_figure(files: Sequence[str | Path], runs_root: str | Path, out_pdf:
     """Validation AUC per official epoch: the released code's DUI and λFix (hollow markers) over ours
     (lines: DUI under the released code's switches, dashed; under the paper's equations, solid; λFix),
     one panel per dataset and seed."""
-    from recrepro.plotting import figure_legend, new_figure, plot_published, save_figure
+    from recrepro.plotting import FONT_SIZES, figure_legend, new_figure, plot_published, save_figure
 
     curves = official_curves(files)
     panels = sorted({(m["dataset"], m["seed"]) for m, _ in curves}, key=lambda k: (k[0], int(k[1])))
@@ -252,8 +252,10 @@ def official_figure(files: Sequence[str | Path], runs_root: str | Path, out_pdf:
                 plot_published(ax, shown["epoch"], shown["val_auc"], color=colors[m["variant"]],
                                marker="o" if m["variant"] == "dui" else "s",
                                label=f"released code: {'DUI' if m['variant'] == 'dui' else 'λFix'} (every 10th epoch)")
-        ax.set(xlabel="epoch (released code's: num_batches real MF steps)", ylabel="validation AUC")
         ax.set_title(f"{dataset} · seed {seed}", loc="left", fontsize=8)
+    # One x label and one y label for the row: under each panel, the long x label ran into its neighbours.
+    axes[0].set_ylabel("validation AUC")
+    fig.supxlabel("epoch (released code's: num_batches real MF steps)", fontsize=FONT_SIZES["label"])
     figure_legend(fig)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=", ".join(dict.fromkeys(d for d, _ in panels)),
                 caption="λOpt: the released code (yihong-chen/lambda-opt@fdaa44d, hollow) on our split against our "

@@ -257,7 +257,7 @@ def split_timings(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str, tier: str) -> None:
     """Draw one figure from the concatenated seeds' rows (mean ± sd over seeds)."""
-    from recrepro.plotting import figure_legend, new_figure, save_figure
+    from recrepro.plotting import FONT_SIZES, figure_legend, new_figure, save_figure
 
     n_seeds = frame["seed"].nunique()
     note = f"mean ± sd over {n_seeds} seed(s); synthetic LRS data, our design (no published numbers)"
@@ -271,6 +271,11 @@ def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str
         _lines(ax, _summary(frame, "t", "param_error"), METHODS)
         ax.set(xlabel="number of users t", ylabel="mean relative parameter error", yscale="log", xscale="log")
         ax.set_title(f"Fig. 2: error vs t (m={int(frame['m'].iloc[0])})")
+        # ticks at the t grid, in plain numbers: the log axis's own minor labels (3×10², 4×10², …) ran into each other
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+        ax.set_xticks(sorted(frame["t"].unique()))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     elif experiment == "iterations":
         fig, axes = new_figure(ncols=2, width=7.0, height=3.0)
         _lines(axes[0], _summary(frame, "iteration", "subspace_distance"), METHOD_ORDER)
@@ -313,6 +318,8 @@ def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str
         axes[1].set(xlabel="samples per user m", ylabel="recall of supp(b̂ᵢ)", title="Fig. 5b: support recall")
     else:
         raise ValueError(f"unknown experiment {experiment!r}")
+    for ax in fig.axes:  # a log axis spanning about a decade labels its minor ticks: at the major labels' size
+        ax.tick_params(which="minor", labelsize=FONT_SIZES["tick"])
     figure_legend(fig, ncols=3 if len(fig.axes) > 1 else 2)
     dataset = "ml-100k" if experiment == "ml100k" else "synthetic LRS"
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=note)
