@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from recrepro.paperlist import paper_keys
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "paper"
 
@@ -129,7 +131,7 @@ def test_redraw_runs_no_record_making_job(redraw):
     assert not [j for j in jobs if RECORD_RULES.search(j)], f"record-making jobs in a redraw: {jobs}"
 
 
-@pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
+@pytest.mark.parametrize("paper", ["baselines", *paper_keys()])
 def test_redraw_rebuilds_tables_and_scorecards_byte_identical(redraw, paper):
     copy, _, _ = redraw
     outputs = [p for p in committed_results() if p.parts[2] == paper and p.suffix in EXACT_SUFFIXES
@@ -148,7 +150,7 @@ def test_redraw_rebuilds_the_generated_pages_byte_identical(redraw, page):
         f"{page} differs from its redraw: redraw it (snakemake --cores 2 {page} --config tier=paper from_records=true)"
 
 
-@pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
+@pytest.mark.parametrize("paper", ["baselines", *paper_keys()])
 def test_redraw_redraws_every_figure(redraw, paper):
     copy, _, before = redraw
     figures = [p for p in committed_results() if p.parts[2] == paper and "figures" in p.parts
@@ -325,8 +327,8 @@ def test_summary_counts_by_hand(tmp_path):
     assert counts == {"published": published, "reachable": fixture, "run": 2, "full_budget_all_seeds": 1,
                       "within_tolerance": 2, "capped": 1, "printed": 0, "printed_reachable": 0, "printed_run": 0,
                       "printed_within_tolerance": 0, "other_targets": published,
-                      "claims": {"supported": 0, "contradicted": 0, "mixed": 0, "not_testable_here": 0,
-                                 "provisional": 0}}
+                      "claims": {"supported": 0, "contradicted": 0, "mixed": 0, "inconclusive": 0,
+                                 "not_testable_here": 0, "provisional": 0}}
 
 
 def test_reference_readme_and_compute_page(tmp_path):

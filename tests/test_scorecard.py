@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from recrepro.paperlist import paper_keys
 from recrepro.records import write_run_record
 from recrepro.scorecard import (
     SCORECARD_COLUMNS,
@@ -548,7 +549,7 @@ def test_smoke_checks_and_figure_points_are_validated(tmp_path):
         load_expected(path)
 
 
-@pytest.mark.parametrize("paper", ["baselines", "exadmm", "prism", "lambdaopt", "fedrap", "lrs"])
+@pytest.mark.parametrize("paper", ["baselines", *paper_keys()])
 def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
     """The 'ran' check names exactly the methods the smoke tier gives the paper's scorecard."""
     import re
@@ -724,7 +725,8 @@ def test_packaged_prism_rows_show_the_linear_towers_and_keep_their_counts(tmp_pa
                         deviations_doc=tmp_path / "deviations.md", generated_on=TODAY, seeds_required=3)
         counts[name] = summarise_scorecards(tmp_path / name, {"gowalla": "mirror"}, papers=["prism"])
     published = sum(e.published is not None for e in expected.entries)
-    no_claims = {"supported": 0, "contradicted": 0, "mixed": 0, "not_testable_here": 0, "provisional": 0}
+    no_claims = {"supported": 0, "contradicted": 0, "mixed": 0, "inconclusive": 0, "not_testable_here": 0,
+                 "provisional": 0}
     assert counts["alt"] == counts["plain"] == {"published": published, "reachable": 12, "run": 1,
                                                 "full_budget_all_seeds": 0, "within_tolerance": 0, "capped": 1,
                                                 "printed": published, "printed_reachable": 12, "printed_run": 1,

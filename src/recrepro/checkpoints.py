@@ -208,7 +208,7 @@ def data_fingerprint(*matrices: Any) -> str:
 #: ``drift.py`` (the package's and each paper's) compares committed records with the configuration.
 _NOT_COMPUTING_DIRS = frozenset({"scorecard", "expected", "__pycache__", "datasets"})
 _NOT_COMPUTING_FILES = frozenset({"report.py", "figures.py", "plotting.py", "reference.py", "compute.py",
-                                  "preprocessing.py", "splits.py", "drift.py"})
+                                  "preprocessing.py", "splits.py", "drift.py", "leaks.py"})
 #: Modules of a paper package that every ``recrepro`` process loads or that never train: the command
 #: line registers each paper's verbs (``cli``), the drift checks read records.
 _PAPER_MODULES_NOT_TRAINING = frozenset({"cli", "drift"})

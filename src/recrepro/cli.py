@@ -31,20 +31,14 @@ from typing import Any
 from recrepro.cliargs import add_run_arguments, json_arg, set_torch_threads
 from recrepro.eager_torch import defer_dynamo
 from recrepro.entrypoints import KNOWN_ERRORS, TRACEBACK_ENV, report_error
+from recrepro import paperlist
 
 log = logging.getLogger("recrepro")
 
 #: ``recrepro <paper> <verb>``: each paper's one-line description and the module whose
-#: ``register(verbs)`` adds its verbs. A paper's module is imported only when its verbs are needed,
-#: so ``recrepro data ...`` does not import the papers' code (nor torch).
-PAPERS: dict[str, tuple[str, str]] = {
-    "exadmm": ("Togashi et al. 2024, fair exposure control for iALS (exADMM)", "recrepro.papers.exadmm.cli"),
-    "prism": ("Loveland et al. 2025, weight decay encodes popularity (PRISM init)", "recrepro.papers.prism.cli"),
-    "lambdaopt": ("Chen et al. 2019, λOpt: learning fine-grained regularisation", "recrepro.papers.lambdaopt.cli"),
-    "fedrap": ("Li et al. 2024, federated recommendation with additive personalisation (FedRAP)",
-               "recrepro.papers.fedrap.cli"),
-    "lrs": ("Pal et al. 2023, low-rank + sparse personalisation (AMHT-LRS)", "recrepro.papers.lrs.cli"),
-}
+#: ``register(verbs)`` adds its verbs, from the registry (:mod:`recrepro.paperlist`). A paper's module is
+#: imported only when its verbs are needed, so ``recrepro data ...`` does not import the papers' code (nor torch).
+PAPERS: dict[str, tuple[str, str]] = {paper.key: (paper.cli_help, paper.cli_module) for paper in paperlist.PAPERS}
 
 
 def _load_config(path: str | None) -> dict[str, Any]:
@@ -331,6 +325,8 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
     _add_strong(sub)
     _add_scorecard(sub)
     _add_claims(sub)
+    _add_claims_forest(sub)
+    _add_leaks(sub)
     _add_records(sub)
     _add_figure_baselines(sub)
     _add_report(sub)
@@ -442,6 +438,12 @@ def _add_claims(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds-required", type=int, default=None,
                    help="seeds the tier runs per cell: a check on fewer is provisional")
     add_table_outputs(p)
+    p.add_argument("--out-checks", default=None,
+                   help="checks.csv: every check's effect, interval, test and p (the forest plot's input)")
+    p.add_argument("--planned-runs", default=None,
+                   help="a JSON list of the run records the tier plans: every name a check uses must be known "
+                        "to them, the records or the expected entries (a typo is refused)")
+    p.add_argument("--leak-audit", default=None, help="results/<tier>/leak_audit.csv: its rows open the page")
     p.set_defaults(func=cmd_claims)
 
 
@@ -449,8 +451,55 @@ def cmd_claims(args: argparse.Namespace) -> None:
     from recrepro.scorecard import expected_path
     from recrepro.scorecard.claimpage import write_claims
 
+    planned = None
+    if args.planned_runs:
+        planned = json.loads(Path(args.planned_runs).read_text())
+        if not isinstance(planned, list) or not all(isinstance(p, str) for p in planned):
+            raise SystemExit(f"--planned-runs {args.planned_runs}: expected a JSON list of run record paths")
     write_claims(args.paper, args.tier, args.expected or expected_path(args.paper), args.results,
-                 args.out_md, args.out_csv, seeds_required=args.seeds_required)
+                 args.out_md, args.out_csv, seeds_required=args.seeds_required, out_checks=args.out_checks,
+                 planned=planned, leak_audit=args.leak_audit)
+
+
+def _add_claims_forest(sub: argparse._SubParsersAction) -> None:
+    """``recrepro claims-forest``: the forest plot of a paper's claim checks (from ``recrepro claims``' checks.csv)."""
+    from recrepro.cliargs import add_tier
+
+    p = sub.add_parser("claims-forest", help="forest plot of a paper's claim checks (figures/claims.png|pdf)")
+    p.add_argument("--checks", required=True, help="results/<tier>/<paper>/checks.csv")
+    add_tier(p)
+    p.add_argument("--out-png", required=True)
+    p.add_argument("--out-pdf", default=None, help="a PDF too (default: PNG only)")
+    p.add_argument("--title", default=None, help="default: '<paper>: claim checks'")
+    p.set_defaults(func=cmd_claims_forest)
+
+
+def cmd_claims_forest(args: argparse.Namespace) -> None:
+    from recrepro.figures import draw_claims_forest
+
+    summary = draw_claims_forest(args.checks, args.out_png, args.out_pdf, title=args.title, tier=args.tier)
+    log.info("claims forest: %d checks drawn in %d panel(s), %d not drawn -> %s", sum(summary.rows),
+             len(summary.panels), summary.not_drawn, args.out_png)
+
+
+def _add_leaks(sub: argparse._SubParsersAction) -> None:
+    """``recrepro leaks audit`` (one split) and ``recrepro leaks table`` (recrepro.papers.leaks, imported
+    only when one of them runs: every other command imports no paper's code)."""
+    verbs = sub.add_parser("leaks", help="leak audit: can a held-out pair reach training on a split") \
+        .add_subparsers(dest="verb", required=True, metavar="<verb>")
+    p = verbs.add_parser("audit", help="audit one split under its paper's training negative pools (JSON)")
+    p.add_argument("--split-dir", required=True)
+    p.add_argument("--paper", required=True, choices=sorted(paperlist.data_protocol_keys()))
+    p.add_argument("--negative-pools", nargs="*", default=None, help="FedRAP: its variants' negative_pool values")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=lambda a: importlib.import_module("recrepro.papers.leaks").write_audit(
+        a.split_dir, a.paper, a.out, {pool: {"negative_pool": pool} for pool in (a.negative_pools or [])}))
+    p = verbs.add_parser("table", help="gather the per-split audits (CSV and Markdown)")
+    p.add_argument("--out-csv", required=True)
+    p.add_argument("--out-md", required=True)
+    p.add_argument("audits", nargs="*")
+    p.set_defaults(func=lambda a: importlib.import_module("recrepro.papers.leaks").leak_table(
+        a.audits, a.out_csv, a.out_md))
 
 
 def _add_scorecard(sub: argparse._SubParsersAction) -> None:

@@ -580,7 +580,7 @@ def _add_caption(figure: Figure, text: str) -> None:
 
 def save_figure(
     fig: Figure,
-    out_pdf: str | Path,
+    out_pdf: str | Path | None,
     out_png: str | Path | None = None,
     *,
     tier: str,
@@ -597,9 +597,9 @@ def save_figure(
     fig:
         The figure (from :func:`new_figure`).
     out_pdf:
-        PDF path.
+        PDF path, or ``None`` for PNG only.
     out_png:
-        PNG path (``PNG_DPI`` dpi), or ``None`` for PDF only.
+        PNG path (``PNG_DPI`` dpi), or ``None`` for PDF only (one of the two is needed).
     tier, dataset:
         Shown in the caption so plots of different tiers cannot be confused.
     caption:
@@ -615,18 +615,22 @@ def save_figure(
     str
         The caption line added to the figure.
     """
+    if out_pdf is None and out_png is None:
+        raise ValueError("save_figure: neither a PDF nor a PNG path given")
     legends = len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes)
     if legends > 1:
-        raise ValueError(f"{Path(out_pdf).name}: {legends} legends; the house style has one per figure "
+        raise ValueError(f"{Path(out_pdf or out_png).name}: {legends} legends; the house style has one per figure "
                          "(recrepro.plotting.figure_legend)")
     text = caption_line(tier, dataset, caption)
     _add_caption(fig, text)
     with contextlib.ExitStack() as stack:
-        pdf_tmp = stack.enter_context(atomic_path(out_pdf))
+        pdf_tmp = stack.enter_context(atomic_path(out_pdf)) if out_pdf is not None else None
         png_tmp = stack.enter_context(atomic_path(out_png)) if out_png is not None else None
         with matplotlib.rc_context(_DETERMINISTIC_SAVE_RC):
             # format= is explicit because the temporary files end in ".tmp".
-            fig.savefig(pdf_tmp, format="pdf", metadata=dict(_PDF_METADATA), bbox_inches="tight", pad_inches=0.05)
+            if pdf_tmp is not None:
+                fig.savefig(pdf_tmp, format="pdf", metadata=dict(_PDF_METADATA), bbox_inches="tight",
+                            pad_inches=0.05)
             if png_tmp is not None:
                 _save_png(fig, png_tmp)
     return text

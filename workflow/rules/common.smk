@@ -394,3 +394,32 @@ def strong_baselines_csv(tier, paper):
     if FROM_RECORDS and not recorded(strong.grid_records(config, tier, paper)):
         return []  # a redraw draws it from records: none yet
     return [f"results/{tier}/{paper}/tables/strong_baselines.csv"]
+
+
+# Leak audit (recrepro.papers.leaks): per split a paper's trainers use, whether a held-out pair can
+# reach training, as a positive or by never being drawn as a negative; each claims page opens with
+# its paper's rows. Made where the data are here and committed, so a redraw from records reads them.
+def leak_audit_paper(dataset, protocol):
+    """The paper whose trainers a split serves (recrepro.papers.leaks.paper_of)."""
+    from recrepro.papers.leaks import paper_of
+
+    return paper_of(dataset, protocol)
+
+
+def leak_audits(tier):
+    return [
+        f"results/{tier}/leak_audit/{d}/{p}/{s}/seed{seed}.json"
+        for d, p, s, seed, _ in data_entries()
+        if leak_audit_paper(d, p)
+    ]
+
+
+def fedrap_negative_pools(tier):
+    """The negative_pool values FedRAP's variants of the tier train under."""
+    conf = config.get("fedrap", {})
+    variants = conf.get("variants", {})
+    used = conf.get("tiers", {}).get(tier, {}).get("variants", [])
+    default = conf.get("negative_pool", "train")
+    return sorted(
+        {variants.get(v, {}).get("negative_pool", default) for v in used} or {default}
+    )

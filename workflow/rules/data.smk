@@ -144,3 +144,28 @@ rule data_availability:
         ),
     shell:
         "recrepro data availability {params.mirror:q} --out {output:q} > {log:q} 2>&1"
+
+
+# the leak audit of one split (helpers and the table: common.smk, report.smk)
+rule leak_audit_split:
+    input:
+        manifest=f"{DATA}/splits/{{dataset}}/{{protocol}}/{{split}}/seed{{seed}}/manifest.json",
+    output:
+        "results/{tier}/leak_audit/{dataset}/{protocol}/{split}/seed{seed}.json",
+    log:
+        "logs/data/{tier}/leak_audit/{dataset}/{protocol}/{split}/seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/data/{tier}/leak_audit/{dataset}/{protocol}/{split}/seed{seed}.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("data"),
+        runtime=res_runtime("light"),
+    params:
+        paper=lambda wc: leak_audit_paper(wc.dataset, wc.protocol),
+        pools=lambda wc: " ".join(fedrap_negative_pools(wc.tier)),
+        split=lambda wc, input: str(Path(input.manifest).parent),
+    shell:
+        "recrepro leaks audit --split-dir {params.split:q} --paper {params.paper:q} "
+        "--negative-pools {params.pools} --out {output:q} > {log:q} 2>&1"

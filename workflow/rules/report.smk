@@ -9,21 +9,20 @@ import re
 
 from snakemake.io import is_flagged, regex_from_filepattern
 
+from recrepro.paperlist import PAPERS
 from recrepro.scorecard import SUMMARY_PAPERS
 
+# the report's category of each paper: its short title in the registry (recrepro.paperlist)
 REPORT_CATEGORIES = {
     "baselines": "Baselines",
-    "exadmm": "exADMM",
-    "prism": "PRISM",
-    "lambdaopt": "λOpt",
-    "fedrap": "FedRAP",
-    "lrs": "AMHT-LRS",
+    **{paper.key: paper.short_title for paper in PAPERS},
 }
 
 
 localrules:
     claims,
     claims_html,
+    claims_forest,
     scorecard_html,
     table_html,
     reference_readme,
@@ -106,9 +105,13 @@ rule claims:
                 and Path(str(t)).stem != "claims"
             ]
         ),
+        # the leak audit's table: its rows of the paper open the page
+        audit=lambda wc: recorded(f"results/{wc.tier}/leak_audit.csv"),
     output:
         md="results/{tier}/{paper}/claims.md",
         csv="results/{tier}/{paper}/claims.csv",
+        # one row per check result (effect, CI, target region): the forest plot's input
+        checks="results/{tier}/{paper}/checks.csv",
     log:
         "logs/report/{tier}/{paper}/claims.log",
     benchmark:
@@ -125,10 +128,25 @@ rule claims:
         expected=lambda wc: expected_digest(wc.paper),
         seeds=lambda wc: seeds_required(wc.paper, wc.tier),
         results=lambda wc, output: str(Path(output.md).parent),
+        # the paper's planned run records: a name a check uses that neither they, the records nor the
+        # expected entries know is a typo, refused
+        audit=lambda wc: f"results/{wc.tier}/leak_audit.csv",
+        # (every tier's: a name the paper tier plans is no typo on the smoke tier's page)
+        planned=lambda wc: as_json(
+            sorted(
+                r
+                for tier in ("smoke", "paper")
+                for r in tier_run_records(tier)
+                if f"/{wc.paper}/" in r
+            )
+        ),
     shell:
+        # the list reaches recrepro through a pipe (a builtin's output has no argument-size limit)
         "recrepro claims --paper {wildcards.paper:q} --tier {wildcards.tier:q} "
         "--results {params.results:q} --seeds-required {params.seeds:q} "
-        "--out-md {output.md:q} --out-csv {output.csv:q} > {log:q} 2>&1"
+        "--planned-runs <(printf '%s' {params.planned:q}) --leak-audit {params.audit:q} "
+        "--out-md {output.md:q} --out-csv {output.csv:q} --out-checks {output.checks:q} "
+        "> {log:q} 2>&1"
 
 
 rule claims_html:
@@ -166,11 +184,50 @@ rule claims_html:
 ruleorder: claims_html > table_html
 
 
-PAPER_TARGETS["claims"] = [
-    f"results/{TIER}/{paper}/claims{ext}"
-    for paper in SUMMARY_PAPERS
-    for ext in (".md", ".csv", ".html")
-]
+# The claims' checks as a forest plot: effect and CI of each check against the region its claim asks for.
+rule claims_forest:
+    input:
+        redraw=REDRAW,
+        checks="results/{tier}/{paper}/checks.csv",
+    output:
+        pdf="results/{tier}/{paper}/figures/claims.pdf",
+        png=report(
+            "results/{tier}/{paper}/figures/claims.png",
+            caption="../report/claims_forest.rst",
+            category="Claims",
+            subcategory=lambda wc: REPORT_CATEGORIES.get(wc.paper, wc.paper),
+            labels=lambda wc: {
+                "paper": REPORT_CATEGORIES.get(wc.paper, wc.paper),
+                "tier": wc.tier,
+                "figure": "forest plot of the checks",
+            },
+        ),
+    log:
+        "logs/report/{tier}/{paper}/claims_forest.log",
+    benchmark:
+        "logs/benchmarks/report/{tier}/{paper}/claims_forest.tsv"
+    wildcard_constraints:
+        paper="|".join(SUMMARY_PAPERS),
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    shell:
+        "recrepro claims-forest --checks {input.checks:q} --tier {wildcards.tier:q} "
+        "--out-pdf {output.pdf:q} --out-png {output.png:q} > {log:q} 2>&1"
+
+
+PAPER_TARGETS["claims"] = (
+    [
+        f"results/{TIER}/{paper}/claims{ext}"
+        for paper in SUMMARY_PAPERS
+        for ext in (".md", ".csv", ".html")
+    ]
+    + [f"results/{TIER}/{paper}/figures/claims.pdf" for paper in SUMMARY_PAPERS]
+    + [f"results/{TIER}/leak_audit.csv"]
+)
 
 
 # One HTML page beside every Markdown table this tier builds: scorecards (baselines + every registered
@@ -263,3 +320,26 @@ rule compute_doc:
 
 if TIER == "paper":
     PAPER_TARGETS["reference"] = [f"results/{TIER}/README.md", "docs/compute.md"]
+
+
+# the leak audit's table, from the per-split audits (data.smk); each claims page opens with its rows
+rule leak_audit:
+    input:
+        redraw=REDRAW,
+        audits=lambda wc: recorded(leak_audits(wc.tier)),
+    output:
+        csv="results/{tier}/leak_audit.csv",
+        md="results/{tier}/leak_audit.md",
+    log:
+        "logs/data/{tier}/leak_audit.log",
+    benchmark:
+        "logs/benchmarks/data/{tier}/leak_audit.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    shell:
+        "recrepro leaks table --out-csv {output.csv:q} --out-md {output.md:q} {input.audits:q} "
+        "> {log:q} 2>&1"

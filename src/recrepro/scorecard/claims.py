@@ -1,17 +1,14 @@
-"""Verdicts on a paper's headline claims, computed from the run records.
+"""Results of a paper's claims' checks, computed from the run records.
 
 Each claim of ``expected/<paper>.yaml`` (:mod:`~recrepro.scorecard.claimspec`) has checks; each check
-gives one result per dataset (or per point, row or group): ``supported``, ``contradicted`` or ``not
-testable`` (naming the run or file it waits for), with the numbers behind it. The claim's verdict
-gathers its results: **supported** / **contradicted** when every testable result agrees, **mixed**
-(naming where each holds) otherwise, **not testable here** when none is testable. A result on fewer
-seeds than the protocol runs says ``k of n seeds`` and makes the verdict provisional; so does a
-``pending`` run the claim's protocol needs. A "beats" result holds only when the mean is better
-**and**, where the seeds allow a paired test, the difference is significant at :data:`SIGNIFICANCE`:
-a gain inside the seed noise is no evidence of a gain, so it counts against the claim and says so. This module evaluates the checks;
-:mod:`~recrepro.scorecard.verdicts` gathers them into a claim's verdict and
-:mod:`~recrepro.scorecard.claimpage` writes ``claims.md`` and ``claims.csv``; nothing in them depends
-on the day or the machine, so a redraw is byte-identical.
+gives one result per dataset (or per point, row or group). A result carries its evidence
+(:mod:`~recrepro.scorecard.evidence`: the effect, its interval, the test named with its n, the p
+before correction) or, for a descriptive check (a frontier, a convergence ratio, a timing ratio, a
+published cell), an outcome read off the numbers. :mod:`~recrepro.scorecard.verdicts` corrects the p
+values of one claim together (Holm), decides each result's outcome (holds, against, inconclusive, not
+testable) and gathers them by the claim's quantifier; :mod:`~recrepro.scorecard.claimpage` writes
+``claims.md``, ``claims.csv`` and ``checks.csv``. Nothing here depends on the day or the machine, so a
+redraw is byte-identical. ``docs/verdicts.md`` gives the rules and why.
 """
 
 from __future__ import annotations
@@ -30,15 +27,28 @@ from recrepro.evaluation.exposure import lower_is_better
 from recrepro.records import read_record_json
 from recrepro.scorecard.claimrecords import ClaimRecords, ClaimsError, never_left_initialisation
 from recrepro.scorecard.claimspec import Check
-from recrepro.scorecard.stats import matched_seeds, paired_seed_ttest, seed_ttest_against_summary, table_seed_counts
+from recrepro.scorecard.evidence import (
+    AGAINST,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTABLE,
+    Evidence,
+    PerUser,
+    direction_evidence,
+    margin_evidence,
+    paired_comparison,
+    untested,
+)
+from recrepro.scorecard.inference import ALPHA, Estimate, paired_estimate, spearman_estimate, to_rho, trend_test
+from recrepro.scorecard.stats import matched_seeds, seed_ttest_against_summary, table_seed_counts
 
-SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE = "supported", "contradicted", "mixed", "not testable here"
+SUPPORTED, CONTRADICTED, MIXED = "supported", "contradicted", "mixed"
 #: The verdict classes the summary counts, in order.
-VERDICT_CLASSES = (SUPPORTED, CONTRADICTED, MIXED, NOT_TESTABLE)
-CLAIMS_COLUMNS = ("paper", "id", "claim", "source", "verdict", "verdict_class", "provisional", "headline",
-                  "numbers", "why", "evidence", "deviation")
-#: A "beats" result whose paired test has p at or above this is a tie: no evidence of a gain.
-SIGNIFICANCE = 0.05
+VERDICT_CLASSES = (SUPPORTED, CONTRADICTED, MIXED, INCONCLUSIVE, NOT_TESTABLE)
+CLAIMS_COLUMNS = ("paper", "id", "claim", "source", "quantifier", "verdict", "verdict_class", "provisional",
+                  "short", "headline", "numbers", "why", "evidence", "deviation")
+#: The level a result's (Holm-corrected) p is read at.
+SIGNIFICANCE = ALPHA
 #: Results the front page shows per claim (the rest are in ``claims.md``).
 HEADLINE_RESULTS = 2
 STRONG_BASELINES = "tables/strong_baselines.csv"
@@ -52,13 +62,16 @@ class Result:
     """One testable unit of a check: a dataset, a point or a scorecard row."""
 
     label: str
-    status: str  # SUPPORTED | CONTRADICTED | NOT_TESTABLE
+    status: str  # HOLDS | AGAINST | INCONCLUSIVE | NOT_TESTABLE (a tested result's is decided after Holm)
     numbers: str = ""
     seeds: tuple[int, int] | None = None  # (seeds the result rests on, seeds the protocol runs)
     stand_in: bool = False
     place: str = ""  # a short name for a mixed verdict ("gowalla MF + SSM"); the label when empty
     capped: str = ""  # a compared run's budget note (ClaimRecords.capped): its tuned pick saw part of its grid
     on_edge: str = ""  # a win over tuned baselines of which some were picked on their grid's edge (named)
+    evidence: Evidence | None = None  # a tested result's effect, interval, test and p; None: descriptive
+    defect: str = ""  # the documented defect its runs are under (never support): the check's ``defect``
+    p_adjusted: float | None = None  # Holm over the claim's tested results (set by the verdict)
 
     @property
     def provisional(self) -> bool:
@@ -74,6 +87,7 @@ class Context:
     records: ClaimRecords
     seeds_required: int | None = None
     paper_datasets: frozenset[str] = frozenset()
+    per_user: PerUser = field(default_factory=PerUser)
     _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict)
 
     def table(self, relative: str) -> pd.DataFrame | None:
@@ -123,16 +137,15 @@ def _seeds_text(n: int, ctx: Context) -> str:
 
 
 def _status(holds: bool) -> str:
-    return SUPPORTED if holds else CONTRADICTED
+    """A descriptive check's outcome (no test): the numbers hold the claim or they do not."""
+    return HOLDS if holds else AGAINST
 
 
-def _significant(beats: bool, p_value: float | None) -> tuple[bool, str]:
-    """Whether a better mean holds as a result, and the words when it does not only for want of
-    significance: a paired test (where the seeds allow one) with p >= :data:`SIGNIFICANCE` leaves the
-    means inside their seed noise. An undefined p (constant differences) leaves the mean's verdict."""
-    if beats and p_value is not None and math.isfinite(p_value) and p_value >= SIGNIFICANCE:
-        return False, f"; better in the mean, not significantly (p ≥ {SIGNIFICANCE:g}): no evidence of a gain"
-    return beats, ""
+def _tested(status_if_untested: str, evidence: Evidence | None) -> str:
+    """A tested result's provisional status before the claim's correction (the verdict decides)."""
+    if evidence is None:
+        return status_if_untested
+    return evidence.outcome(evidence.p)
 
 
 def _missing(label: str, what: str) -> Result:
@@ -191,6 +204,29 @@ def _matched_pair(ctx: Context, check: Check, dataset: str, method: str,
                          ctx.records.seeds(dataset, check.split, than, metric), method, than)
 
 
+def _run_dirs(ctx: Context, dataset: str, split: str | None, method: str) -> dict[int, Path]:
+    """``{seed: run folder}`` of ``method`` on ``dataset`` (its split as :meth:`ClaimRecords.split_of`)."""
+    ran = ctx.records.split_of(dataset, split, method)
+    return dict(ctx.records.dirs.get((dataset, ran or "", method), {})) if ran is not None else {}
+
+
+def _comparison(ctx: Context, check: Check, dataset: str, method: str, than: str, a: Mapping[int, float],
+                b: Mapping[int, float]) -> tuple[Estimate | None, str]:
+    """The paired difference ``method - than`` (per user where both kept per-user rows, else per seed)."""
+    return paired_comparison(a, b, check.metric or "", ctx.per_user, _run_dirs(ctx, dataset, check.split, method),
+                             _run_dirs(ctx, dataset, check.split, than))
+
+
+def _better_evidence(estimate: Estimate | None, second: str, ma: float, mb: float, n: int,
+                     lower_is_better: bool) -> Evidence:
+    if estimate is None:
+        effect = (ma - mb) / abs(mb) if mb else ma - mb
+        return untested(effect, "relative" if mb else "difference",
+                        f"{n} seed{'s' if n != 1 else ''} and no per-user rows on both sides",
+                        (None, 0.0) if lower_is_better else (0.0, None))
+    return direction_evidence(estimate, mb, lower_is_better, note=second)  # type: ignore[return-value]
+
+
 def _check_better(check: Check, ctx: Context) -> list[Result]:
     if check.table:
         return _table_better(check, ctx)
@@ -205,15 +241,14 @@ def _check_better(check: Check, ctx: Context) -> list[Result]:
             continue
         a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
         ma, mb = _mean(a), _mean(b)
-        holds = ma < mb if check.lower_is_better else ma > mb
         n = min(len(a), len(b))
-        test = paired_seed_ttest(a, b)
-        p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
-        holds, tie = _significant(holds, test[2] if test is not None else None)
+        estimate, second = _comparison(ctx, check, dataset, method, than, a, b)
+        evidence = _better_evidence(estimate, second, ma, mb, n, check.lower_is_better)
         label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
         capped = ctx.records.capped(dataset, method, than)
-        out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
-                          numbers=f"{check.metric} {_fmt_vs(ma, mb)} ({_seeds_text(n, ctx)}{p_text}{tie}{left_out}"
+        out.append(Result(label=label, status=_tested(INCONCLUSIVE, evidence), seeds=ctx.seed_pair(n),
+                          stand_in=ctx.stand_in(dataset), evidence=evidence,
+                          numbers=f"{check.metric} {_fmt_vs(ma, mb)} ({_seeds_text(n, ctx)}{left_out}"
                                   f"{'; ' + capped if capped else ''})",
                           place=_place(dataset, check, method, than), capped=capped))
     return out
@@ -264,17 +299,17 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
             if seeded:
                 a, b, left_out = matched_seeds(a, b, method, than)
             ma, mb = _mean(a), _mean(b)
-            holds = ma < mb if check.lower_is_better else ma > mb
             n = min(len(a), len(b))
-            # as a run-record check: a paired test where the seeds allow one, and a gain inside the
-            # seed noise is no evidence of a gain
-            test = paired_seed_ttest(a, b) if seeded else None
-            p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
-            holds, tie = _significant(holds, test[2] if test is not None else None)
-            detail = f" ({_seeds_text(n, ctx)}{p_text}{tie}{left_out})" if seeded else table_seed_counts(part, method, than)
+            # as a run-record check: a paired test over the seeds where the table keeps them
+            common = sorted(set(a) & set(b)) if seeded else []
+            estimate = paired_estimate([a[s] for s in common], [b[s] for s in common],
+                                       f"paired t-test over {len(common)} seeds") if seeded else None
+            evidence = _better_evidence(estimate, "", ma, mb, n if seeded else 1, check.lower_is_better)
+            detail = f" ({_seeds_text(n, ctx)}{left_out})" if seeded else table_seed_counts(part, method, than)
             out.append(Result(label=f"{where}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
-                              status=_status(holds), place=f"{where} {check.label}" if check.label else where,
-                              numbers=f"{check.metric} {_fmt_vs(ma, mb)}{detail}",
+                              status=_tested(INCONCLUSIVE, evidence),
+                              place=f"{where} {check.label}" if check.label else where,
+                              numbers=f"{check.metric} {_fmt_vs(ma, mb)}{detail}", evidence=evidence,
                               seeds=ctx.seed_pair(n) if seeded else None,
                               stand_in=ctx.stand_in(dataset)))
     return out
@@ -292,15 +327,27 @@ def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
             continue
         a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
         ma, mb = _mean(a), _mean(b)
-        change = (ma - mb) / (mb if check.denominator == "than" else ma)
+        denominator = mb if check.denominator == "than" else ma
+        change = (ma - mb) / denominator
         published, tolerance = check.published or 0.0, check.tolerance or 0.0
         direction = math.copysign(1.0, published) if published else (-1.0 if check.lower_is_better else 1.0)
-        holds = abs(change - published) <= tolerance or (check.or_better and (change - published) * direction > 0)
+        # the region the claim asks for: within the tolerance of the published change, or beyond it
+        # in the claimed direction where a larger change is as good (or_better)
+        low = None if check.or_better and direction < 0 else published - tolerance
+        high = None if check.or_better and direction > 0 else published + tolerance
         n = min(len(a), len(b))
+        estimate, second = _comparison(ctx, check, dataset, method, than, a, b)
+        if estimate is None:
+            evidence = untested(change, "relative", f"{n} seed{'s' if n != 1 else ''} and no per-user rows on both sides",
+                                (low, high))
+        else:
+            # the difference's interval over the denominator's mean (its own noise left out)
+            evidence = margin_evidence(estimate.scaled(1.0 / abs(denominator)), low, high, "relative", note=second)
         label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
         bound = f"± {tolerance:.0%}" + (" or beyond" if check.or_better else "")
         capped = ctx.records.capped(dataset, method, than)
-        out.append(Result(label=label, status=_status(holds), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
+        out.append(Result(label=label, status=_tested(INCONCLUSIVE, evidence), seeds=ctx.seed_pair(n),
+                          stand_in=ctx.stand_in(dataset), evidence=evidence,
                           place=_place(dataset, check, method, than), capped=capped,
                           numbers=f"{check.metric} {_fmt_vs(ma, mb)}: {change:+.1%} against the paper's "
                                   f"{published:+.2%} {bound} ({_seeds_text(n, ctx)}{left_out}"
@@ -347,6 +394,33 @@ def _against_in_seeds(before: Mapping[int, float], after: Mapping[int, float], s
     return f" (against in {against} of {len(common)} seeds)"
 
 
+def _trend_evidence(points: Sequence[Mapping[int, float]], names: Sequence[str], sign: float,
+                    direction: str, min_step: float = 0.0) -> Evidence:
+    """Kendall's τ of position against value over every seed's value of every point (a Mann–Kendall
+    trend test); a trend in the claimed direction holds unless a step goes significantly the other
+    way (a paired t-test over the seeds both points ran, uncorrected: a guard, so the stricter reading)
+    by at least the claim's ``min_step`` (a smaller step is flat)."""
+    trend = trend_test([[p[k] for k in sorted(p)] for p in points])
+    against_steps = []
+    for i in range(len(points) - 1):
+        common = sorted(set(points[i]) & set(points[i + 1]))
+        step = paired_estimate([points[i + 1][k] for k in common], [points[i][k] for k in common], "")
+        if step is not None and step.effect * sign < 0 and step.p_value() < ALPHA and abs(step.effect) >= min_step:
+            against_steps.append(f"{names[i]} → {names[i + 1]} (paired t-test over {step.n} seeds, "
+                                 f"p = {step.p_value():.3g})")
+    seeds = len(points[0]) if points else 0
+    claimed = trend.tau * sign > 0 if math.isfinite(trend.tau) else False
+    if_significant = (HOLDS if not against_steps else INCONCLUSIVE) if claimed else AGAINST
+    note = (f"a step goes significantly against the trend at {', '.join(against_steps)}" if against_steps else "")
+    return Evidence(effect=trend.tau, unit="tau",
+                    test=f"Kendall's τ of position against value over {trend.n} values "
+                         f"({len(points)} points × {seeds} seed{'s' if seeds != 1 else ''})",
+                    n=trend.n, p=trend.p_value if math.isfinite(trend.p_value) else None,
+                    if_significant=if_significant, target=(0.0, None) if sign > 0 else (None, 0.0),
+                    note=note or ("" if math.isfinite(trend.p_value) else f"too few values for a trend test "
+                                  f"({direction})"))
+
+
 def _check_monotone(check: Check, ctx: Context) -> list[Result]:
     out = []
     for dataset in check.datasets:
@@ -371,16 +445,22 @@ def _check_monotone(check: Check, ctx: Context) -> list[Result]:
             fewest = len(common)
         means = [_mean(p) for p in points]
         sign = -1.0 if check.direction == "decreasing" else 1.0
+        flat = check.min_step or 0.0
+        steps = [means[i + 1] - means[i] for i in range(len(means) - 1)]
         breaks = [f"{names[i]} → {names[i + 1]}" + _against_in_seeds(points[i], points[i + 1], sign)
-                  for i in range(len(means) - 1) if (means[i + 1] - means[i]) * sign <= 0]
+                  for i, step in enumerate(steps) if step * sign <= 0 and abs(step) >= flat]
+        flats = [f"{names[i]} → {names[i + 1]}" for i, step in enumerate(steps) if flat and abs(step) < flat]
         arrow = " > " if check.direction == "decreasing" else " < "
         numbers = f"{check.metric}: " + arrow.join(f"{_fmt(m)}" for m in means) + f" along {', '.join(names)}"
         if breaks:
             numbers += f"; not {check.direction} at {', '.join(breaks)}"
+        if flats:
+            numbers += f"; flat (a step under {_fmt(flat)}) at {', '.join(flats)}"
         numbers += left_out
         table = ctx.table((check.table or "").replace("{dataset}", dataset)) if check.along else None
         n = fewest if table is None or "seed" in table.columns else None
-        out.append(Result(label=label, status=_status(not breaks), numbers=numbers,
+        evidence = _trend_evidence(points, names, sign, check.direction or "", flat)
+        out.append(Result(label=label, status=_tested(INCONCLUSIVE, evidence), numbers=numbers, evidence=evidence,
                           place=f"{dataset} {check.label or ('along ' + check.along if check.along else check.metric)}",
                           seeds=ctx.seed_pair(n) if n is not None else None, stand_in=ctx.stand_in(dataset)))
     return out
@@ -399,6 +479,37 @@ def _spearman(ctx: Context, dataset: str, check: Check, method: str) -> dict[int
     return out
 
 
+def _items(ctx: Context, dataset: str, check: Check, method: str) -> int:
+    """The rows of ``method``'s first seed's correlation file: the n of each seed's ρ."""
+    split = ctx.records.split_of(dataset, check.split, method)
+    dirs = ctx.records.dirs.get((dataset, split or "", method), {})
+    first = next(iter(sorted(dirs.items())), None)
+    return len(pd.read_parquet(first[1] / (check.file or ""), columns=[check.x or ""])) if first else 0
+
+
+def _correlation_evidence(ctx: Context, dataset: str, check: Check, method: str, than: str | None,
+                          rho: Mapping[int, float], other: Mapping[int, float] | None) -> Evidence:
+    """ρ at least ``min`` and above ``than``'s, on Fisher's z scale: inside when both one-sided tests
+    reject (the larger p), outside when either does the other way (the smaller p)."""
+    from scipy import stats
+
+    ours = spearman_estimate([rho[k] for k in sorted(rho)], _items(ctx, dataset, check, method))
+    floor = math.atanh(check.min or 0.0)
+    inside, outside = [ours.p_above(floor)], [ours.p_below(floor)]
+    test = ours.test
+    if than is not None and other:
+        theirs = spearman_estimate([other[k] for k in sorted(other)], _items(ctx, dataset, check, than))
+        z = (ours.effect - theirs.effect) / math.hypot(ours.se, theirs.se)
+        inside.append(float(stats.norm.sf(z)))
+        outside.append(float(stats.norm.cdf(z)))
+        test += f", against `{than}`'s by the difference of z"
+    p_in, p_out = max(inside), min(outside)
+    low, high = ours.interval(0.90)
+    return Evidence(effect=to_rho(ours.effect), unit="rho", test=test, n=ours.n,
+                    p=p_in if p_in <= p_out else p_out, if_significant=HOLDS if p_in <= p_out else AGAINST,
+                    ci=(to_rho(low), to_rho(high)), ci_level=0.90, target=(check.min, None))
+
+
 def _check_correlation(check: Check, ctx: Context) -> list[Result]:
     out = []
     for dataset in check.datasets:
@@ -414,14 +525,14 @@ def _check_correlation(check: Check, ctx: Context) -> list[Result]:
         if than is not None:
             rho, other_rho, left_out = matched_seeds(rho, _spearman(ctx, dataset, check, than), method, than)
         value = _mean(rho)
-        holds = value >= (check.min or 0.0)
         numbers = f"Spearman ρ({check.x}, {check.y}) of `{method}` {value:+.3f} (at least {check.min:+.2f})"
         n = len(rho)
-        if than is not None:
-            other = _mean(other_rho)
-            holds = holds and value > other
+        other = _mean(other_rho) if than is not None else None
+        if other is not None:
             numbers += f", `{than}` {other:+.3f}"
-        out.append(Result(label=f"{dataset}" + (f" ({check.label})" if check.label else ""), status=_status(holds),
+        evidence = _correlation_evidence(ctx, dataset, check, method, than, rho, other_rho if than else None)
+        out.append(Result(label=f"{dataset}" + (f" ({check.label})" if check.label else ""),
+                          status=_tested(INCONCLUSIVE, evidence), evidence=evidence,
                           numbers=numbers + f" ({_seeds_text(n, ctx)} with the file{left_out})", seeds=ctx.seed_pair(n),
                           stand_in=ctx.stand_in(dataset)))
     return out
@@ -614,12 +725,14 @@ def _strong_from_records(check: Check, ctx: Context) -> list[Result]:
                                        f"beats the strongest of those run, `{best}` {_fmt(mb)})"))
             continue
         n = min(len(ours_matched), len(theirs))
-        test = paired_seed_ttest(ours_matched, theirs)
-        p_text = f"; paired t-test over {test[0]} seeds p={test[2]:.3g}" if test is not None else ""
-        beats, tie = _significant(beats, test[2] if test is not None else None)
-        out.append(Result(label=label, status=_status(beats), seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset),
+        estimate, second = paired_comparison(ours_matched, theirs, metric, ctx.per_user,
+                                             _run_dirs(ctx, dataset, check.split, method),
+                                             _run_dirs(ctx, dataset, check.split, best))
+        evidence = _better_evidence(estimate, second, mo, mb, n, check.lower_is_better)
+        out.append(Result(label=label, status=_tested(INCONCLUSIVE, evidence), seeds=ctx.seed_pair(n),
+                          stand_in=ctx.stand_in(dataset), evidence=evidence,
                           numbers=f"`{method}` {_fmt(mo)} vs strongest `{best}` {_fmt(mb)} "
-                                  f"({_seeds_text(n, ctx)}{p_text}{tie}{left_out})"))
+                                  f"({_seeds_text(n, ctx)}{left_out})"))
     return out
 
 
@@ -635,6 +748,20 @@ def _arm_against_row(method: str, best: pd.Series, ctx: Context, dataset: str, s
     if test is None:
         return _mean(seeds), n, None, "", method
     return _mean(seeds), n, test[0], f"{test[1]}: ", method
+
+
+def _summary_evidence(ours: float, theirs: float, lower: bool, p_value: float | None, test: str, n: int,
+                      note: str) -> Evidence:
+    """Against a table row known by its mean (and the table's own paired test's p): the relative
+    difference, no interval (the table keeps no standard error of the difference)."""
+    effect = (ours - theirs) / abs(theirs) if theirs else ours - theirs
+    unit = "relative" if theirs else "difference"
+    target = (None, 0.0) if lower else (0.0, None)
+    if p_value is None:
+        return untested(effect, unit, note or f"{n} seed{'s' if n != 1 else ''}: no paired test", target)
+    claimed = -1.0 if lower else 1.0
+    return Evidence(effect=effect, unit=unit, test=test, n=n, p=p_value,
+                    if_significant=HOLDS if effect * claimed > 0 else AGAINST, target=target)
 
 
 def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
@@ -699,7 +826,9 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
                                 f"`{method}` {_fmt(ours)} beats the strongest of those run, "
                                 f"`{best['method']}` {_fmt(float(best['mean']))})"))
             continue
-        beats, tie = _significant(beats, float(p_value) if p_text else None)
+        test_name = p_name.rstrip(": ") or str(best.get("p_note") or "") or "the table's paired test"
+        evidence = _summary_evidence(ours, float(best["mean"]), lower, float(p_value) if p_text else None,
+                                     test_name, n, str(best.get("p_note") or ""))
         # a pick on its grid's edge may not be the baseline's best: the reader sees where. A loss to
         # such a baseline stands (a better point only widens it); a win over the baselines is
         # provisional while any of them was picked on an edge, since a point beyond may beat ours
@@ -708,12 +837,12 @@ def _check_strong_baseline(check: Check, ctx: Context) -> list[Result]:
                      if isinstance(edges, str) and edges else "")
         on_edge = [f"`{r['method']}`" for _, r in ran.iterrows()
                    if isinstance(r.get("pick_edges"), str) and r["pick_edges"]] if beats else []
-        out.append(Result(label=label, status=_status(beats), place=place,
+        out.append(Result(label=label, status=_tested(INCONCLUSIVE, evidence), place=place,
                           seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(str(dataset)),
-                          on_edge=", ".join(on_edge),
+                          on_edge=", ".join(on_edge), evidence=evidence,
                           numbers=f"`{method}` {_fmt(ours)} vs strongest `{best['method']}` "
                                   f"{_fmt(float(best['mean']))} ({_seeds_text(n, ctx)}"
-                                  f"{'; the baseline is deterministic: one run' if covers else ''}{p_text}{tie}"
+                                  f"{'; the baseline is deterministic: one run per split' if covers else ''}"
                                   f"{edge_text})"))
     return out or [_missing(check.label or "every dataset", f"rows of `{STRONG_BASELINES}` for this check")]
 

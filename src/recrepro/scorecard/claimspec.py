@@ -16,19 +16,20 @@ from typing import Any
 #: Check kinds and what each needs; see the README for their meaning.
 CHECK_KINDS = ("better", "relative_change", "monotone", "correlation", "frontier", "converges", "cells",
                "beats_strongest_baseline", "cost", "waits")
-_COMMON = ("kind", "label", "datasets", "split")
+_COMMON = ("kind", "label", "datasets", "split", "defect")
 CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
     "better": (*_COMMON, "metric", "method", "than", "lower_is_better", "table", "per", "where", "paired"),
     "relative_change": (*_COMMON, "metric", "method", "than", "published", "tolerance", "denominator",
                         "or_better", "lower_is_better"),
-    "monotone": (*_COMMON, "metric", "methods", "direction", "table", "along", "method", "where"),
+    "monotone": (*_COMMON, "metric", "methods", "direction", "table", "along", "method", "where", "min_step"),
     "correlation": (*_COMMON, "method", "file", "x", "y", "min", "than"),
     "frontier": (*_COMMON, "x", "y", "methods", "baselines"),
     "converges": (*_COMMON, "method", "series", "history", "max_ratio"),
-    "cells": ("kind", "label", "methods", "sources"),
+    "cells": ("kind", "label", "methods", "sources", "defect"),
     "beats_strongest_baseline": ("kind", "label", "datasets", "split", "metric", "method", "baselines",
-                                 "lower_is_better"),
-    "cost": ("kind", "label", "datasets", "file", "method", "than", "along", "x", "max_ratio", "max_exponent"),
+                                 "lower_is_better", "defect"),
+    "cost": ("kind", "label", "datasets", "file", "method", "than", "along", "x", "max_ratio", "max_exponent",
+             "defect"),
     "waits": ("kind", "label", "waits_for"),
 }
 CHECK_REQUIRED: Mapping[str, tuple[str, ...]] = {
@@ -43,9 +44,15 @@ CHECK_REQUIRED: Mapping[str, tuple[str, ...]] = {
     "cost": ("datasets", "file", "method", "along"),
     "waits": ("waits_for",),
 }
-CLAIM_REQUIRED_KEYS = ("id", "claim", "source", "checks")
+CLAIM_REQUIRED_KEYS = ("id", "claim", "source", "quantifier", "checks")
 CLAIM_OPTIONAL_KEYS = ("why", "evidence", "deviation", "caveat", "pending")
-PENDING_KEYS = ("what", "methods")
+PENDING_KEYS = ("what", "methods", "checks")
+#: How a claim's checks make its verdict (docs/verdicts.md): ``all`` (every dataset, metric or
+#: baseline: one check against contradicts, support needs every check to hold), ``any`` (one holding
+#: check supports), ``most`` (more than half), ``mean`` (one effect pooled over the checks, with its
+#: interval), ``matches`` (every check an equivalence or non-inferiority test against its margin),
+#: ``trend`` (every check a trend along a sweep).
+QUANTIFIERS = ("all", "any", "most", "mean", "matches", "trend")
 _ID = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _NAME = re.compile(r"^[A-Za-z0-9*?][A-Za-z0-9_.+*?-]*$")
 _ANCHOR = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -88,6 +95,8 @@ class Check:
     max_exponent: float | None = None
     sources: tuple[str, ...] = ()
     waits_for: str | None = None
+    min_step: float | None = None  # a monotone step smaller than this is flat, not a break
+    defect: str | None = None  # a documented defect its runs are under (a markdown anchor): never support
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,7 @@ class Pending:
 
     what: str
     methods: tuple[str, ...]
+    checks: tuple[str, ...] = ()  # the labels of the checks that wait for it (none: every check)
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,7 @@ class Claim:
     deviation: str | None = None
     caveat: str | None = None
     pending: tuple[Pending, ...] = field(default_factory=tuple)
+    quantifier: str = "all"
 
 
 def _text(raw: Mapping[str, Any], key: str, required: bool = False) -> str | None:
@@ -199,7 +210,7 @@ def _check_from_mapping(raw: Any) -> Check:
         where=tuple(sorted(where.items())), file=_text(raw, "file"), x=_text(raw, "x"), y=_text(raw, "y"),
         min=_float(raw, "min"), series=_text(raw, "series"), history=_text(raw, "history"),
         max_ratio=_float(raw, "max_ratio"), max_exponent=_float(raw, "max_exponent"), sources=_names_or_text(raw, "sources"),
-        waits_for=_text(raw, "waits_for"),
+        waits_for=_text(raw, "waits_for"), min_step=_float(raw, "min_step"), defect=_anchor(raw, "defect"),
     )
     if check.tolerance is not None and check.tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {check.tolerance}")
@@ -208,6 +219,17 @@ def _check_from_mapping(raw: Any) -> Check:
     if set(check.method) & set(check.than):
         raise ValueError("than must differ from method")
     return check
+
+
+def _anchor(raw: Mapping[str, Any], key: str) -> str | None:
+    """A ``docs/deviations.md`` anchor (``#`` optional), validated."""
+    value = _text(raw, key)
+    if value is None:
+        return None
+    value = value.removeprefix("#")
+    if not _ANCHOR.match(value):
+        raise ValueError(f"{key} {raw[key]!r} is not a markdown anchor of docs/deviations.md (lower-case, digits, - _)")
+    return value
 
 
 def _names_or_text(raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
@@ -229,7 +251,10 @@ def _pending_from_mapping(raw: Any) -> Pending:
     methods = _names(raw, "methods")
     if not methods:
         raise ValueError("pending needs methods (the run names, shell patterns allowed, that would settle it)")
-    return Pending(what=_text(raw, "what", required=True) or "", methods=methods)
+    checks = raw.get("checks") or []
+    if not isinstance(checks, list) or not all(isinstance(c, str) and c.strip() for c in checks):
+        raise ValueError(f"pending checks must be a list of check labels, got {checks!r}")
+    return Pending(what=_text(raw, "what", required=True) or "", methods=methods, checks=tuple(checks))
 
 
 def claim_from_mapping(raw: Any) -> Claim:
@@ -254,18 +279,18 @@ def claim_from_mapping(raw: Any) -> Claim:
             parsed.append(_check_from_mapping(check))
         except ValueError as error:
             raise ValueError(f"checks[{index}]: {error}") from error
-    deviation = _text(raw, "deviation")
-    if deviation is not None:
-        deviation = deviation.removeprefix("#")
-        if not _ANCHOR.match(deviation):
-            raise ValueError(f"deviation {raw['deviation']!r} is not a markdown anchor (lower-case, digits, - _)")
+    deviation = _anchor(raw, "deviation")
+    quantifier = raw.get("quantifier")
+    if quantifier not in QUANTIFIERS:
+        raise ValueError(f"quantifier must be one of {list(QUANTIFIERS)} (the claim's own: 'every dataset' is all, "
+                         f"'on average' mean), got {quantifier!r}")
     pending = raw.get("pending") or []
     if not isinstance(pending, list):
         raise ValueError("pending must be a list")
     return Claim(id=claim_id, claim=_text(raw, "claim", required=True) or "",
                  source=_text(raw, "source", required=True) or "", checks=tuple(parsed), why=_text(raw, "why"),
                  evidence=_text(raw, "evidence"), deviation=deviation, caveat=_text(raw, "caveat"),
-                 pending=tuple(_pending_from_mapping(p) for p in pending))
+                 pending=tuple(_pending_from_mapping(p) for p in pending), quantifier=quantifier)
 
 
 def claim_label(index: int, raw: Any) -> str:

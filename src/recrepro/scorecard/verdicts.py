@@ -1,21 +1,30 @@
 """A claim's verdict, gathered from the results of its checks (:mod:`~recrepro.scorecard.claims`).
 
-**supported** / **contradicted** when every testable result agrees, **mixed** (naming where each
-holds, or counting along the factor that splits them best) otherwise, **not testable here** when none
-is testable; provisional on fewer seeds than the protocol runs, on a tuned pick from part of its grid,
-or while a ``pending`` run the claim's protocol needs has no record.
+First each result's outcome: a result whose runs miss a step of the paper's protocol (a tuned pick
+from part of its grid, a ``pending`` run of the claim) is **not testable yet**; the p values of the
+claim's tested results are corrected together (Holm) and each result **holds**, is **against** or is
+**inconclusive** (:class:`~recrepro.scorecard.evidence.Evidence`). Results under a documented defect
+(the check's ``defect``) are corrected among themselves, shown on their own line and never count.
+Then the claim's quantifier gathers the rest (``docs/verdicts.md``): **supported**, **contradicted**,
+**mixed**, **inconclusive** or **not testable here**; provisional on fewer seeds than the protocol
+runs or a win over baselines picked on their grid's edge.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from recrepro.scorecard.claims import (
+    AGAINST,
     CONTRADICTED,
     HEADLINE_RESULTS,
+    HOLDS,
+    INCONCLUSIVE,
     MIXED,
     NOT_TESTABLE,
     SUPPORTED,
@@ -24,8 +33,10 @@ from recrepro.scorecard.claims import (
     Result,
     evaluate_check,
 )
-from recrepro.scorecard.claimspec import Claim
-from recrepro.scorecard.expected import ExpectedFile, load_expected
+from recrepro.scorecard.claimspec import Check, Claim
+from recrepro.scorecard.evidence import Evidence, margin_evidence
+from recrepro.scorecard.expected import ExpectedFile
+from recrepro.scorecard.inference import Estimate, holm, pooled_estimate
 
 @dataclass(frozen=True)
 class ClaimVerdict:
@@ -37,6 +48,7 @@ class ClaimVerdict:
     verdict_class: str  # one of VERDICT_CLASSES
     provisional: bool
     waits: tuple[str, ...] = ()
+    short: str = ""  # one short sentence for the front page: the counts of the checks' outcomes
 
     @property
     def numbers(self) -> str:
@@ -100,54 +112,190 @@ def _grouped_mixed(supported: Sequence[Result], contradicted: Sequence[Result]) 
     return f"holds in {len(supported)} of {len(checks)} checks — {parts}"
 
 
-def _pending(claim: Claim, records: ClaimRecords) -> list[str]:
-    """What the claim's ``pending`` runs wait for, for each pattern no record's method matches."""
+def _pending(claim: Claim, records: ClaimRecords) -> list[tuple[str, tuple[str, ...]]]:
+    """The claim's ``pending`` protocol steps no record's method matches yet: ``(what, check labels)``."""
     methods = {m for _, _, m in records.values}
-    return [p.what for p in claim.pending
+    return [(p.what, p.checks) for p in claim.pending
             if not any(fnmatch.fnmatchcase(m, pattern) for m in methods for pattern in p.methods)]
 
 
-def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
-    """Evaluate every check of ``claim`` and gather the verdict."""
-    results = tuple(r for check in claim.checks for r in evaluate_check(check, ctx))
-    testable = [r for r in results if r.status != NOT_TESTABLE]
-    untestable = [r for r in results if r.status == NOT_TESTABLE]
-    waits = tuple(_pending(claim, ctx.records))
-    if not testable:
-        text = "; ".join(dict.fromkeys(r.numbers for r in untestable)) or "waits for a check"
-        return ClaimVerdict(claim, results, f"{NOT_TESTABLE}: {text}", NOT_TESTABLE, False, waits)
-    provisional = any(r.provisional for r in testable) or bool(waits)
-    supported = [r for r in testable if r.status == SUPPORTED]
-    contradicted = [r for r in testable if r.status == CONTRADICTED]
-    if supported and contradicted:
-        cls = MIXED
-        where = (_grouped_mixed(supported, contradicted)
-                 or f"holds for {_places(supported)}; not for {_places(contradicted)}")
-        text = f"{MIXED}{' (provisional)' if provisional else ''}: {where}"
+def _protocol_met(result: Result, check: Check, waits: Sequence[tuple[str, tuple[str, ...]]]) -> Result:
+    """A result whose runs miss a step of the paper's protocol is not testable yet, its numbers kept:
+    a tuned pick from part of its grid ("tuned over 1 of 3 learning rates" is no tuning), or a
+    ``pending`` step of the claim that covers this check."""
+    if result.status == NOT_TESTABLE:
+        return result
+    missing = [what for what, labels in waits if not labels or (check.label or "") in labels]
+    if result.capped:
+        missing.append(f"the rest of the tuned grid ({result.capped})")
+    if not missing:
+        return result
+    return dataclasses.replace(result, status=NOT_TESTABLE,
+                               numbers=f"waits for {'; '.join(missing)} (so far: {result.numbers})")
+
+
+def _decide(results: Sequence[Result]) -> list[Result]:
+    """Each tested result's outcome at :data:`~recrepro.scorecard.inference.ALPHA` after Holm's
+    correction over ``results`` (one family: a claim's counted results, or its results under a defect)."""
+    tested = [i for i, r in enumerate(results) if r.evidence is not None and r.status != NOT_TESTABLE
+              and r.evidence.p is not None]
+    adjusted = holm([results[i].evidence.p for i in tested])  # type: ignore[union-attr]
+    out = list(results)
+    for i, p_adjusted in zip(tested, adjusted):
+        evidence = results[i].evidence
+        assert evidence is not None
+        p_adjusted = None if not math.isfinite(p_adjusted) else p_adjusted
+        out[i] = dataclasses.replace(results[i], status=evidence.outcome(p_adjusted), p_adjusted=p_adjusted)
+    return [dataclasses.replace(r, status=INCONCLUSIVE) if r.evidence is not None and r.evidence.p is None
+            and r.status != NOT_TESTABLE else r for r in out]
+
+
+def _with_evidence_text(result: Result) -> Result:
+    """The result's numbers followed by its evidence in words (effect, interval, test, n, p, Holm)."""
+    if result.evidence is None or result.status == NOT_TESTABLE:
+        if result.evidence is None and result.status != NOT_TESTABLE:
+            return dataclasses.replace(result, numbers=f"{result.numbers}; descriptive, no test")
+        return result
+    return dataclasses.replace(result, numbers=f"{result.numbers}; "
+                                               f"{result.evidence.text(result.p_adjusted, result.status)}")
+
+
+def _counts(results: Sequence[Result]) -> dict[str, int]:
+    return {o: sum(r.status == o for r in results) for o in (HOLDS, AGAINST, INCONCLUSIVE)}
+
+
+def _by_quantifier(quantifier: str, counted: Sequence[Result]) -> str:
+    """The claim's class from its counted results' outcomes (docs/verdicts.md)."""
+    c = _counts(counted)
+    total = len(counted)
+    if quantifier == "any":
+        return SUPPORTED if c[HOLDS] else CONTRADICTED if c[AGAINST] == total else INCONCLUSIVE
+    if quantifier == "most":
+        if 2 * c[HOLDS] > total:
+            return SUPPORTED
+        if 2 * c[AGAINST] > total:
+            return CONTRADICTED
+        return MIXED if c[HOLDS] and c[AGAINST] else INCONCLUSIVE
+    # all, matches, trend: one check against refutes a claim about every dataset, metric or baseline
+    if c[AGAINST]:
+        return CONTRADICTED
+    return SUPPORTED if c[HOLDS] == total else INCONCLUSIVE
+
+
+def _pooled(counted: Sequence[Result]) -> tuple[str, str]:
+    """``mean``: one effect pooled over the counted results (inverse-variance), judged as each of them
+    is (against the region most of them name): the class and the words."""
+    evidence = [r.evidence for r in counted if r.evidence is not None and r.evidence.se]
+    units = {e.unit for e in evidence}
+    if not evidence or len(units) > 1:
+        return INCONCLUSIVE, "no pooled effect: " + ("no result with a standard error" if not evidence
+                                                     else f"the results are in different units ({sorted(units)})")
+    pooled = pooled_estimate([Estimate(e.effect, e.se or 0.0, math.inf, e.n, e.test) for e in evidence])
+    if pooled is None:
+        return INCONCLUSIVE, "no pooled effect"
+    targets = [e.target for e in evidence]
+    target = max(set(targets), key=lambda t: (targets.count(t), str(t)))
+    low, high = target
+    if low == 0.0 and high is None or low is None and high == 0.0:
+        p = pooled.p_value()
+        claimed = 1.0 if high is None else -1.0
+        judged = Evidence(effect=pooled.effect, unit=evidence[0].unit, test=pooled.test, n=pooled.n, p=p,
+                          if_significant=HOLDS if pooled.effect * claimed > 0 else AGAINST,
+                          ci=pooled.interval(0.95), target=target, se=pooled.se)
     else:
-        cls = SUPPORTED if supported else CONTRADICTED
-        text = cls + (" (provisional)" if provisional else "")
-    stand_ins = sorted({r.label.split(":")[0].split(" ")[0].rstrip(",") for r in testable if r.stand_in})
-    if stand_ins and all(r.stand_in for r in testable):
+        judged = margin_evidence(pooled, low, high, evidence[0].unit)
+    outcome = judged.outcome(judged.p)
+    cls = {HOLDS: SUPPORTED, AGAINST: CONTRADICTED}.get(outcome, INCONCLUSIVE)
+    return cls, f"pooled over {len(evidence)} results: {judged.text(judged.p, outcome)}"
+
+
+def _tally(c: dict[str, int], total: int) -> str:
+    """"3 of 5 checks hold, 1 against, 1 inconclusive" (the zero counts left out)."""
+    text = f"{c[HOLDS]} of {total} check{'s hold' if total != 1 else ' holds'}"
+    return text + "".join(f", {c[o]} {o}" for o in (AGAINST, INCONCLUSIVE) if c[o])
+
+
+def _defect_line(under: Sequence[Result]) -> str:
+    if not under:
+        return ""
+    groups: dict[str, list[Result]] = {}
+    for r in under:
+        groups.setdefault(r.defect, []).append(r)
+    parts = [f"under a documented defect ({anchor}): {_counts(rs)[HOLDS]} of {len(rs)} hold, not counted"
+             for anchor, rs in groups.items()]
+    return "; " + "; ".join(parts)
+
+
+def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
+    """Evaluate every check of ``claim`` and gather the verdict by its quantifier."""
+    waits_steps = _pending(claim, ctx.records)
+    raw: list[Result] = []
+    for check in claim.checks:
+        for result in evaluate_check(check, ctx):
+            result = _protocol_met(result, check, waits_steps)
+            if check.defect and result.status != NOT_TESTABLE:
+                result = dataclasses.replace(result, defect=check.defect)
+            raw.append(result)
+    counted = _decide([r for r in raw if not r.defect])
+    under = _decide([r for r in raw if r.defect])
+    decided = iter(counted)
+    decided_under = iter(under)
+    results = tuple(_with_evidence_text(next(decided_under) if r.defect else next(decided)) for r in raw)
+    waits = tuple(what for what, _ in waits_steps)
+    counted_tested = [r for r in results if r.status != NOT_TESTABLE and not r.defect]
+    untestable = [r for r in results if r.status == NOT_TESTABLE]
+    defect_text = _defect_line([r for r in results if r.defect])
+    if not counted_tested:
+        text = "; ".join(dict.fromkeys(r.numbers for r in untestable)) or "waits for a check"
+        short = f"no check testable yet ({len(untestable)} wait for runs or data)"
+        return ClaimVerdict(claim, results, f"{NOT_TESTABLE}: {text}{defect_text}", NOT_TESTABLE, False, waits,
+                            short)
+    # provisional: fewer seeds than the protocol runs, a win over baselines picked on their grid's
+    # edge, or checks of the claim that wait for runs (the verdict may change when they land)
+    provisional = any(r.seeds is not None and r.seeds[0] < r.seeds[1] for r in counted_tested) \
+        or any(r.on_edge for r in counted_tested if r.status == HOLDS) or bool(untestable)
+    c = _counts(counted_tested)
+    if claim.quantifier == "mean":
+        cls, pooled_text = _pooled(counted_tested)
+    else:
+        cls, pooled_text = _by_quantifier(claim.quantifier, counted_tested), ""
+    tally = _tally(c, len(counted_tested))
+    if sum(r.evidence is not None and r.evidence.p is not None for r in counted_tested) > 1:
+        tally += " (p values Holm-corrected over the claim's checks)"
+    if cls == MIXED:
+        holds = [r for r in counted_tested if r.status == HOLDS]
+        against = [r for r in counted_tested if r.status == AGAINST]
+        where = _grouped_mixed(holds, against) or f"holds for {_places(holds)}; against for {_places(against)}"
+        text = f"{MIXED}{' (provisional)' if provisional else ''}: {where}; {tally}"
+    else:
+        text = f"{cls}{' (provisional)' if provisional else ''}: {pooled_text or tally}"
+        if cls == CONTRADICTED and claim.quantifier in ("all", "matches", "trend") and c[HOLDS]:
+            against = list(dict.fromkeys(r.place or r.label for r in counted_tested if r.status == AGAINST))
+            shown = ", ".join(against[:3]) + (f" and {len(against) - 3} more" if len(against) > 3 else "")
+            text += f" (against on {shown})"
+    stand_ins = sorted({r.label.split(":")[0].split(" ")[0].rstrip(",") for r in counted_tested if r.stand_in})
+    if stand_ins and all(r.stand_in for r in counted_tested):
         text += f"; on {', '.join(stand_ins)} ({'a stand-in' if len(stand_ins) == 1 else 'stand-ins'})"
-    short = [r.seeds for r in testable if r.seeds and r.seeds[0] < r.seeds[1]]
+    short = [r.seeds for r in counted_tested if r.seeds and r.seeds[0] < r.seeds[1]]
     if short:
         fewest = min(short)
         text += f"; {'as few as ' if len(set(short)) > 1 else ''}{fewest[0]} of {fewest[1]} seeds"
-    capped = [r for r in testable if r.capped]
-    if capped:
-        text += f"; {len(capped)} check{'s' if len(capped) > 1 else ''} on a tuned pick from part of its grid"
-    on_edge = list(dict.fromkeys(r.on_edge for r in testable if r.on_edge))
+    on_edge = list(dict.fromkeys(r.on_edge for r in counted_tested if r.on_edge and r.status == HOLDS))
     if on_edge:
         text += f"; won against baselines picked on their grid's edge ({'; '.join(on_edge)}): a point beyond may do better"
-    if waits:
-        text += "; waits for " + "; ".join(waits)
+    text += defect_text
     if untestable:
         places = list(dict.fromkeys(r.place or r.label for r in untestable))
         # a long list belongs to the claim's section, not to the one-line verdict
         text += ("; not testable yet: " + ", ".join(places) if len(places) <= 3
-                 else f"; {len(places)} more checks not testable yet") + " (claims.md names the runs)"
-    return ClaimVerdict(claim, results, text, cls, provisional, waits)
+                 else f"; {len(places)} more checks not testable yet") + " (claims.md names what they wait for)"
+    short = _tally(c, len(counted_tested))
+    if untestable:
+        short += f"; {len(untestable)} more wait{'s' if len(untestable) == 1 else ''} for runs or data"
+    under = [r for r in results if r.defect]
+    if under:
+        short += f"; under a documented defect {_counts(under)[HOLDS]} of {len(under)} hold (not counted)"
+    return ClaimVerdict(claim, results, text, cls, provisional, waits, short)
 
 
 def paper_datasets(expected: ExpectedFile) -> frozenset[str]:
@@ -156,18 +304,21 @@ def paper_datasets(expected: ExpectedFile) -> frozenset[str]:
 
 
 def judge_claims(expected: ExpectedFile, results: str | Path, seeds_required: int | None = None,
-                 records: ClaimRecords | None = None) -> list[ClaimVerdict]:
-    """Every claim of ``expected`` judged on the records under ``results`` (``results/<tier>/<paper>``)."""
+                 records: ClaimRecords | None = None, planned: Sequence[str] | None = None) -> list[ClaimVerdict]:
+    """Every claim of ``expected`` judged on the records under ``results`` (``results/<tier>/<paper>``).
+
+    ``planned``: the run records the tier's workflow plans (any paper's); given, every method, dataset
+    and metric a check names must be known to them, the records or the expected entries
+    (:func:`~recrepro.scorecard.claimnames.check_claim_names`), else the claims are refused."""
+    from recrepro.scorecard.claimnames import check_claim_names, known_names
+
     results = Path(results)
-    ctx = Context(paper=expected.paper, results=results, records=records or ClaimRecords.under(results),
+    records = records or ClaimRecords.under(results)
+    if planned is not None:
+        check_claim_names(expected, known_names(expected.paper, records, expected, planned))
+    ctx = Context(paper=expected.paper, results=results, records=records,
                   seeds_required=seeds_required, paper_datasets=paper_datasets(expected))
     return [judge_claim(claim, ctx) for claim in expected.claims]
 
 
-def load_claims_verdicts(expected_file: str | Path, results: str | Path,
-                         seeds_required: int | None = None) -> list[ClaimVerdict]:
-    """:func:`judge_claims` of the expected file at ``expected_file``."""
-    return judge_claims(load_expected(expected_file), results, seeds_required)
-
-
-__all__ = ["ClaimVerdict", "judge_claim", "judge_claims", "load_claims_verdicts", "paper_datasets"]
+__all__ = ["ClaimVerdict", "judge_claim", "judge_claims", "paper_datasets"]

@@ -1,0 +1,202 @@
+"""The statistics behind a claim's checks: an effect with its interval and test, Holm's correction,
+equivalence (TOST) and non-inferiority against a margin, a trend test along a sweep, a correlation's
+interval, and a pooled effect over datasets.
+
+Every function is a plain computation on arrays (scipy for the distributions), so each is checked by
+hand in ``tests/test_inference.py``. :mod:`~recrepro.scorecard.claims` builds the checks' evidence with
+them and :mod:`~recrepro.scorecard.verdicts` corrects the p values of one claim together (Holm) and
+turns each into an outcome. ``docs/verdicts.md`` explains the rules.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The level every test is read at (after Holm's correction over the checks of one claim).
+ALPHA = 0.05
+#: The power the smallest detectable effect is computed for.
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean effect with its standard error and the test it came from.
+
+    ``df`` is the t distribution's degrees of freedom (``math.inf``: a normal approximation);
+    ``test`` names the test and its n in words ("paired t-test over 943 users (ndcg@20 averaged
+    over 3 seeds)"); ``n`` is the number of pairs.
+    """
+
+    effect: float
+    se: float
+    df: float
+    n: int
+    test: str
+
+    def _quantile(self, q: float) -> float:
+        from scipy import stats
+
+        return float(stats.norm.ppf(q) if math.isinf(self.df) else stats.t.ppf(q, self.df))
+
+    def _cdf(self, x: float) -> float:
+        from scipy import stats
+
+        return float(stats.norm.cdf(x) if math.isinf(self.df) else stats.t.cdf(x, self.df))
+
+    def _sf(self, x: float) -> float:
+        """``1 - cdf(x)`` without its cancellation (a t of 18 has p ~1e-62, not 0)."""
+        from scipy import stats
+
+        return float(stats.norm.sf(x) if math.isinf(self.df) else stats.t.sf(x, self.df))
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """The two-sided ``level`` confidence interval of the effect (a point when ``se`` is 0)."""
+        half = self._quantile(0.5 + level / 2) * self.se
+        return self.effect - half, self.effect + half
+
+    def p_value(self) -> float:
+        """Two-sided p of ``effect == 0`` (NaN when the effect is exactly constant: ``se`` 0, effect 0)."""
+        if self.se == 0:
+            return math.nan if self.effect == 0 else 0.0
+        return 2.0 * self._sf(abs(self.effect) / self.se)
+
+    def p_above(self, bound: float) -> float:
+        """One-sided p of ``effect <= bound`` (small when the effect lies clearly above ``bound``)."""
+        if self.se == 0:
+            return 0.0 if self.effect > bound else 1.0
+        return self._sf((self.effect - bound) / self.se)
+
+    def p_below(self, bound: float) -> float:
+        """One-sided p of ``effect >= bound`` (small when the effect lies clearly below ``bound``)."""
+        if self.se == 0:
+            return 0.0 if self.effect < bound else 1.0
+        return self._cdf((self.effect - bound) / self.se)
+
+    def detectable(self, alpha: float = ALPHA, power: float = POWER) -> float:
+        """The smallest effect a two-sided test at ``alpha`` finds with probability ``power`` at this
+        standard error: ``(q(1 - alpha/2) + q(power)) * se``."""
+        return (self._quantile(1 - alpha / 2) + self._quantile(power)) * self.se
+
+    def scaled(self, factor: float) -> Estimate:
+        """The same estimate in other units (a difference divided by a reference mean)."""
+        return Estimate(self.effect * factor, self.se * abs(factor), self.df, self.n, self.test)
+
+
+def paired_estimate(ours: Sequence[float], theirs: Sequence[float], test: str) -> Estimate | None:
+    """The mean of the paired differences ``ours - theirs`` with the paired t-test's standard error
+    (``scipy.stats.ttest_rel`` is this test); None with fewer than 2 pairs."""
+    a, b = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"paired_estimate: {a.size} against {b.size} values")
+    if a.size < 2:
+        return None
+    diff = a - b
+    se = float(diff.std(ddof=1) / math.sqrt(diff.size))
+    return Estimate(float(diff.mean()), se, float(diff.size - 1), int(diff.size), test)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p values (NaN stays NaN and does not count among the tests).
+
+    Written out rather than taken from statsmodels (``multipletests(method="holm")``): the method is
+    five lines and the project does not otherwise need that dependency. The adjusted p of the k-th
+    smallest of m p values is ``max_{j <= k} min(1, (m - j + 1) p_(j))``.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    finite = np.flatnonzero(np.isfinite(p))
+    out = np.full(p.shape, np.nan)
+    if finite.size:
+        order = finite[np.argsort(p[finite], kind="stable")]
+        m = order.size
+        scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+        out[order] = np.maximum.accumulate(scaled)
+    return [float(v) for v in out]
+
+
+@dataclass(frozen=True)
+class MarginTest:
+    """An estimate against a region ``[low, high]`` (None: unbounded on that side): the p of "inside"
+    (equivalence: both one-sided tests, TOST; non-inferiority where one side is open) and the p of
+    "outside" (the estimate lies beyond the nearer bound)."""
+
+    p_inside: float
+    p_outside: float
+
+
+def margin_test(estimate: Estimate, low: float | None, high: float | None) -> MarginTest:
+    """TOST of ``low < effect < high`` (the larger of the two one-sided p values) and the p of the
+    effect lying beyond a bound (the smaller of the one-sided p values of ``effect < low`` and
+    ``effect > high``). Reading each at :data:`ALPHA` is reading the 90 % interval (the one-sided
+    95 % bounds) against the region."""
+    if low is None and high is None:
+        raise ValueError("margin_test: a region needs at least one bound")
+    inside = [estimate.p_above(low)] if low is not None else []
+    inside += [estimate.p_below(high)] if high is not None else []
+    outside = [estimate.p_below(low)] if low is not None else []
+    outside += [estimate.p_above(high)] if high is not None else []
+    return MarginTest(max(inside), min(outside))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Kendall's τ between a sweep's position and its values (every seed's value a point), its
+    two-sided p and the number of points."""
+
+    tau: float
+    p_value: float
+    n: int
+
+
+def trend_test(points: Sequence[Sequence[float]]) -> Trend:
+    """Kendall's τ (``scipy.stats.kendalltau``, τ-b) of position against value over every value of every
+    point along a sweep (a Mann–Kendall test with the seeds as replicates): positive when the values
+    rise along the sweep."""
+    from scipy import stats
+
+    xs = np.concatenate([np.full(len(values), i, dtype=np.float64) for i, values in enumerate(points)])
+    ys = np.concatenate([np.asarray(values, dtype=np.float64) for values in points])
+    if xs.size < 3 or np.unique(xs).size < 2:
+        return Trend(math.nan, math.nan, int(xs.size))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # constant values: nan, reported as undefined
+        result = stats.kendalltau(xs, ys)
+    return Trend(float(result.statistic), float(result.pvalue), int(xs.size))
+
+
+def spearman_estimate(rhos: Sequence[float], n_items: int) -> Estimate:
+    """Seeds' Spearman correlations over ``n_items`` pairs each, as one estimate on Fisher's z scale:
+    z = atanh(ρ) with standard error sqrt(1.06 / (n - 3)) (Fieller, Hartley and Pearson 1957's
+    variance for Spearman's ρ), the seeds averaged as independent replicates. The effect and its
+    bounds are z; :func:`to_rho` turns them back."""
+    z = np.arctanh(np.clip(np.asarray(rhos, dtype=np.float64), -0.999999, 0.999999))
+    se = math.sqrt(1.06 / max(n_items - 3, 1)) / math.sqrt(z.size)
+    return Estimate(float(z.mean()), se, math.inf, int(n_items),
+                    f"Fisher z interval of Spearman's ρ over {n_items:,} items × {z.size} seed"
+                    + ("s" if z.size != 1 else ""))
+
+
+def to_rho(z: float) -> float:
+    """Fisher's z back to a correlation."""
+    return float(np.tanh(z))
+
+
+def pooled_estimate(estimates: Sequence[Estimate]) -> Estimate | None:
+    """The inverse-variance (fixed-effect) mean of several estimates of one effect in one unit, e.g.
+    one claim's relative change over datasets; None without an estimate with a positive standard error."""
+    usable = [e for e in estimates if e.se > 0 and math.isfinite(e.se) and math.isfinite(e.effect)]
+    if not usable:
+        return None
+    weights = np.array([1.0 / e.se**2 for e in usable])
+    effects = np.array([e.effect for e in usable])
+    effect = float((weights * effects).sum() / weights.sum())
+    return Estimate(effect, float(1.0 / math.sqrt(weights.sum())), math.inf, sum(e.n for e in usable),
+                    f"inverse-variance mean of {len(usable)} estimates (normal approximation)")
+
+
+__all__ = ["ALPHA", "POWER", "Estimate", "MarginTest", "Trend", "holm", "margin_test", "paired_estimate",
+           "pooled_estimate", "spearman_estimate", "to_rho", "trend_test"]
