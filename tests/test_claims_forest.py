@@ -124,3 +124,14 @@ def test_forest_refuses_an_unknown_outcome(tmp_path):
     checks = write_checks(tmp_path / "checks.csv", [["prism", "P1", "x", "maybe", *[""] * 12]])
     with pytest.raises(ValueError, match="unknown outcome"):
         draw_claims_forest(checks, tmp_path / "claims.png")
+
+
+def test_a_relative_effect_of_several_hundred_percent_turns_the_axis_logarithmic(tmp_path):
+    # a sparsity share 4.5x its reference beside effects of a few percent: linear up to ±100 %, then log
+    rows = [ROWS[0], ["fedrap", "F3", "amazon-video: sparsity of C", "inconclusive", "4.5", "", "", "", "relative",
+                      "0", "", "", "1", "", "", ""]]
+    summary = draw_claims_forest(write_checks(tmp_path / "checks.csv", rows), tmp_path / "claims.png")
+    [ax] = summary.figure.axes
+    assert ax.get_xscale() == "symlog" and ax.get_xlim()[1] >= 4.5 and "logarithmic past" in ax.get_xlabel()
+    few = draw_claims_forest(write_checks(tmp_path / "few.csv", ROWS[:3]), tmp_path / "few.png")
+    assert few.figure.axes[0].get_xscale() == "linear"

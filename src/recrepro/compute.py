@@ -227,16 +227,19 @@ def method_family(methods: pd.Series) -> pd.Series:
     """The method family of each run name: the name without the parts that name a setting of the
     same training loop — a weight decay, strength or sweep point (``_wd1em6``, ``_a025``, ``_sw2``), a
     validation-grid point (``-g07``), the tuned pick (``_tuned``) and the released code's negative
-    pool (``_pool``), which cost what the family's other runs cost per step.
+    pool (``_pool``), which cost what the family's other runs cost per step. A learning rate
+    (``_lr1em2``) stays: it sets how many epochs a run takes (PRISM's runs at lr 0.01 stop within tens
+    of epochs where those at 1e-3 take hundreds), so runs at one learning rate price each other.
 
     >>> import pandas as pd
-    >>> method_family(pd.Series(["mf_bpr_wd1em6", "fedmf-g03", "pfedrec_pool_tuned", "fedrap_code_pool"])).tolist()
-    ['mf_bpr', 'fedmf', 'pfedrec', 'fedrap_code']
+    >>> method_family(pd.Series(["mf_bpr_wd1em6", "fedmf-g03", "pfedrec_pool_tuned", "fedrap_code_pool",
+    ...                          "mf_ssm_wd1em6_lr1em2", "mf_ssm_prism_a025_lr1em1"])).tolist()
+    ['mf_bpr', 'fedmf', 'pfedrec', 'fedrap_code', 'mf_ssm_lr1em2', 'mf_ssm_prism_lr1em1']
     """
     return (methods.str.replace(r"-g\d+$", "", regex=True)
             .str.replace(r"_tuned$", "", regex=True)
             .str.replace(r"_pool(?=_|$)", "", regex=True)
-            .str.replace(r"_(wd|bwd|sw|a)[0-9a-z]*$", "", regex=True))
+            .str.replace(r"_(wd|bwd|sw|a)[0-9a-z]*(?=(_lr[0-9a-z]+)?$)", "", regex=True))
 
 
 def _published_cells(papers: Sequence[str]) -> set[tuple[str, str, str]]:

@@ -131,6 +131,11 @@ def _draw_panel(ax: Axes, rows: pd.DataFrame, unit: str, claims: list[str], font
     low, high = finite.min(), finite.max()
     pad = 0.06 * (high - low) if high > low else 0.05
     xlim = (low - pad, high + pad)
+    # a relative effect of several hundred percent (a sparsity share) would squeeze every other row
+    # into a sliver: past ±100 % the axis turns logarithmic, and its label says so
+    symlog = unit == "relative" and max(abs(xlim[0]), abs(xlim[1])) > 2.0
+    if symlog:
+        xlim = (xlim[0], xlim[1] * 1.5)  # room for the marker at the far end on the log side
     labels, bold, y, error_bars = [], [], 0, 0
     present = set(rows["claim"])
     for claim in [c for c in claims if c in present]:
@@ -161,6 +166,9 @@ def _draw_panel(ax: Axes, rows: pd.DataFrame, unit: str, claims: list[str], font
             y += 1
     ax.axvline(0.0, color="0.3", linewidth=0.8, zorder=1)
     ax.set_xlim(*xlim)
+    if symlog:
+        ax.set_xscale("symlog", linthresh=1.0, linscale=1.0)
+        ax.set_xticks([t for t in (-1.0, -0.5, 0.0, 0.5, 1.0, 5.0, 10.0, 50.0, 100.0) if xlim[0] <= t <= xlim[1]])
     ax.set_ylim(y - 0.5, -0.5)
     ax.set_yticks(np.arange(y), labels, fontsize=fontsize)
     for tick, is_header, text in zip(ax.get_yticklabels(), bold, labels, strict=True):
@@ -168,7 +176,7 @@ def _draw_panel(ax: Axes, rows: pd.DataFrame, unit: str, claims: list[str], font
         tick.set_color("0.45" if text.endswith("(defect)") else "black")
     ax.tick_params(axis="y", length=0)
     ax.grid(False, axis="y")
-    ax.set_xlabel(FOREST_UNITS.get(unit, unit))
+    ax.set_xlabel(FOREST_UNITS.get(unit, unit) + (" (logarithmic past ±100 %)" if symlog else ""))
     if unit == "relative":
         span = xlim[1] - xlim[0]
         ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0 if span >= 0.1 else 1 if span >= 0.01 else 2))
