@@ -135,3 +135,12 @@ def test_a_relative_effect_of_several_hundred_percent_turns_the_axis_logarithmic
     assert ax.get_xscale() == "symlog" and ax.get_xlim()[1] >= 4.5 and "logarithmic past" in ax.get_xlabel()
     few = draw_claims_forest(write_checks(tmp_path / "few.csv", ROWS[:3]), tmp_path / "few.png")
     assert few.figure.axes[0].get_xscale() == "linear"
+
+
+def test_a_long_labelled_check_keeps_its_label_and_drops_the_repeated_methods(tmp_path):
+    check = "ml-100k: `lambdaopt_dui_code` vs `lambdafix` (NDCG@100, the released code's switches)"
+    rows = [["lambdaopt", "L1", check, "against", "-0.05", "-0.08", "-0.02", "0.95", "relative", "0", "", "t", "3",
+             "0.01", "0.02", ""]]
+    summary = draw_claims_forest(write_checks(tmp_path / "checks.csv", rows), tmp_path / "claims.png")
+    labels = [t.get_text() for t in summary.figure.axes[0].get_yticklabels()]
+    assert "ml-100k (NDCG@100, the released code's switches)" in labels
