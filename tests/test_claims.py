@@ -1049,3 +1049,14 @@ def test_a_win_over_baselines_picked_on_their_grids_edge_is_provisional_and_says
     pd.DataFrame(rows).to_csv(tmp_path / "tables/strong_baselines.csv", index=False)
     v = judge_claim(claim, ctx(tmp_path))
     assert v.verdict == "supported: 1 of 1 check holds" and not v.provisional
+
+
+def test_a_descriptive_check_against_never_makes_a_claim_contradicted(tmp_path):
+    # a frontier (no test) with a rival point above the curve: against, but not significantly so
+    for name, gini, ndcg in [("ex_a", 0.9, 0.08), ("ex_b", 0.8, 0.07), ("rival_high", 0.85, 0.079)]:
+        run(tmp_path, name, 0, {"gini@20": gini, "ndcg@20": ndcg})
+    claim = _claim([{"kind": "frontier", "datasets": ["toy"], "x": "gini@20", "y": "ndcg@20", "methods": ["ex_*"],
+                     "baselines": ["rival_*"]}])
+    v = judge_claim(claim, ctx(tmp_path, None))
+    assert [r.status for r in v.results] == [AGAINST]
+    assert v.verdict_class == INCONCLUSIVE and "descriptive, with no test" in v.verdict

@@ -165,9 +165,13 @@ def _counts(results: Sequence[Result]) -> dict[str, int]:
 
 
 def _by_quantifier(quantifier: str, counted: Sequence[Result]) -> str:
-    """The claim's class from its counted results' outcomes (docs/verdicts.md)."""
+    """The claim's class from its counted results' outcomes (docs/verdicts.md). "Contradicted" needs a
+    tested result against (significantly the other way): a descriptive check (no test) that misses its
+    bound leaves the claim inconclusive at most."""
     c = _counts(counted)
     total = len(counted)
+    if c[AGAINST] and not any(r.status == AGAINST and r.evidence is not None for r in counted):
+        return INCONCLUSIVE if quantifier != "most" or 2 * c[HOLDS] <= total else SUPPORTED
     if quantifier == "any":
         return SUPPORTED if c[HOLDS] else CONTRADICTED if c[AGAINST] == total else INCONCLUSIVE
     if quantifier == "most":
@@ -269,6 +273,8 @@ def judge_claim(claim: Claim, ctx: Context) -> ClaimVerdict:
         text = f"{MIXED}{' (provisional)' if provisional else ''}: {where}; {tally}"
     else:
         text = f"{cls}{' (provisional)' if provisional else ''}: {pooled_text or tally}"
+        if cls == INCONCLUSIVE and c[AGAINST]:
+            text += " (its checks against are descriptive, with no test: no significant evidence against)"
         if cls == CONTRADICTED and claim.quantifier in ("all", "matches", "trend") and c[HOLDS]:
             against = list(dict.fromkeys(r.place or r.label for r in counted_tested if r.status == AGAINST))
             shown = ", ".join(against[:3]) + (f" and {len(against) - 3} more" if len(against) > 3 else "")
