@@ -43,7 +43,7 @@ from recrepro.papers.fedrap.config import FederatedConfig
 from recrepro.papers.fedrap.dense import DensePaperPath
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
 from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
-from recrepro.runs import SplitData
+from recrepro.evaluation.on_split import SplitData
 
 from devclock import clock_label, device_label, stamp_fn  # benchmarks/ (on sys.path)
 

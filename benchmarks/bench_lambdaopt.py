@@ -17,9 +17,9 @@ import time
 
 import torch
 
-from recrepro.cliargs import add_threads
+from recrepro.runtime.options import add_threads
 from recrepro.papers.lambdaopt.experiments import make_model
-from recrepro.runs import SplitData
+from recrepro.evaluation.on_split import SplitData
 
 from devclock import clock_label, device_label, stamp_fn  # benchmarks/ (on sys.path)
 

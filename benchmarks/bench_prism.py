@@ -37,11 +37,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from recrepro.cliargs import add_threads
+from recrepro.runtime.options import add_threads
 from recrepro.models.mf import MFNet
 from recrepro.models.backbones import build_net
 from recrepro.papers.prism.trainer import TrainSettings, _edges, _make_optimizer, batch_loss, train, validation_ndcg
-from recrepro.runs import SplitData
+from recrepro.evaluation.on_split import SplitData
 
 from devclock import clock_label, device_label, on_cuda, stamp_fn  # benchmarks/ (on sys.path)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from recrepro.config import load_config, repo_root
 from recrepro.datasets import fetch_dataset, get_dataset, load_raw
 from recrepro.datasets.download import verify_raw_files
-from recrepro.preprocessing import preprocess, resolve_recipe
+from recrepro.datasets.preprocessing import preprocess, resolve_recipe
 
 CASES = [("ml-100k", "lambdaopt"), ("hetrec2011-lastfm-2k", "fedrap"), ("amazon-video", "fedrap"),
          ("epinions", "exadmm"), ("gowalla", "prism"), ("tafeng", "fedrap")]

@@ -180,7 +180,7 @@ def evaluator_check(checkout: Path, split_dir: Path, our_run: Path, rounds: list
 
     from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
     from recrepro.papers.fedrap.variants import make_variant
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     provenance = json.loads((our_run / "provenance.json").read_text())
     record = json.loads((our_run / "metrics.json").read_text())

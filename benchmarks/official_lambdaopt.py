@@ -45,7 +45,7 @@ What is ours
 * **Evaluation.**  The released ``utils/mp_cuda_evaluate.py`` needs CUDA and GPUtil; the driver
   replaces ``engine.evaluate_ui_uj_df`` (called where the engine evaluates, every ``eval_interval``
   epochs after the first step of the epoch) by one that takes the user and item tables out of the
-  factorizer and scores them with our evaluator (``recrepro.runs.evaluate_on_split``, full ranking,
+  factorizer and scores them with our evaluator (``recrepro.evaluation.on_split.evaluate_on_split``, full ranking,
   optimistic ties): the test AUC, per-positive HR/NDCG@50/100 ranking the items not in
   train ∪ validation, exactly as our records; and the validation AUC **as our stopping rule computes
   it** (``recrepro.papers.lambdaopt.experiments``: for ``fix`` the whole validation with train masked;
@@ -205,7 +205,7 @@ MFBPRFactorizer.update = update_counting_as_ints
 data_loader.UserPosNegDataset.__getitems__ = batch_triples
 data_loader.DataLoader = batched_loader
 
-from recrepro.runs import SplitData, evaluate_on_split
+from recrepro.evaluation.on_split import SplitData, evaluate_on_split
 from recrepro.papers.lambdaopt.experiments import _held_out_auc, _validation_auc, _validation_section, held_out_validation
 
 split = SplitData(spec["split_dir"])
@@ -373,7 +373,7 @@ def missing(checkout: Path, split_dir: Path) -> str | None:
     for name in ("torch", "pandas", "pyarrow"):
         if importlib.util.find_spec(name) is None:
             return f"{name} is not installed"
-    if not (REPO / "src" / "recrepro" / "runs.py").is_file():
+    if not (REPO / "src" / "recrepro" / "evaluation" / "on_split.py").is_file():
         return f"no recrepro package under {REPO / 'src'}"
     needed = ("src/engine.py", "src/regularizer/regularizer.py", "src/utils/data_loader.py", *SCRIPTS.values())
     absent = [p for p in needed if not (checkout / p).is_file()]

@@ -159,7 +159,7 @@ def run_ours(backbone: str, split_dir: Path, epochs: int, seed: int) -> dict:
     from recrepro.papers.prism.experiments import settings_for
     from recrepro.papers.prism.methods import method_name
     from recrepro.papers.prism.trainer import TrainSettings, train
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     torch.set_num_threads(1)
     config = load_config(REPO / "config.yaml")

@@ -97,8 +97,8 @@ def pipeline(mirror, tmp_path_factory):
     """fetch (mirror only) -> preprocess -> split, as the rules do, into a temporary data root."""
     from recrepro.config import load_config
     from recrepro.datasets import fetch_dataset, load_raw
-    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
+    from recrepro.datasets.splits import make_split, write_split
 
     root = tmp_path_factory.mktemp("data")
     cfg = load_config(REPO / "config.yaml")
@@ -133,8 +133,8 @@ def build_synthetic_split(root: Path, spec, protocol: str, user_min: int, split:
     from recrepro.datasets import load_raw
     from recrepro.datasets.synthetic import generate_synthetic
     from recrepro.io import write_parquet
-    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
+    from recrepro.datasets.splits import make_split, write_split
 
     frame = generate_synthetic(spec)
     filt = {"mode": "items_then_users", "item_min": 0, "user_min": user_min}
@@ -151,6 +151,6 @@ def checkpoint_every_epoch(monkeypatch):
     """In-process trainers write a checkpoint after every epoch / round, as the resume tests count on
     (the package's default spaces cheap writes out to keep them to 2 % of the wall time: a test's
     millisecond epochs would then checkpoint only now and then).  The default is tested on its own."""
-    import recrepro.checkpoints as checkpoints
+    import recrepro.runtime.checkpoints as checkpoints
 
     monkeypatch.setattr(checkpoints, "WRITE_OVERHEAD", 0.0)

@@ -930,7 +930,7 @@ def test_pages_and_a_byte_identical_redraw(tmp_path):
 
 
 def test_the_cli_verb_writes_the_same_files(tmp_path):
-    from recrepro.cli import main
+    from recrepro.cli.main import main
 
     results = tmp_path / "demo"
     run(results, "a", 0, {"m": 0.1})

@@ -1,4 +1,4 @@
-"""The forest plot of a paper's claim checks (recrepro.figures.draw_claims_forest, recrepro claims-forest)."""
+"""The forest plot of a paper's claim checks (recrepro.reporting.claims_forest.draw_claims_forest, recrepro claims-forest)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from recrepro.figures import draw_claims_forest
+from recrepro.reporting.claims_forest import draw_claims_forest
 
 COLUMNS = ["paper", "claim", "check", "outcome", "effect", "ci_low", "ci_high", "ci_level", "unit", "target_low",
            "target_high", "test", "n", "p", "p_holm", "defect"]

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from recrepro.cli import main
+from recrepro.cli.main import main
 from recrepro.paperlist import paper_keys
 
 
@@ -83,7 +83,7 @@ def test_help_lists_the_papers_and_each_paper_its_verbs(capsys):
 
 
 def test_every_rule_calls_a_verb_the_parser_knows(repo_root):
-    from recrepro.cli import build_parser
+    from recrepro.cli.main import build_parser
 
     smk = "".join(p.read_text() for p in (repo_root / "workflow").rglob("*.smk"))
     assert "recrepro_module" not in smk and "python -m recrepro" not in smk
@@ -104,7 +104,7 @@ def test_every_rule_calls_a_verb_the_parser_knows(repo_root):
 
 def test_verbs_share_the_spelling_of_common_options():
     """Every figure verb takes --tier, --out-pdf and --out-png; every training verb the run options."""
-    from recrepro.cli import PAPERS, build_parser
+    from recrepro.cli.main import PAPERS, build_parser
 
     parser = build_parser()
     commands = _subcommands(parser)
@@ -121,7 +121,7 @@ def test_verbs_share_the_spelling_of_common_options():
 
 
 def test_a_data_command_imports_no_paper_code_and_no_torch(fresh_python):
-    script = ("import sys; from recrepro.cli import main; main(['data', 'describe', 'ml-100k']); "
+    script = ("import sys; from recrepro.cli.main import main; main(['data', 'describe', 'ml-100k']); "
               "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('recrepro.papers')))")
     assert fresh_python(script) == "[]"
 
@@ -150,7 +150,7 @@ def test_every_planned_job_command_parses(tier, tmp_path):
 
     from test_workflow import REPO, snakemake
 
-    from recrepro.cli import build_parser
+    from recrepro.cli.main import build_parser
 
     proc = snakemake("-n", "-p", "--directory", str(tmp_path), "--configfile", str(REPO / "config.yaml"),
                      "--config", f"tier={tier}")

@@ -1,4 +1,4 @@
-"""docs/compute.md's prices (recrepro.compute): scaled estimates and GPU records, on hand-made records.
+"""docs/compute.md's prices (recrepro.reporting.compute_page): scaled estimates and GPU records, on hand-made records.
 
 The page's measured prices are also covered in tests/test_reference_records.py
 (test_reference_readme_and_compute_page).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recrepro.compute import compute_markdown, compute_table, queue_priority
+from recrepro.reporting.compute_page import compute_markdown, compute_table, queue_priority
 from recrepro.paperlist import paper_keys
 
 #: A paper with no expected-numbers file, so the queue's priorities need none.
@@ -195,7 +195,7 @@ def test_validation_grid_points_and_the_runs_at_their_picks_queue_first(tmp_path
 
 
 def test_the_queue_puts_the_picks_other_seeds_second(tmp_path, monkeypatch):
-    import recrepro.compute as compute
+    import recrepro.reporting.compute_page as compute
 
     monkeypatch.setattr(compute, "_published_cells", lambda papers: {(PAPER, "ref", "mf_ssm_tunedwd")})
     runs = [_record(tmp_path, "ref", 1.0, method="mf_ssm_wd1em4", seed=0),
@@ -218,7 +218,7 @@ def test_a_run_is_priced_by_its_own_methods_other_seeds_before_its_family(tmp_pa
 
 
 def test_the_released_fedrap_code_curves_are_queued_with_their_rounds_left(tmp_path):
-    from recrepro.compute import OFFICIAL_ROUNDS, official_lines
+    from recrepro.reporting.compute_page import OFFICIAL_ROUNDS, official_lines
 
     assert official_lines([]) == []
     curve = tmp_path / "ml-100k_ml1m_seed2.jsonl"
@@ -245,7 +245,7 @@ def test_runs_a_claim_names_queue_first_on_their_first_seed(tmp_path):
 
 
 def test_the_claimed_runs_come_from_the_expected_files_checks():
-    from recrepro.compute import _claimed_runs
+    from recrepro.reporting.compute_page import _claimed_runs
 
     claimed = _claimed_runs(paper_keys())
     assert ("lambdaopt", "ml-100k", "lambdaopt_dui") in claimed and ("lambdaopt", "amazon-video", "lambdafix") in claimed
@@ -311,7 +311,7 @@ def test_a_job_priced_from_its_datasets_other_methods_is_counted_apart(tmp_path)
 def test_method_families_join_a_grids_points_its_pick_and_its_pool():
     import pandas as pd
 
-    from recrepro.compute import method_family
+    from recrepro.reporting.compute_page import method_family
 
     names = ["fedmf-g03", "fedmf_tuned", "fedmf_pool_tuned", "fedmf", "fedrap_code-g21", "fedrap_code_pool_tuned",
              "fedrap_tuned", "mf_bpr_wd1em6", "mf_directau_prism_a025", "mf_directau_tunedwd", "exadmm_sw3",
@@ -361,7 +361,7 @@ def test_a_job_timed_in_part_is_priced_from_its_own_rounds_until_it_has_a_record
 def test_the_packaged_partial_timings_load_and_bad_ones_are_refused(tmp_path):
     import pytest
 
-    from recrepro.compute import ComputeRatesError, partial_rates
+    from recrepro.reporting.compute_page import ComputeRatesError, partial_rates
 
     packaged = partial_rates()
     ease = [e for e in packaged if e["paper"] == "strong" and e["dataset"] == "gowalla"]

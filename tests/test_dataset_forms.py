@@ -27,7 +27,7 @@ from recrepro.datasets.download import (
 from recrepro.datasets.errors import ArchiveTooLargeError
 from recrepro.datasets.registry import DATASETS, LACKABLE, ReconstructedForm, load_raw
 from recrepro.datasets.statistics import published_statistics, statistics_checks
-from recrepro.preprocessing import FormRefusedError, preprocess, resolve_recipe
+from recrepro.datasets.preprocessing import FormRefusedError, preprocess, resolve_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 PROTOCOLS = {
@@ -309,7 +309,7 @@ def test_fetch_rule_shows_trust_on_first_use_and_a_stopped_bomb_on_the_console(t
 
 
 def test_a_tier_entry_sets_its_own_switches_and_entries_of_one_pair_must_agree():
-    from recrepro.preprocessing import entry_switches
+    from recrepro.datasets.preprocessing import entry_switches
 
     data = [{"dataset": "ml-1m", "protocol": "prism", "switches": {"prism_ml1m_ratings": "code"}},
             {"dataset": "ml-1m", "protocol": "fedrap"}]
@@ -323,7 +323,7 @@ def test_a_tier_entry_sets_its_own_switches_and_entries_of_one_pair_must_agree()
 
 def test_the_paper_tier_runs_prism_on_the_ml1m_pairs_in_the_official_loaders_mode():
     from recrepro.config import load_config
-    from recrepro.preprocessing import entry_switches
+    from recrepro.datasets.preprocessing import entry_switches
 
     cfg = load_config(REPO / "config.yaml")
     switches = entry_switches(cfg["switches"], cfg["tiers"]["paper"]["data"], "ml-1m", "prism")

@@ -7,14 +7,14 @@ import os
 import subprocess
 import sys
 
-from recrepro.eager_torch import DYNAMO_ENV
+from recrepro.runtime.eager_torch import DYNAMO_ENV
 
 # Adam with coupled weight decay, a few steps, then a checkpoint round trip of the optimizer state
 # (``state_dict``/``load_state_dict`` are the other wrapped methods): the parameters' bytes and which
 # ``torch._dynamo`` the process ended up with.
 _TRAIN = r"""
 import hashlib, json, sys
-from recrepro.eager_torch import defer_dynamo, _STAND_IN
+from recrepro.runtime.eager_torch import defer_dynamo, _STAND_IN
 defer_dynamo()
 import torch
 torch.manual_seed(0)
@@ -66,7 +66,7 @@ def test_the_command_line_registers_it_and_a_library_import_does_not():
                "print(sys.modules.get('torch._dynamo') is None)")
     out = subprocess.run([sys.executable, "-c", library], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.strip() == "True"
-    command = ("import sys\nfrom recrepro.cli import main\nfrom recrepro.eager_torch import _STAND_IN\n"
+    command = ("import sys\nfrom recrepro.cli.main import main\nfrom recrepro.runtime.eager_torch import _STAND_IN\n"
                "try:\n    main(['data', '--help'])\nexcept SystemExit:\n    pass\n"
                "print(sys.modules.get('torch._dynamo') is _STAND_IN)")
     out = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, timeout=300, check=True)

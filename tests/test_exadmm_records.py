@@ -14,8 +14,8 @@ def test_a_record_keeps_the_per_user_rows_of_its_other_part(tmp_path):
     from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
     from recrepro.io import write_parquet
     from recrepro.papers.exadmm.experiments import run_point
-    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
+    from recrepro.datasets.splits import make_split, write_split
 
     frame = generate_synthetic(SyntheticSpec(seed=5, users=60, items=40, min_user_interactions=8))
     recipe = resolve_recipe({"exadmm": {"default": {"positive": None, "filter": {

@@ -84,14 +84,14 @@ def test_an_unknown_dense_update_is_refused():
 
 
 def test_the_fused_step_compiles_under_the_command_lines_stand_in_for_dynamo():
-    # `recrepro` registers a stand-in for torch._dynamo before torch loads (recrepro.eager_torch);
+    # `recrepro` registers a stand-in for torch._dynamo before torch loads (recrepro.runtime.eager_torch);
     # torch.compile needs the real one, which the dense path loads in its place
     import subprocess
     import sys
     import textwrap
 
     code = textwrap.dedent("""
-        from recrepro.eager_torch import defer_dynamo
+        from recrepro.runtime.eager_torch import defer_dynamo
         assert defer_dynamo()
         import sys, torch
         assert type(sys.modules["torch._dynamo"]).__name__ == "module" and not hasattr(sys.modules["torch._dynamo"], "__path__")

@@ -58,7 +58,7 @@ def test_every_committed_record_is_current(repo_root, config):
 
 
 def test_the_drift_verb_says_so(repo_root, capsys):
-    from recrepro.cli import main
+    from recrepro.cli.main import main
 
     main(["fedrap", "drift", "--tier", "paper", "--config", str(repo_root / "config.yaml"),
           "--results", str(repo_root / "results")])

@@ -297,7 +297,7 @@ def test_rounds_whose_replay_passes_the_budget_run_dense_and_equal_the_dense_pat
 def test_a_resumed_run_keeps_to_the_dense_path_after_an_overflow(monkeypatch, tmp_path):
     # killed after round 2 of 4 (round 1 lazy, round 2 over the budget), resumed: rounds 3-4 run
     # dense as in the uninterrupted run, bit for bit
-    import recrepro.checkpoints as checkpoints
+    import recrepro.runtime.checkpoints as checkpoints
 
     monkeypatch.setattr(lazy_module, "REPLAY_ENTRY_BYTES", 330_382)
     train = _data()

@@ -105,7 +105,7 @@ def test_paper_mode_curriculum_in_history(tiny_split, tmp_path):
 @pytest.mark.parametrize("pool", ["train", "all_interactions"])
 def test_negative_pool_decides_what_training_negatives_avoid(tiny_split, tmp_path, monkeypatch, pool):
     import recrepro.papers.fedrap.variants as models
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     seen = {}
     real = models.make_variant

@@ -113,7 +113,7 @@ def test_evaluation_core_on_cuda_is_identical_to_cpu():
 
 
 def test_device_auto_resolves_to_what_torch_sees():
-    from recrepro.devices import resolve_device
+    from recrepro.runtime.devices import resolve_device
 
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device(None) == resolve_device("auto") and resolve_device("CPU") == "cpu"
@@ -128,7 +128,7 @@ def test_cli_records_the_resolved_device():
     """``--device auto`` reaches the run as the concrete device, never the word ``auto``."""
     import argparse
 
-    from recrepro.devices import add_device_argument
+    from recrepro.runtime.devices import add_device_argument
 
     parser = argparse.ArgumentParser()
     add_device_argument(parser)

@@ -91,7 +91,7 @@ def test_every_committed_record_is_current_or_provably_the_same(repo_root, confi
 
 
 def test_the_drift_verb_names_an_outdated_record_and_fails(tmp_path, config, repo_root, capsys):
-    from recrepro.cli import main
+    from recrepro.cli.main import main
 
     now = rule_settings(config, "paper", "ml-100k", "lambdaopt_dui")
     _record(tmp_path, config, {**now, "lr": now["lr"] * 10}, 5)

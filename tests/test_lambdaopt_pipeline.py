@@ -89,7 +89,7 @@ def test_trajectory_frame_hand_checked():
 
 def _write_split(tmp_path):
     from recrepro.datasets.container import Interactions
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.splits import make_split, write_split
 
     rng = np.random.default_rng(0)
     n_users, n_items = 60, 40
@@ -135,7 +135,7 @@ def test_run_variant_writes_records_and_table(tmp_path):
 @pytest.mark.realdata
 def test_ml100k_lambdaopt_dui_learns(pipeline):
     """ml-100k, λOpt protocol: a short DUI run beats random ranking and learns non-negative Λ."""
-    from recrepro.runs import SplitData, evaluate_on_split
+    from recrepro.evaluation.on_split import SplitData, evaluate_on_split
 
     _, make = pipeline
     split_dir = make("ml-100k", "lambdaopt", "temporal_user_ratio", 0)
@@ -184,7 +184,7 @@ def test_lambdafix_from_its_grid_points_equals_the_one_job(tmp_path, repo_root):
     assert prov["run"]["method"] == "lambdafix" and prov["config"]["settings"]["lambdafix_grid"] == grid
     assert len(prov["timings"]["history.parquet"]["seconds"]) == len(hist)
     # the rule's command: the same verb as training, handed the points' records
-    from recrepro.cli import main as recrepro
+    from recrepro.cli.main import main as recrepro
 
     via_cli = tmp_path / "cli" / "lambdafix"
     assert recrepro(["lambdaopt", "run", "--split-dir", str(split_dir), "--variant", "lambdafix",

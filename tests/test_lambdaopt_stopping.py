@@ -189,7 +189,7 @@ def test_driver_reports_the_best_validation_epoch_and_keeps_the_last(small_split
 
 def test_checkpoint_key_includes_the_stopping_rule(small_split):
     from recrepro.models.mf_bpr import MFBPR
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     train = SplitData(small_split).csr(["train"])
     model = MFBPR({**BASE, "epochs": 4})
@@ -226,7 +226,7 @@ def test_a_validation_learner_stops_on_the_held_out_share_and_learns_on_the_rest
     says so; λFix under the same settings ignores the share."""
     from recrepro.papers.lambdaopt import experiments as driver
     from recrepro.papers.lambdaopt.mf_lambdaopt import MFLambdaOpt
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     validation = SplitData(small_split).csr(["validation"])
     learn, held = driver.held_out_validation(validation, 0.5, seed=0)
@@ -360,7 +360,7 @@ def test_a_sensitivity_sweep_killed_midway_resumes_each_curve_to_the_same_table(
     resumes that curve from its last epoch and skips the finished first, to the uninterrupted table."""
     import pandas as pd
 
-    from recrepro.cli import main as recrepro
+    from recrepro.cli.main import main as recrepro
     from recrepro.papers.lambdaopt import experiments as driver
 
     settings = {**BASE, "patience": 50}

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from recrepro.papers.leaks import audit_split, leak_table, paper_of, training_pools, write_audit
-from recrepro.splits import Split, write_split
+from recrepro.datasets.splits import Split, write_split
 
 
 def _frame(pairs):

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from recrepro.cli import main as recrepro
+from recrepro.cli.main import main as recrepro
 from recrepro.papers.lrs import experiments as lrs
 from recrepro.scorecard import build_scorecard, expected_path, load_expected
 
@@ -112,7 +112,7 @@ def test_sweep_rows_leave_their_wall_times_to_a_file_of_their_own(tmp_path):
 def test_fig3_iteration_ticks_never_print_minus_zero(tmp_path, monkeypatch):
     # a tick the locator puts at −2e-16 on one host and at 0 on another used to print "−0" there,
     # so the committed PDF changed bytes from host to host
-    import recrepro.plotting as plotting
+    import recrepro.reporting.plotting as plotting
 
     drawn = {}
     monkeypatch.setattr(plotting, "save_figure", lambda fig, *a, **k: drawn.setdefault("fig", fig))

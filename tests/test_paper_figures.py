@@ -12,8 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def saved_figures(monkeypatch):
-    """Every figure :func:`recrepro.plotting.save_figure` writes, kept for inspection."""
-    import recrepro.plotting as plotting
+    """Every figure :func:`recrepro.reporting.plotting.save_figure` writes, kept for inspection."""
+    import recrepro.reporting.plotting as plotting
 
     saved = []
     real_save = plotting.save_figure

@@ -154,8 +154,8 @@ def test_the_schema_names_the_papers_with_a_protocol_of_their_own():
 
 
 def test_the_helpers_and_the_readers_agree():
-    from recrepro.cli import PAPERS as cli_papers
-    from recrepro.reference import PAPER_TITLES
+    from recrepro.cli.main import PAPERS as cli_papers
+    from recrepro.reporting.front_page import PAPER_TITLES
     from recrepro.scorecard import SUMMARY_PAPERS
 
     assert paper_keys() == tuple(p.key for p in PAPERS)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.axes import Axes
 
-from recrepro.plotting import (
+from recrepro.reporting.plotting import (
     CAPTION_GID,
     FIXED_METHOD_COLORS,
     PALETTE,
@@ -126,7 +126,7 @@ def test_new_figure_shapes_and_style():
 
 def test_module_does_not_touch_pyplot_or_backend():
     code = (
-        "import matplotlib; matplotlib.use('svg'); import sys, recrepro.plotting as p; "
+        "import matplotlib; matplotlib.use('svg'); import sys, recrepro.reporting.plotting as p; "
         "fig, ax = p.new_figure(); "
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'; "
         "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend()"
@@ -187,7 +187,7 @@ def test_plot_metric_bars_heights_labels_and_errors():
 
 
 def test_fixed_colors_follow_the_paper_order_not_the_figure():
-    from recrepro.plotting import COLORS, fixed_colors, method_styles
+    from recrepro.reporting.plotting import COLORS, fixed_colors, method_styles
 
     order = ["fedrap", "fedmf", "pfedrec", "mf", "random"]
     colors = fixed_colors(order)
@@ -204,7 +204,7 @@ def test_fixed_colors_follow_the_paper_order_not_the_figure():
 
 
 def test_figures_are_at_most_max_width_and_panel_grid_wraps():
-    from recrepro.plotting import MAX_WIDTH_IN, panel_grid
+    from recrepro.reporting.plotting import MAX_WIDTH_IN, panel_grid
 
     fig, _ = new_figure(6, width=15.0)
     assert fig.get_size_inches()[0] == pytest.approx(MAX_WIDTH_IN)
@@ -215,7 +215,7 @@ def test_figures_are_at_most_max_width_and_panel_grid_wraps():
 
 
 def test_one_figure_legend_collects_every_panel_once(tmp_path):
-    from recrepro.plotting import figure_legend
+    from recrepro.reporting.plotting import figure_legend
 
     fig, axes = new_figure(2)
     for ax in axes:
@@ -241,7 +241,7 @@ def test_one_figure_legend_collects_every_panel_once(tmp_path):
 
 
 def test_published_values_are_hollow_and_the_legend_says_which_is_which():
-    from recrepro.plotting import figure_legend, plot_published, published_handles
+    from recrepro.reporting.plotting import figure_legend, plot_published, published_handles
 
     fig, ax = new_figure()
     ax.plot([1.0], [0.30], marker="o", color="#0072B2", label="mf")
@@ -254,7 +254,7 @@ def test_published_values_are_hollow_and_the_legend_says_which_is_which():
 
 
 def test_dense_scatter_is_rasterised_and_colorbar_uses_house_fonts():
-    from recrepro.plotting import DENSE_POINTS, FONT_SIZES, add_colorbar, scatter
+    from recrepro.reporting.plotting import DENSE_POINTS, FONT_SIZES, add_colorbar, scatter
 
     fig, ax = new_figure()
     few = scatter(ax, np.arange(10), np.arange(10))
@@ -279,7 +279,7 @@ def test_errorbar_lines_band_shades_the_sd():
 def test_png_resolution_is_at_least_150_dpi(tmp_path):
     from PIL import Image
 
-    from recrepro.plotting import PNG_DPI
+    from recrepro.reporting.plotting import PNG_DPI
 
     fig, ax = new_figure(width=5.0, height=3.0)
     ax.plot([0, 1], [0, 1])
@@ -295,7 +295,7 @@ def test_png_is_a_palette_image_close_to_the_full_colour_rendering(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from recrepro.plotting import PNG_COLORS, PNG_DPI
+    from recrepro.reporting.plotting import PNG_COLORS, PNG_DPI
 
     fig, ax = new_figure(width=5.0, height=3.0)
     for k in range(12):  # many anti-aliased colours: more than the palette holds

@@ -9,7 +9,7 @@ import pytest
 from recrepro.config import load_config
 from recrepro.datasets.container import RawInteractions
 from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
-from recrepro.preprocessing import gini, preprocess, read_interactions, resolve_recipe, write_preprocessed
+from recrepro.datasets.preprocessing import gini, preprocess, read_interactions, resolve_recipe, write_preprocessed
 
 
 def raw(rows, part=None):

@@ -123,7 +123,7 @@ def test_only_fig6_runs_pay_for_cosine_validation():
 
 def test_published_values_are_overlaid_where_the_paper_gives_them(tmp_path, monkeypatch):
     """Issue 26: Table 1's cells (and the epochs §5.2.1 states) as hollow markers, only on their dataset."""
-    import recrepro.plotting as plotting
+    import recrepro.reporting.plotting as plotting
 
     saved = []
     real_save = plotting.save_figure
@@ -187,7 +187,7 @@ def test_unrun_note_names_the_sweep_points_without_a_record():
 
 
 def test_a_sparse_alpha_sweep_says_so_in_its_caption(tmp_path, monkeypatch):
-    from recrepro import plotting
+    from recrepro.reporting import plotting as plotting
     from recrepro.papers.prism.figures import figure_alpha
 
     dirs = [_run(tmp_path, method, 123, val=0.2, test=0.2, pop=0.1, unpop=0.05)

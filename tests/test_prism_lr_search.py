@@ -124,7 +124,7 @@ def test_validation_is_the_score_the_selection_compares(tmp_path):
 
 
 def test_cli_verb_writes_the_table(tmp_path):
-    from recrepro.cli import main
+    from recrepro.cli.main import main
 
     runs = [str(r / "metrics.json") for r in _grid(tmp_path)]
     (tmp_path / "sel.json").write_text(json.dumps(SELECTION))

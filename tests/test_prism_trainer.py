@@ -226,7 +226,7 @@ def test_diagnostic_backbone_rows_sit_under_the_table_and_pair_seeds(tmp_path):
 @pytest.mark.realdata
 def test_gowalla_prism_init_norms_exact(pipeline):
     from recrepro.models.mf import MFNet
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     _, split = pipeline
     data = SplitData(split("gowalla", "prism", "random_ratio", 123))

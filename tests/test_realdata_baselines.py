@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recrepro.io import read_json
-from recrepro.runs import run_baseline
+from recrepro.baselines.run import run_baseline
 
 pytestmark = pytest.mark.realdata
 

@@ -334,8 +334,8 @@ def test_summary_counts_by_hand(tmp_path):
 def test_reference_readme_and_compute_page(tmp_path):
     import json
 
-    from recrepro.compute import compute_markdown, compute_table
-    from recrepro.reference import reference_readme
+    from recrepro.reporting.compute_page import compute_markdown, compute_table
+    from recrepro.reporting.front_page import reference_readme
 
     run = tmp_path / "results/paper/exadmm/runs/epinions/strong_generalization/ials/seed0"
     run.mkdir(parents=True)
@@ -358,7 +358,7 @@ def test_reference_readme_and_compute_page(tmp_path):
 
 
 def test_reference_rows_name_their_cap_and_explain_an_unlinked_deviation():
-    from recrepro.reference import _note
+    from recrepro.reporting.front_page import _note
 
     capped = {"n_seeds": 1, "seeds_required": 3, "budget": float("nan"), "verdict": "within",
               "note": "Table 1; 1 of 3 seeds; deviation: docs/deviations.md#prism-nlmf-relu"}
@@ -371,7 +371,7 @@ def test_reference_rows_name_their_cap_and_explain_an_unlinked_deviation():
 
 
 def test_reference_page_lists_figures_in_the_papers_order():
-    from recrepro.reference import figure_order
+    from recrepro.reporting.front_page import figure_order
 
     names = ["fig10_ssm_mawu_gowalla", "fig1_weight_decay_gowalla", "fig3_magnitudes_gowalla", "fig2_magnitudes",
              "fig3_batched_wd_gowalla", "curves"]

@@ -27,7 +27,7 @@ import pytest
 import scipy.sparse as sp
 from test_workflow import REPO, snakemake
 
-from recrepro.cli import main as cli_main
+from recrepro.cli.main import main as cli_main
 from recrepro.config import ConfigError, coerce_config_strings, load_config, load_schema
 from recrepro.datasets import DATASETS, ChecksumError, DataFormatError, fetch_dataset, get_dataset, load_raw
 from recrepro.datasets.download import verify_raw_files
@@ -356,7 +356,7 @@ def test_every_yaml_loader_is_a_safe_loader():
 def test_a_pickled_object_as_checkpoint_runs_no_code(tmp_path, caplog):
     import pickle
 
-    from recrepro.checkpoints import load_checkpoint
+    from recrepro.runtime.checkpoints import load_checkpoint
 
     marker = tmp_path / "executed"
 
@@ -543,7 +543,7 @@ WRITERS = {
                                               "write_json(target, {'a': list(range(100000))})"),
     "text (tables, scorecards)": ("table.md", "from recrepro.io import write_text",
                                   "write_text(target, 'x' * 1000000)"),
-    "report page (HTML)": ("table.html", "from recrepro.report import table_html\n"
+    "report page (HTML)": ("table.html", "from recrepro.reporting.html import table_html\n"
                            "src = target.with_name('table.md'); src.write_text('| a |\\n|---|\\n' + '| x |\\n' * 20000)",
                            "table_html(src, target)"),
     "parquet (per-user, histories, splits)": ("part.parquet",
@@ -560,11 +560,11 @@ WRITERS = {
         "config_slice={}, split_manifest=None, seed=0, device='cpu', verify_split=False)"),
     "history": ("history.json", "from recrepro.records import write_history",
                 "write_history(target.parent, {'loss': list(range(1000)), 'epoch_seconds': [1.0] * 1000})"),
-    "checkpoint": ("run.ckpt", "import numpy as np; from recrepro.checkpoints import save_checkpoint",
+    "checkpoint": ("run.ckpt", "import numpy as np; from recrepro.runtime.checkpoints import save_checkpoint",
                    "save_checkpoint(target, {'epoch': 3}, key='k', arrays={'U': np.zeros((500, 500))})"),
     "figure (PDF + PNG)": (
         "fig.pdf", "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
-        "from recrepro.plotting import save_figure",
+        "from recrepro.reporting.plotting import save_figure",
         "fig = plt.figure(); fig.gca().plot(range(10)); "
         "save_figure(fig, target, target.with_suffix('.png'), tier='smoke', dataset='d')"),
     "fetched member and fetch.json": (

@@ -39,7 +39,7 @@ from test_resume import (  # noqa: F401  (prism_split is a fixture)
 )
 from test_workflow import REPO, snakemake
 
-from recrepro import checkpoints as C
+from recrepro.runtime import checkpoints as C
 from recrepro.papers.prism import trainer as T
 
 EPOCHS = 60
@@ -155,7 +155,7 @@ def test_a_damaged_checkpoint_of_the_same_size_restarts_cleanly(how, tmp_path, m
     monkeypatch.undo()
     damage(ckpt, how)
     epochs_seen: list[int] = []
-    with caplog.at_level(logging.INFO, logger="recrepro.checkpoints"):
+    with caplog.at_level(logging.INFO, logger="recrepro.runtime.checkpoints"):
         run = T.train(train, val, settings, checkpoint=ckpt, on_epoch=lambda e, s: epochs_seen.append(e))
     assert "damaged" in caplog.text and "CRC-32" in caplog.text and str(ckpt) in caplog.text
     assert "resuming" not in caplog.text and epochs_seen[0] == 1  # started over
@@ -169,7 +169,7 @@ def test_a_damaged_side_file_restarts_cleanly(tmp_path, caplog):
     with open(side, "r+b") as fh:
         fh.seek(-7, os.SEEK_END)
         fh.write(b"\x7f")
-    with caplog.at_level(logging.WARNING, logger="recrepro.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="recrepro.runtime.checkpoints"):
         assert C.load_checkpoint(path, key="k") is None
     assert "damaged" in caplog.text and side.name in caplog.text
 
@@ -201,7 +201,7 @@ def test_a_checkpoint_of_other_code_restarts_naming_both_commits(tmp_path, monke
     written = C.code_fingerprint()
     later = {**written, "commit": "c0ffee" * 6 + "c0ff", "source_sha256": "5" * 64}
     monkeypatch.setattr(C, "code_fingerprint", lambda: later)  # the loss changed since the kill
-    with caplog.at_level(logging.INFO, logger="recrepro.checkpoints"):
+    with caplog.at_level(logging.INFO, logger="recrepro.runtime.checkpoints"):
         run = T.train(train, val, settings, checkpoint=tmp_path / "c")
     assert "written by other code" in caplog.text and "c0ffeec0ffee" in caplog.text
     assert str(written["commit"])[:12] in caplog.text
@@ -211,7 +211,7 @@ def test_a_checkpoint_of_other_code_restarts_naming_both_commits(tmp_path, monke
 
 def test_code_fingerprint_covers_what_trains_and_not_what_draws(tmp_path):
     src = snapshot(tmp_path / "code")
-    probe = "from recrepro.checkpoints import code_fingerprint as f; import json; print(json.dumps(f()))"
+    probe = "from recrepro.runtime.checkpoints import code_fingerprint as f; import json; print(json.dumps(f()))"
 
     def fingerprint() -> dict:
         done = subprocess.run([sys.executable, "-c", probe], env=cli_env(src), capture_output=True, text=True,
@@ -234,7 +234,7 @@ def test_code_fingerprint_leaves_out_the_papers_a_process_does_not_train(tmp_pat
     src = snapshot(tmp_path / "code")
 
     def fingerprint(paper_module: str) -> str:
-        probe = (f"import {paper_module}; from recrepro.checkpoints import code_fingerprint as f; "
+        probe = (f"import {paper_module}; from recrepro.runtime.checkpoints import code_fingerprint as f; "
                  "print(f()['source_sha256'])")
         done = subprocess.run([sys.executable, "-c", probe], env=cli_env(src), capture_output=True, text=True,
                               check=True, timeout=120)
@@ -243,7 +243,7 @@ def test_code_fingerprint_leaves_out_the_papers_a_process_does_not_train(tmp_pat
     lambdaopt, prism = "recrepro.papers.lambdaopt.mf_lambdaopt", "recrepro.papers.prism.trainer"
     first = {m: fingerprint(m) for m in (lambdaopt, prism)}
     assert first[lambdaopt] != first[prism]
-    for edited in ("papers/prism/trainer.py", "papers/lambdaopt/drift.py", "drift.py"):
+    for edited in ("papers/prism/trainer.py", "papers/lambdaopt/drift.py", "records/drift.py", "reporting/plotting.py"):
         with open(src / "recrepro" / edited, "a") as fh:
             fh.write("\n# edited\n")
         assert fingerprint(lambdaopt) == first[lambdaopt], edited
@@ -297,7 +297,7 @@ def _processed(tmp_path: Path) -> Path:
     from recrepro.datasets import load_raw
     from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
     from recrepro.io import write_parquet
-    from recrepro.preprocessing import preprocess, resolve_recipe, write_preprocessed
+    from recrepro.datasets.preprocessing import preprocess, resolve_recipe, write_preprocessed
 
     frame = generate_synthetic(SyntheticSpec(seed=5, users=80, items=60, density=0.1, latent_rank=4))
     write_parquet(tmp_path / "raw" / "interactions.parquet", frame)
@@ -309,7 +309,7 @@ def _processed(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("name", ["interactions.parquet", "user_map.parquet", "item_map.parquet"])
 def test_split_refuses_a_processed_file_changed_after_preprocessing(tmp_path, capsys, name):
-    from recrepro.cli import main as cli_main
+    from recrepro.cli.main import main as cli_main
     from recrepro.io import sha256_file
 
     processed = _processed(tmp_path)
@@ -326,7 +326,7 @@ def test_split_refuses_a_processed_file_changed_after_preprocessing(tmp_path, ca
 
 
 def test_a_truncated_processed_file_is_refused_by_its_size(tmp_path):
-    from recrepro.preprocessing import ProcessedDataError, read_interactions
+    from recrepro.datasets.preprocessing import ProcessedDataError, read_interactions
 
     processed = _processed(tmp_path)
     with open(processed / "interactions.parquet", "r+b") as fh:
@@ -464,7 +464,7 @@ def test_a_committed_record_missing_from_the_tree_is_refused(tmp_path):
 def test_a_second_process_on_the_same_run_stops_naming_the_first(tmp_path):
     ckpt = tmp_path / "run.ckpt"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from recrepro import checkpoints as C; "
+        [sys.executable, "-c", "import sys, time; from recrepro.runtime import checkpoints as C; "
          f"C.Checkpointer({str(ckpt)!r}, 'k'); print('locked', flush=True); time.sleep(120)"],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -565,8 +565,8 @@ def test_exadmm_split_seed_out_of_range_is_refused():
 
 @pytest.mark.parametrize("seed", [-1, 2**64])
 def test_make_split_refuses_a_seed_out_of_range(tmp_path, seed):
-    from recrepro.preprocessing import read_interactions
-    from recrepro.splits import make_split
+    from recrepro.datasets.preprocessing import read_interactions
+    from recrepro.datasets.splits import make_split
 
     data = read_interactions(_processed(tmp_path))
     with pytest.raises(ValueError, match=rf"seed {seed} is out of range"):

@@ -1,8 +1,8 @@
-"""Scorecards rendered for the HTML report (recrepro.report)."""
+"""Scorecards rendered for the HTML report (recrepro.reporting.html)."""
 
 from __future__ import annotations
 
-from recrepro.report import markdown_to_html, scorecard_html, verdict_counts
+from recrepro.reporting.html import markdown_to_html, scorecard_html, verdict_counts
 
 MD = """# Scorecard: demo
 
@@ -49,7 +49,7 @@ def test_scorecard_page_counts_verdicts(tmp_path):
 
 
 def test_table_page(tmp_path):
-    from recrepro.report import table_html
+    from recrepro.reporting.html import table_html
 
     (tmp_path / "t.md").write_text("# Table 4\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
     table_html(tmp_path / "t.md", tmp_path / "t.html")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from recrepro.resources import DATASET_SIZES, DatasetSize, dataset_size, estimate
+from recrepro.runtime.resources import DATASET_SIZES, DatasetSize, dataset_size, estimate
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_RULES = {"exadmm_train", "exadmm_scalability", "prism_train", "lambdaopt_train", "lambdaopt_sensitivity",

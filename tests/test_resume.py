@@ -25,7 +25,7 @@ from conftest import build_synthetic_split
 import scipy.sparse as sp
 import torch
 
-from recrepro import checkpoints as C
+from recrepro.runtime import checkpoints as C
 from recrepro.io import write_json
 from recrepro.papers.prism import trainer as T
 
@@ -151,7 +151,7 @@ def test_prism_checkpoint_of_other_settings_is_ignored_with_a_warning(tmp_path, 
         T.train(train, val, _settings(PRISM_CASES["bpr_prism_alpha"], lr=0.01), checkpoint=tmp_path / "c")
     monkeypatch.undo()
     epochs_seen = []
-    with caplog.at_level(logging.WARNING, logger="recrepro.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="recrepro.runtime.checkpoints"):
         run = T.train(train, val, settings, checkpoint=tmp_path / "c", on_epoch=lambda e, s: epochs_seen.append(e))
     assert "other settings" in caplog.text and str(tmp_path / "c") in caplog.text
     assert epochs_seen == [1, 2, 3, 4, 5, 6]  # started over
@@ -170,7 +170,7 @@ def test_prism_truncated_checkpoint_is_ignored_with_a_warning(tmp_path, monkeypa
     size = (tmp_path / "c").stat().st_size
     with open(tmp_path / "c", "r+b") as fh:
         fh.truncate(size // 2)
-    with caplog.at_level(logging.WARNING, logger="recrepro.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="recrepro.runtime.checkpoints"):
         run = T.train(train, val, settings, checkpoint=tmp_path / "c")
     assert "unreadable" in caplog.text and str(tmp_path / "c") in caplog.text
     _assert_same_run(T.train(train, val, settings), run)
@@ -382,7 +382,7 @@ def test_federated_checkpoint_of_other_settings_is_ignored(tmp_path, monkeypatch
         _fed_model({"method": "fedrap", "mode": "code", "lam": 0.3}, tmp_path).fit(train, touched,
                                                                                   checkpoint=tmp_path / "c")
     monkeypatch.undo()
-    with caplog.at_level(logging.WARNING, logger="recrepro.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="recrepro.runtime.checkpoints"):
         run = _fed_model(FED_CASES["fedrap_code"], tmp_path).fit(train, touched, checkpoint=tmp_path / "c")
     assert "other settings" in caplog.text
     _assert_same_fed(_fed_model(FED_CASES["fedrap_code"], tmp_path).fit(train, touched), run)
@@ -469,8 +469,8 @@ def prism_split(tmp_path_factory):
     from recrepro.datasets import load_raw
     from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
     from recrepro.io import write_parquet
-    from recrepro.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
+    from recrepro.datasets.splits import make_split, write_split
 
     root = tmp_path_factory.mktemp("prism_resume")
     frame = generate_synthetic(SyntheticSpec(seed=5, users=150, items=120, density=0.1, latent_rank=4))
@@ -499,7 +499,7 @@ def test_prism_cli_sigkilled_and_rerun_writes_the_same_record(prism_split, tmp_p
     # package copied, so that both processes run one version of the code whatever is edited meanwhile (a
     # checkpoint is resumed only by the code that wrote it)
     src = tmp_path / "src"
-    shutil.copytree(Path(C.__file__).parent, src / "recrepro", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(C.__file__).parents[1], src / "recrepro", ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(src)}
     epochs = 60
     ref = subprocess.run(_prism_cli(prism_split, tmp_path / "ref", None, epochs), env=env, capture_output=True,

@@ -741,7 +741,7 @@ def test_packaged_prism_rows_show_the_linear_towers_and_keep_their_counts(tmp_pa
 def test_reference_page_shows_the_alternative_in_the_last_column(tmp_path):
     import json
 
-    from recrepro.reference import reference_readme
+    from recrepro.reporting.front_page import reference_readme
 
     results = tmp_path / "results" / "paper"
     runs = _prism_runs(results / "prism" / "runs", {"nlmf_directau_prism": 0.0801,
@@ -761,7 +761,7 @@ def test_reference_page_shows_the_alternative_in_the_last_column(tmp_path):
 def test_reference_page_names_the_figures_it_could_not_draw(tmp_path):
     import json
 
-    from recrepro.reference import reference_readme, undrawn_figures
+    from recrepro.reporting.front_page import reference_readme, undrawn_figures
 
     results = tmp_path / "results" / "paper"
     (results / "prism" / "figures").mkdir(parents=True)
@@ -790,7 +790,7 @@ def test_reference_page_names_the_figures_it_could_not_draw(tmp_path):
 
 
 def test_reference_note_words_the_alternative_like_the_scorecard():
-    from recrepro.reference import _note
+    from recrepro.reporting.front_page import _note
 
     row = {"n_seeds": 3, "seeds_required": 3, "verdict": "deviates", "budget": float("nan"),
            "note": "Table 1; deviation: docs/deviations.md#prism-nlmf-relu", "alt_method": "nlmflinear_ssm_prism",

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from recrepro.datasets.container import Interactions
-from recrepro.splits import (
+from recrepro.datasets.splits import (
     make_split,
     sample_unseen_items,
     split_leave_one_out,

@@ -16,7 +16,7 @@ from recrepro.models.itemitem import sparse_topk_rows, topk_per_row
 from recrepro.models.itemknn import ItemKNN
 from recrepro.models.rp3beta import RP3beta
 from recrepro.paperlist import data_protocol_keys
-from recrepro.strong import expand_grid, make_model, pick_point, strong_table, validation_section
+from recrepro.baselines.strong import expand_grid, make_model, pick_point, strong_table, validation_section
 
 # users x items: u0 = {0, 1}, u1 = {0, 1, 2}, u2 = {1, 2}
 X = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 1], [0, 1, 1]], dtype=np.float32))
@@ -256,7 +256,7 @@ def test_tune_and_test_on_a_synthetic_split(tmp_path):
     from conftest import build_synthetic_split
     from recrepro.datasets.synthetic import SyntheticSpec
     from recrepro.io import read_json
-    from recrepro.strong import tune_and_test
+    from recrepro.baselines.strong import tune_and_test
 
     split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
                                   "prism", 5, "random_ratio", 123)
@@ -272,7 +272,7 @@ def test_tune_and_test_on_a_synthetic_split(tmp_path):
 
 
 def test_rule_helpers_read_the_config(repo_root):
-    from recrepro import strong
+    from recrepro.baselines import strong as strong
     from recrepro.config import load_config
 
     config = load_config(repo_root / "config.yaml")
@@ -291,10 +291,10 @@ def test_rule_helpers_read_the_config(repo_root):
 
 
 def test_a_protocol_fitting_test_on_train_and_validation_tunes_on_train_and_refits_the_pick(tmp_path, monkeypatch):
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
     from conftest import build_synthetic_split
     from recrepro.datasets.synthetic import SyntheticSpec
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     split = build_synthetic_split(tmp_path / "s", SyntheticSpec(seed=3, users=80, items=50, min_user_interactions=5),
                                   "prism", 5, "random_ratio", 123)
@@ -324,7 +324,7 @@ def test_a_protocol_fitting_test_on_train_and_validation_tunes_on_train_and_refi
 def test_a_large_best_model_is_refitted_at_the_pick_not_kept_beside_the_next_fit(tmp_path, monkeypatch):
     """Keeping the grid's best EASE (6.7 GB on gowalla) while the next point fits doubled the job's
     peak memory (the kernel killed it); past KEEP_BEST_BYTES the pick is refitted, to the same record."""
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
     from conftest import build_synthetic_split
     from recrepro.datasets.synthetic import SyntheticSpec
     from recrepro.io import read_json
@@ -385,7 +385,7 @@ def test_a_deterministic_models_one_run_per_split_stands_for_every_seed_once_eve
 
 
 def test_a_pick_on_its_grids_edge_is_flagged_per_split(tmp_path):
-    from recrepro.strong import pick_edges
+    from recrepro.baselines.strong import pick_edges
 
     base = tmp_path / "baselines/strong/toy/p/rr"
     grid = {"alpha": [0.5, 1.0], "k": [50, 200]}
@@ -422,7 +422,7 @@ def test_a_pick_on_its_grids_edge_is_flagged_per_split(tmp_path):
     ("ease", "lam", [1.0, 10.0], 1.0, "lam (smallest)"),             # λ > 0: no floor
 ])
 def test_a_pick_at_its_settings_floor_is_no_edge(tmp_path, model, setting, searched, pick, expected):
-    from recrepro.strong import pick_edges
+    from recrepro.baselines.strong import pick_edges
 
     grid = {"model": model, "grid": {setting: searched}, "settings": {setting: pick},
             "points": [{"settings": {setting: v}} for v in searched]}
@@ -431,7 +431,7 @@ def test_a_pick_at_its_settings_floor_is_no_edge(tmp_path, model, setting, searc
 
 @pytest.mark.parametrize("model, settings", [("itemknn", {"shrink"}), ("rp3beta", {"beta"})])
 def test_each_settings_floor_is_the_smallest_value_its_model_accepts(model, settings):
-    from recrepro.strong import setting_floors
+    from recrepro.baselines.strong import setting_floors
 
     floors = setting_floors(model)
     assert set(floors) == settings
@@ -492,8 +492,8 @@ def test_every_committed_strong_run_keeps_the_per_user_rows_its_protocol_keeps()
 def test_an_ease_job_asks_for_its_items_by_items_matrix():
     """The job's memory request was the evaluation's alone (2.1 GB on gowalla) while EASE's fit holds
     a 6.7 GB matrix: 1.5 x items² x the dtype's bytes on top, nothing for the other models."""
-    from recrepro.resources import DatasetSize, estimate
-    from recrepro.strong import fit_memory_mb
+    from recrepro.runtime.resources import DatasetSize, estimate
+    from recrepro.baselines.strong import fit_memory_mb
 
     assert fit_memory_mb("ease", {"dtype": "float32"}, 40_981) == pytest.approx(9609.85, abs=0.01)
     assert fit_memory_mb("ease", {}, 1_000) == pytest.approx(11.44, abs=0.01)  # float64 by default
@@ -507,7 +507,7 @@ def test_an_ease_job_asks_for_its_items_by_items_matrix():
 def test_a_grid_killed_midway_resumes_from_its_ledger_and_scores_only_the_rest(tmp_path, monkeypatch):
     """EASE on gowalla takes ~12 CPU-minutes a point: a job killed at its third point keeps the two
     scored; started again it fits only the rest (and the pick, if a kept point won), to the same grid."""
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
     from conftest import build_synthetic_split
     from recrepro.datasets.synthetic import SyntheticSpec
     from recrepro.io import read_json
@@ -589,7 +589,7 @@ def test_a_published_reference_is_printed_under_its_protocol_and_kept_out_of_the
 
 
 def test_the_packaged_references_are_valid_and_name_a_configured_protocol(repo_root, tmp_path):
-    from recrepro import strong
+    from recrepro.baselines import strong as strong
     from recrepro.config import load_config
 
     config = load_config(repo_root / "config.yaml")
@@ -615,15 +615,15 @@ def test_a_point_ledger_is_dropped_for_other_code_and_held_by_one_process(tmp_pa
     import subprocess
     import sys
 
-    import recrepro.checkpoints as checkpoints
-    from recrepro.strong import PointLedger
+    import recrepro.runtime.checkpoints as checkpoints
+    from recrepro.baselines.strong import PointLedger
 
     path = tmp_path / "split0.points.json"
     key = {"model": "ease", "points": [{"lam": 1.0}]}
     ledger = PointLedger(path, key)
     ledger.add({"point": 0, "settings": {"lam": 1.0}, "val:ndcg@20": 0.5})
     assert PointLedger(path, key).row(0)["val:ndcg@20"] == 0.5  # same code: reused (same process: re-entrant lock)
-    other = subprocess.run([sys.executable, "-c", "import sys; from recrepro.strong import PointLedger; "
+    other = subprocess.run([sys.executable, "-c", "import sys; from recrepro.baselines.strong import PointLedger; "
                             f"PointLedger({str(path)!r}, {key!r})"], capture_output=True, text=True)
     assert other.returncode != 0 and "CheckpointLockedError" in other.stderr and "another process" in other.stderr
     real = checkpoints.code_fingerprint
@@ -634,7 +634,7 @@ def test_a_point_ledger_is_dropped_for_other_code_and_held_by_one_process(tmp_pa
 
 
 def test_the_walk_past_an_edge_by_hand():
-    from recrepro.grid_search import beyond_edges, check_beyond
+    from recrepro.baselines.grid import beyond_edges, check_beyond
 
     grid = [{"alpha": a, "k": k} for a in (0.5, 1.0) for k in (50, 200)]
     beyond = {"alpha": [0.1, 0.25, 1.5], "k": [20, 500, 1000]}
@@ -662,7 +662,7 @@ def _walk_spies(monkeypatch, best_k):
     """Validation ndcg@20 of an ItemKNN point made -(log k - log best_k)²: hand-checkable picks."""
     import math
 
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
 
     current, fits = {}, []
     real_make, real_eval = strong.make_model, strong._evaluate
@@ -691,7 +691,7 @@ def _walk_spies(monkeypatch, best_k):
 ])
 def test_tune_and_test_walks_past_the_edge_and_the_table_names_the_points(tmp_path, monkeypatch, beyond, best_k,
                                                                           walked, pick, edges):
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
     from conftest import build_synthetic_split
     from recrepro.datasets.synthetic import SyntheticSpec
     from recrepro.io import read_json
@@ -717,7 +717,7 @@ def test_tune_and_test_walks_past_the_edge_and_the_table_names_the_points(tmp_pa
 
 
 def test_a_walk_killed_midway_resumes_from_its_ledger(tmp_path, monkeypatch):
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
     from conftest import build_synthetic_split
     from recrepro.datasets.synthetic import SyntheticSpec
     from recrepro.io import read_json

@@ -1,4 +1,4 @@
-"""The strong baselines' grid records against today's configuration (recrepro.strong.record_drift):
+"""The strong baselines' grid records against today's configuration (recrepro.baselines.strong.record_drift):
 a changed grid, validation metric, evaluation or seed list is named on the records it touches, a
 deterministic model is not asked for seeds it never runs, and every committed record is current."""
 
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from recrepro.config import load_config
-from recrepro.strong import protocol_entry, record_drift
+from recrepro.baselines.strong import protocol_entry, record_drift
 
 IALS = "paper/baselines/strong/ml-100k/fedrap/leave_one_out/ials/split0"
 EASE = "paper/baselines/strong/ml-100k/fedrap/leave_one_out/ease/split0"
@@ -76,7 +76,7 @@ def test_a_record_picked_on_an_edge_the_walk_goes_past_is_outdated(records, conf
 def test_a_walked_record_is_replayed_under_todays_list():
     """A record walked under one list is the same under another when the walk, replayed on the
     record's own scores, visits exactly the points it scored; a longer list past its pick is not."""
-    from recrepro.strong import _same_without_walk
+    from recrepro.baselines.strong import _same_without_walk
 
     def row(lam, score, walked=False):
         return {"settings": {"lam": lam}, "val:auc": score, **({"beyond": True} if walked else {})}

@@ -247,7 +247,7 @@ def test_smoke_report_reads_in_a_browser(smoke_run, smoke_report):
     # house style: at most MAX_WIDTH_IN wide at PNG_DPI (>= 150 dpi), so text stays readable at 100 %
     from PIL import Image
 
-    from recrepro.plotting import MAX_WIDTH_IN, PNG_DPI
+    from recrepro.reporting.plotting import MAX_WIDTH_IN, PNG_DPI
 
     assert PNG_DPI >= 150
     for path in figures:

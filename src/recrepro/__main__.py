@@ -1,5 +1,5 @@
 import sys
 
-from recrepro.cli import main
+from recrepro.cli.main import main
 
 sys.exit(main())

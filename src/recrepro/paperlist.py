@@ -1,8 +1,8 @@
 """The one list of the papers recrepro reproduces: every other place that names them all reads it.
 
 One :class:`Paper` per paper, in the papers' order (the order of the front page, the summary, the
-command line's help and the HTML report): the command line (``recrepro <paper>``, :mod:`recrepro.cli`),
-the front page (:mod:`recrepro.reference`), the summary (:mod:`recrepro.scorecard.summary`), the
+command line's help and the HTML report): the command line (``recrepro <paper>``, :mod:`recrepro.cli.main`),
+the front page (:mod:`recrepro.reporting.front_page`), the summary (:mod:`recrepro.scorecard.summary`), the
 Snakefile's includes and the rules' wildcards (``workflow/rules/report.smk``, ``strong.smk``), the
 preprocessing's time-ordered protocols and the tests all take the papers from here.
 ``tests/test_paper_registry.py`` fails when a list of two or more paper keys is typed anywhere else,

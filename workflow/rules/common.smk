@@ -62,7 +62,7 @@ def _job_shell_prefix():
     """Strict bash, then the command every rule's shell line calls: ``recrepro``.
 
     ``recrepro ...`` (``recrepro data ...``, ``recrepro <paper> <verb> ...``, ``recrepro report
-    ...``) runs the package's command line (``recrepro.cli``) with this checkout's package first
+    ...``) runs the package's command line (``recrepro.cli.main``) with this checkout's package first
     on the path (whether or not it is pip-installed) and the interpreter of :func:`_python`. It
     lives in the shell prefix, not in the rules' params, because ``snakemake --report`` shows
     every job's params and the report must not carry the user's interpreter and paths (issue
@@ -81,8 +81,8 @@ shell.prefix(_job_shell_prefix())
 ENV_CPU = "../../envs/cpu.yaml"
 
 # Per-job resources for cluster submission (profiles/slurm), from the dataset's size: every rule's
-# `resources:` uses these (kinds and formulas: recrepro.resources.estimate), scaled by `attempt`.
-from recrepro.resources import dataset_size, estimate  # noqa: E402
+# `resources:` uses these (kinds and formulas: recrepro.runtime.resources.estimate), scaled by `attempt`.
+from recrepro.runtime.resources import dataset_size, estimate  # noqa: E402
 
 # device: auto asks the scheduler for no GPU (the job uses one if its node has it); cuda asks for one.
 GPU_JOBS = str(config["device"]).startswith("cuda")
@@ -155,7 +155,7 @@ def strong_tune_estimate(key):
     """`mem_mb=` / `runtime=` of a strong-baseline job: the model's own fit on top (EASE: items²)."""
 
     def value(wc, attempt):
-        import recrepro.strong as strong
+        import recrepro.baselines.strong as strong
 
         size = dataset_size(wc.dataset, config, DATA, wc.protocol)
         fixed = strong.tune_params(config, *strong.job_key(wc))["fixed"]
@@ -251,7 +251,7 @@ def tier_run_records(tier):
         for seed in LRS_TIERS.get(tier, {}).get("seeds", [0])
         for split, method in LRS_ACCEPTANCE_RUNS
     ]
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
 
     # the tuned simple baselines: one job per model and split (its grid record)
     runs += [
@@ -387,7 +387,7 @@ if FROM_RECORDS:
 
 def strong_baselines_csv(tier, paper):
     """The paper's tuned-simple-baselines table, if the tier has a protocol for it (its scorecard shows it)."""
-    import recrepro.strong as strong
+    import recrepro.baselines.strong as strong
 
     if paper not in strong.papers(config, tier):
         return []

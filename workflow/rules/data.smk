@@ -1,6 +1,6 @@
 # Data stage: raw files (generated or fetched and verified) -> processed parquet -> splits;
 # datasets.json says which datasets the mirror held (the reach of the reproduction).
-from recrepro.preprocessing import entry_switches
+from recrepro.datasets.preprocessing import entry_switches
 
 
 localrules:

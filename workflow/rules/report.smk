@@ -307,7 +307,7 @@ rule compute_doc:
     params:
         expected=as_json(tier_run_records("paper")),
         picked=lambda wc: as_json(prism_picked_runs("paper")),
-        # jobs timed only in part (recrepro.compute.partial_rates): an edit reprices the page
+        # jobs timed only in part (recrepro.reporting.compute_page.partial_rates): an edit reprices the page
         partial=expected_digest("compute"),
     shell:
         # the lists reach recrepro through a pipe: a builtin's output has no argument-size limit, an

@@ -6,7 +6,7 @@ localrules:
     strong_table,
 
 
-import recrepro.strong as strong_wf
+import recrepro.baselines.strong as strong_wf
 from recrepro.paperlist import data_protocol_keys
 
 PAPER_TARGETS["strong"] = [

@@ -76,7 +76,7 @@ class RawParser:
     form, lacks:
         For a reconstructed form of the dataset (:class:`recrepro.datasets.registry.ReconstructedForm`):
         its name and what it lacks, put into ``extras`` (``form``, ``lacks``) so that a protocol
-        needing a lacking column refuses it (:func:`recrepro.preprocessing.preprocess`).
+        needing a lacking column refuses it (:func:`recrepro.datasets.preprocessing.preprocess`).
     """
 
     dataset: str

@@ -17,7 +17,7 @@ its data that are not the canonical files (ML-1M as (user, movie) pairs only; Ye
 training set rebuilt with each user's items sorted). A form is pinned by its own sha256, is
 taken only from a mirror and only when the canonical files cannot be had, is named in
 ``fetch.json``, and lists what it lacks; a protocol that needs a lacking column refuses it
-(:func:`recrepro.preprocessing.preprocess`). docs/deviations.md has one entry per form.
+(:func:`recrepro.datasets.preprocessing.preprocess`). docs/deviations.md has one entry per form.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class DatasetSpec:
     n_interactions, n_users, n_items:
         The size of the raw release as ``description`` states it (None where it states none):
         interactions (ratings, pairs, clicks or rows, whichever the description counts; for a
-        published split, train + test), users and items. :mod:`recrepro.compute` scales cost
+        published split, train + test), users and items. :mod:`recrepro.reporting.compute_page` scales cost
         estimates by ``n_interactions``; they describe the release, not what a paper's
         preprocessing keeps of it.
     raw_bytes:

@@ -62,7 +62,7 @@ def statistics_checks(stats: Mapping[str, Any]) -> list[dict[str, Any]]:
     ----------
     stats:
         A processed dataset's statistics (``dataset``, ``protocol``, ``recipe`` and the
-        :data:`COUNTS`), as :meth:`recrepro.preprocessing.Preprocessed.stats` makes them.
+        :data:`COUNTS`), as :meth:`recrepro.datasets.preprocessing.Preprocessed.stats` makes them.
 
     Returns
     -------

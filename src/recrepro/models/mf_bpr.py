@@ -218,7 +218,7 @@ class MFBPR(TrainedFactorModel):
 
     def checkpoint_key(self, train: sp.csr_matrix, validation: sp.csr_matrix | None,
                        monitor: Any | None = None) -> str:
-        from recrepro.checkpoints import data_fingerprint, settings_key
+        from recrepro.runtime.checkpoints import data_fingerprint, settings_key
 
         key = {"model": type(self).__name__, "config": asdict(self.config), "seed": self.seed,
                "data": data_fingerprint(train, validation)}
@@ -242,7 +242,7 @@ class MFBPR(TrainedFactorModel):
             checkpoint_min_seconds: float = 0.0, monitor: Any | None = None, **kwargs: Any) -> MFBPR:
         """Train ``config.epochs`` epochs, or fewer when ``monitor`` stops the run.
 
-        ``checkpoint`` (:mod:`recrepro.checkpoints`): after every epoch save
+        ``checkpoint`` (:mod:`recrepro.runtime.checkpoints`): after every epoch save
         :meth:`checkpoint_state`, the numpy generator of the samplers (negatives and order),
         torch's global RNG, the epoch, the history and the monitor's state; a rerun resumes
         from it bit for bit.  Only for :attr:`resumable` classes (``NotImplementedError`` otherwise).
@@ -252,7 +252,7 @@ class MFBPR(TrainedFactorModel):
         ``settings()``, ``state()`` and ``load_state(state)``; it is updated after each epoch,
         before the checkpoint is written, so a resumed run continues its curve.
         """
-        from recrepro.checkpoints import (Checkpointer, generator_state, global_rng_state, set_generator_state,
+        from recrepro.runtime.checkpoints import (Checkpointer, generator_state, global_rng_state, set_generator_state,
                                           set_global_rng_state)
 
         if checkpoint is not None and not self.resumable:

@@ -76,7 +76,7 @@ def _count_in(keys: np.ndarray, others: Sequence[np.ndarray]) -> int:
 
 def audit_split(split_dir: str | Path, pools: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """The leak facts of one split, one row per training pool (counts of (user, item) pairs)."""
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     split = SplitData(split_dir)
     files = {Path(f).stem for f in split.manifest["files"]}

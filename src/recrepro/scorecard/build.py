@@ -119,7 +119,7 @@ def build_scorecard(
         else today); the commit in the header is the runs' code commit(s), so that the
         scorecard of the same records is byte-identical wherever it is drawn.
     strong_baselines:
-        The paper's ``tables/strong_baselines.csv`` (:mod:`recrepro.strong`): the md then shows the
+        The paper's ``tables/strong_baselines.csv`` (:mod:`recrepro.baselines.strong`): the md then shows the
         strongest tuned simple baseline per metric beside the paper's method.
     seeds_required:
         Seeds the protocol runs per cell (the tier's seed list); a row with fewer says

@@ -1,7 +1,7 @@
 """Render a judged scorecard: the rows of ``scorecard.csv`` and the page ``scorecard.md``.
 
 Each row's note has a plain form (csv) and a Markdown form (md: the deviation is a link into
-``docs/deviations.md``). The Markdown is the small subset :mod:`recrepro.report` turns into HTML.
+``docs/deviations.md``). The Markdown is the small subset :mod:`recrepro.reporting.html` turns into HTML.
 """
 
 from __future__ import annotations

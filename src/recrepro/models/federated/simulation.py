@@ -6,7 +6,7 @@ vector ``w_i``, a bias ``b_i``, optionally private item tables ``D``,
 subclass implements one round (:meth:`FederatedSimulation.train_round`: sample clients, train
 them locally, aggregate their uploads) and scoring; this base runs the rounds, calls the
 evaluation after each and saves / restores the state across rounds
-(:mod:`recrepro.checkpoints`).
+(:mod:`recrepro.runtime.checkpoints`).
 
 Determinism
 -----------
@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from recrepro.checkpoints import Checkpointer, data_fingerprint, settings_key
+from recrepro.runtime.checkpoints import Checkpointer, data_fingerprint, settings_key
 from recrepro.models.base import Recommender
 from recrepro.models.federated.sampling import round_samples
 from recrepro.models.federated.storage import PrivateItemTables
@@ -75,7 +75,7 @@ class FederatedSimulation(PrivateItemTables, Recommender):
         return config
 
     def checkpoint_key(self, train: sp.csr_matrix, touched: sp.csr_matrix, target_round: int) -> str:
-        """:func:`~recrepro.checkpoints.settings_key` of a fit: class, config, rounds, data."""
+        """:func:`~recrepro.runtime.checkpoints.settings_key` of a fit: class, config, rounds, data."""
         config = self.checkpoint_config()
         return settings_key({"model": type(self).__name__, "config": config, "target_round": int(target_round),
                              "data": data_fingerprint(train, touched)})
@@ -85,7 +85,7 @@ class FederatedSimulation(PrivateItemTables, Recommender):
 
         The private tables ``D`` (FedRAP's ``D⁽ⁱ⁾``, PFedRec's copies) go into the state when
         they are held in RAM; a disk-backed ``numpy.memmap`` is copied to a side ``.npy`` file
-        instead (:func:`recrepro.checkpoints.save_checkpoint`), written in one streaming pass.
+        instead (:func:`recrepro.runtime.checkpoints.save_checkpoint`), written in one streaming pass.
         """
         state = {name: getattr(self, name) for name in self._ROUND_STATE}
         state["history"] = self.history
@@ -124,7 +124,7 @@ class FederatedSimulation(PrivateItemTables, Recommender):
         Parameters
         ----------
         checkpoint:
-            Resume from / save to this file after every round (:mod:`recrepro.checkpoints`):
+            Resume from / save to this file after every round (:mod:`recrepro.runtime.checkpoints`):
             :meth:`round_state` plus the history; ``None``: no checkpointing.  Needs a fresh
             model (no earlier ``fit``).  A file of other settings or data, or an unreadable
             one, is ignored with a warning.  The caller deletes it when done.

@@ -2,7 +2,7 @@
 
 ``train`` (one operating point, one seed), ``tradeoff`` (Fig. 1), ``convergence`` (Fig. 3),
 ``table`` (Table 4), ``scalability`` and ``figure-scalability`` (Fig. 2), and ``drift`` (records made under
-other settings than today's configuration: :mod:`recrepro.papers.exadmm.drift`). The options are built from :mod:`recrepro.cliargs`;
+other settings than today's configuration: :mod:`recrepro.papers.exadmm.drift`). The options are built from :mod:`recrepro.runtime.options`;
 the experiment module is imported only when a verb runs.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from recrepro.cliargs import (add_device_argument, add_figure_outputs, add_json, add_run_arguments,
+from recrepro.runtime.options import (add_device_argument, add_figure_outputs, add_json, add_run_arguments,
                               add_table_outputs, add_tier)
-from recrepro.drift import add_drift_verb
+from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from recrepro.drift import records_drift
+from recrepro.records.drift import records_drift
 from recrepro.papers.exadmm.experiments import DEFAULT_KS, DEFAULT_METRICS, smk_point
 
 __all__ = ["record_drift"]
@@ -23,7 +23,7 @@ __all__ = ["record_drift"]
 def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
     """Every setting in which an exADMM run record under ``results_root/<tier>/exadmm/runs`` differs
     from what ``config`` gives its operating point now (model parameters, family, cut-offs, metrics,
-    parts), one row each (:func:`recrepro.drift.compare_settings`).  Empty when every record is
+    parts), one row each (:func:`recrepro.records.drift.compare_settings`).  Empty when every record is
     current."""
     block = config.get("exadmm", {})
 

@@ -36,7 +36,7 @@ from recrepro.io import read_json, write_json, write_parquet, write_text
 from recrepro.records import build_provenance, read_history, read_record_json, write_history
 
 if TYPE_CHECKING:
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
 # torch, the evaluation core and the models are imported where they are used, so the
 # Snakefile can import operating_points cheaply.
@@ -182,7 +182,7 @@ def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str,
     """
     import torch
 
-    from recrepro.runs import SplitData, write_split_record
+    from recrepro.evaluation.on_split import SplitData, write_split_record
 
     started = time.time()
     torch.manual_seed(seed)
@@ -250,7 +250,7 @@ METRIC_LABELS = {"ndcg": "nDCG", "recall_liang": "Recall", "gini": "Gini", "cove
 
 def family_colors() -> dict[str, str]:
     """iALS, exADMM, FairRec: the same colour in every exADMM figure."""
-    from recrepro.plotting import fixed_colors
+    from recrepro.reporting.plotting import fixed_colors
 
     return fixed_colors(FAMILIES)
 
@@ -282,7 +282,7 @@ def figure_tradeoff(run_files, out_pdf, out_png, *, tier: str, ks: Sequence[int]
     squares). The numbers measured with the official
     code (``expected/exadmm.yaml``) are drawn as hollow markers where both coordinates are given.
     """
-    from recrepro.plotting import figure_legend, new_figure, plot_published, published_handles, save_figure
+    from recrepro.reporting.plotting import figure_legend, new_figure, plot_published, published_handles, save_figure
     from recrepro.scorecard import published_value, published_values
 
     frame = _mean_over_seeds(load_runs(run_files))
@@ -341,7 +341,7 @@ def figure_convergence(history_files, out_pdf, out_png, *, tier: str) -> None:
     dataset is drawn (the rule gives the base exADMM run of every seed; the curves of the seeds
     look alike).
     """
-    from recrepro.plotting import (FIXED_METHOD_COLORS, KEY_COLOR, LINESTYLES, figure_legend, method_styles,
+    from recrepro.reporting.plotting import (FIXED_METHOD_COLORS, KEY_COLOR, LINESTYLES, figure_legend, method_styles,
                                    new_figure, save_figure)
 
     fig, axes = new_figure(ncols=2, width=7.0, height=3.2)
@@ -418,7 +418,7 @@ def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence
     """
     import torch
 
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     started_at = time.time()
     split = SplitData(split_dir)
@@ -481,7 +481,7 @@ def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence
 
 def figure_scalability(record_json, out_pdf, out_png, *, tier: str) -> None:
     """Figure 2's two panels (seconds per epoch vs d, vs users) from :func:`scalability`'s record."""
-    from recrepro.plotting import figure_legend, new_figure, save_figure
+    from recrepro.reporting.plotting import figure_legend, new_figure, save_figure
 
     record = read_json(record_json)
     caption = (f"seconds per training epoch (mean of {record['epochs']}); FairRec = iALS epoch + one "

@@ -3,7 +3,7 @@
 Both train on the same BCE-with-negatives objective as the federated methods
 (:func:`recrepro.models.federated.sampling.pointwise_epoch`: every positive plus
 ``num_negatives`` fresh negatives per positive each epoch, He et al. 2017), with Adam on
-mini-batches, and resume exactly from a checkpoint (:mod:`recrepro.checkpoints`).
+mini-batches, and resume exactly from a checkpoint (:mod:`recrepro.runtime.checkpoints`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from recrepro.checkpoints import Checkpointer, data_fingerprint, generator_state, set_generator_state, settings_key
+from recrepro.runtime.checkpoints import Checkpointer, data_fingerprint, generator_state, set_generator_state, settings_key
 from recrepro.models.base import NotFittedError, Recommender, TrainedFactorModel
 from recrepro.models.federated.sampling import pointwise_epoch
 from recrepro.papers.fedrap.ncf import NET, grid_scores, init_net, neumf_logits, pair_probabilities
@@ -62,7 +62,7 @@ class CentralUpperBound(Recommender):
             checkpoint_min_seconds: float = 0.0, **_: Any) -> CentralUpperBound:
         """Train ``epochs`` epochs; ``eval_fn(model, epoch)`` after each.
 
-        ``checkpoint`` (:mod:`recrepro.checkpoints`): after every epoch save the parameters,
+        ``checkpoint`` (:mod:`recrepro.runtime.checkpoints`): after every epoch save the parameters,
         Adam's state, the numpy generator that draws negatives and orders the data, the history
         and ``checkpoint_state.state_dict()`` (the caller's); a rerun resumes from it bit for bit.
         See :meth:`recrepro.models.federated.simulation.FederatedSimulation.fit`.
@@ -135,7 +135,7 @@ def _resume_central(model: Any, params: dict[str, torch.Tensor], opt: torch.opti
 
     Its state across epochs: the parameters, Adam's moments, the numpy generator (negatives
     and the order of the data are drawn from it every epoch), the history and the caller's
-    state.  Returns the :class:`~recrepro.checkpoints.Checkpointer` (``None`` without a
+    state.  Returns the :class:`~recrepro.runtime.checkpoints.Checkpointer` (``None`` without a
     path) and the number of epochs already done.
     """
     if checkpoint is None:

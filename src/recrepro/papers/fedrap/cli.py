@@ -4,7 +4,7 @@
 ``tuning`` (the validation grids' table), ``picks`` (each grid's pick, for the config),
 ``figure`` (learning curves, or ``--kind ablation``), ``embeddings`` (PCA of C vs D⁽ⁱ⁾) and ``drift``
 (records made under other settings than today's configuration: :mod:`recrepro.papers.fedrap.drift`). The
-options are built from :mod:`recrepro.cliargs`; the experiment module is imported only when a verb
+options are built from :mod:`recrepro.runtime.options`; the experiment module is imported only when a verb
 runs.
 """
 
@@ -14,9 +14,9 @@ import argparse
 import json
 from pathlib import Path
 
-from recrepro.cliargs import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
+from recrepro.runtime.options import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
                               add_threads, add_tier)
-from recrepro.drift import add_drift_verb
+from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 

@@ -400,7 +400,7 @@ def official_figure(official_files: Sequence[str | Path], runs_root: str | Path,
                     tier: str) -> None:
     """The released code's per-round test HR@10 and NDCG@10 (hollow markers) over our run of the same flags,
     split, seed and negative pool (line): one row per released-code curve, one column per metric."""
-    from recrepro.plotting import figure_legend, new_figure, plot_published, save_figure
+    from recrepro.reporting.plotting import figure_legend, new_figure, plot_published, save_figure
 
     curves = []
     for m, official in official_curves(official_files):

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from recrepro.eager_torch import load_dynamo
+from recrepro.runtime.eager_torch import load_dynamo
 from recrepro.models.federated.clients import LocalEpochs, client_batches
 from recrepro.records import check_finite
 
@@ -126,7 +126,7 @@ class DensePaperPath:
                 self.dense_update_used = "eager"
             else:
                 try:
-                    load_dynamo()  # the command line's stand-in has no compiler (recrepro.eager_torch)
+                    load_dynamo()  # the command line's stand-in has no compiler (recrepro.runtime.eager_torch)
                     # dynamic: the chunk's client count varies (the last chunk, sampled clients)
                     fused = torch.compile(full_matrix_step, dynamic=True)
                     self.dense_update_used = "compiling"

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import read_json
-from recrepro.drift import records_drift
+from recrepro.records.drift import records_drift
 from recrepro.papers.fedrap.experiments import rule_settings
 
 __all__ = ["record_drift"]
@@ -24,7 +24,7 @@ __all__ = ["record_drift"]
 def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
     """Every setting in which a FedRAP run record under ``results_root/<tier>/fedrap/runs`` differs
     from what ``config`` gives its variant now (its settings, negative pool and evaluation), one row
-    each (:func:`recrepro.drift.compare_settings`).  Empty when every record is current."""
+    each (:func:`recrepro.records.drift.compare_settings`).  Empty when every record is current."""
     splits = config["evaluation"]["splits"]
 
     def slices(run_dir: Path, provenance: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

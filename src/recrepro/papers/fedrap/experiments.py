@@ -40,7 +40,7 @@ from recrepro.papers.fedrap.tuning import parse_grid_run
 from recrepro.papers.rules import protocol_split_dir, protocol_splits, variant_settings
 
 if TYPE_CHECKING:
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
 # recrepro.evaluation / records / runs (torch) are imported inside the functions: the rule
 # file imports the helpers below while Snakemake parses the workflow.
@@ -90,7 +90,7 @@ class _RoundResults:
     """Test per-user results of every evaluated round (the record keeps the selected round's).
 
     Carried across rounds, so it is part of a checkpoint (``state_dict`` / ``load_state_dict``:
-    columns as numpy arrays, which :mod:`recrepro.checkpoints` stores exactly).
+    columns as numpy arrays, which :mod:`recrepro.runtime.checkpoints` stores exactly).
     """
 
     def __init__(self) -> None:
@@ -115,15 +115,15 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: dict[str, Any]
     drawn, and a file in every committed record would cost a disk block each for nothing.
 
     ``checkpoint``: a file the model saves its state (and the per-round results so far) to
-    after every round / epoch and resumes from when restarted (:mod:`recrepro.checkpoints`);
+    after every round / epoch and resumes from when restarted (:mod:`recrepro.runtime.checkpoints`);
     deleted once the record is written.  A resumed run writes the same record, history and
     embeddings as an uninterrupted one, except wall-clock fields (``seconds``,
     ``seconds_per_round``, provenance times).
     """
-    from recrepro.checkpoints import earlier_usage, remove_checkpoint
+    from recrepro.runtime.checkpoints import earlier_usage, remove_checkpoint
     from recrepro.papers.fedrap.variants import make_variant
     from recrepro.records import write_run_record
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     started = time.time()
     settings = dict(settings)
@@ -346,7 +346,7 @@ def dataset_stats(split_dirs: Sequence[str | Path]) -> pd.DataFrame:
     validation and test items, the sampled evaluation negatives) whose item has no training interaction
     (NaN for a part the split lacks). A model can score such an item only from its initialisation and
     from being drawn as a negative (docs/deviations.md#fedrap-lastfm-held-out)."""
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
     rows = []
     for d in split_dirs:
@@ -518,7 +518,7 @@ def curves_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, ti
     """
     from matplotlib.lines import Line2D
 
-    from recrepro.plotting import (figure_legend, method_styles, new_figure, plot_published, published_handles,
+    from recrepro.reporting.plotting import (figure_legend, method_styles, new_figure, plot_published, published_handles,
                                    save_figure)
 
     runs = _runs_frame(run_dirs)
@@ -618,7 +618,7 @@ def ablation_figure(run_dirs: Sequence[str | Path], out_pdf: str, out_png: str, 
     standard deviation per entry σ·clip, each point labelled with the ε (δ = 1e-5) of the run's Gaussian
     mechanism, and its clip where it is not 1 (the pre-release code's setting: σ 1, clip 0.1); FedRAP
     without DP as a dotted level, noise without a clip (no ε) as diamonds off the curve."""
-    from recrepro.plotting import figure_legend, fixed_colors, new_figure, note_no_data, save_figure
+    from recrepro.reporting.plotting import figure_legend, fixed_colors, new_figure, note_no_data, save_figure
 
     runs = _runs_frame(run_dirs)
     names = [v for v in ABLATION_ORDER if v in set(runs["method"])]
@@ -696,7 +696,7 @@ def _label_dp_settings(ax: Any, curves: Sequence[pd.DataFrame]) -> None:
 def embeddings_figure(projection_path: str | Path, out_pdf: str, out_png: str, tier: str, dataset: str) -> None:
     """PCA of item embeddings: the global C against the private D⁽ⁱ⁾ of a few users, from the
     run's ``projection.parquet`` (:func:`embedding_projection`)."""
-    from recrepro.plotting import figure_legend, new_figure, save_figure, scatter
+    from recrepro.reporting.plotting import figure_legend, new_figure, save_figure, scatter
 
     data = pd.read_parquet(projection_path)
     fig, ax = new_figure(1, 1, width=5.0, height=4.2)
@@ -706,7 +706,7 @@ def embeddings_figure(projection_path: str | Path, out_pdf: str, out_png: str, t
         groups = [("C (global)", data[data["table"] == "C"])]
         groups += [(f"D⁽ⁱ⁾, user {u}", part) for u, part in data[data["table"] == "D"].groupby("user", sort=True)]
         markers = ["o", "^", "s", "D", "v"]
-        from recrepro.plotting import fixed_colors
+        from recrepro.reporting.plotting import fixed_colors
 
         colors = fixed_colors([label for label, _ in groups])
         for k, (label, block) in enumerate(groups):

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.strong import grid_edges
+from recrepro.baselines.strong import grid_edges
 
 __all__ = ["GRID_RUN", "grid_edges", "grid_frame", "grid_points", "grid_run_name", "parse_grid_run", "pick_from_records", "tuned_point",
            "check_tuned_records",

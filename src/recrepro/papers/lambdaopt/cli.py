@@ -3,7 +3,7 @@
 ``run`` (one variant, one seed), ``sensitivity`` (MF-λFix per fixed λ), ``drift`` (records made
 under other settings than today's configuration: :mod:`recrepro.papers.lambdaopt.drift`), ``table``,
 ``figure-trajectory``, ``figure-sensitivity`` and ``figure-groups``. The options are built from
-:mod:`recrepro.cliargs`; the experiment module is imported only when a verb runs.
+:mod:`recrepro.runtime.options`; the experiment module is imported only when a verb runs.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import argparse
 import json
 from pathlib import Path
 
-from recrepro.cliargs import (add_dataset, add_device_argument, add_figure_outputs, add_json, add_run_arguments,
+from recrepro.runtime.options import (add_dataset, add_device_argument, add_figure_outputs, add_json, add_run_arguments,
                               add_seed, add_table_outputs, add_threads, add_tier)
-from recrepro.drift import add_drift_verb
+from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 
@@ -38,7 +38,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> None:
-    from recrepro.checkpoints import remove_checkpoint
+    from recrepro.runtime.checkpoints import remove_checkpoint
     from recrepro.io import write_parquet
     from recrepro.papers.lambdaopt.experiments import sensitivity, sensitivity_checkpoints
 

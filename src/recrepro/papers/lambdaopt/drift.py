@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import read_json
-from recrepro.drift import records_drift
+from recrepro.records.drift import records_drift
 from recrepro.papers.lambdaopt.experiments import rule_settings
 
 __all__ = ["record_drift", "same_without_margin"]
@@ -106,7 +106,7 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
     """Every setting in which a λOpt run record under ``results_root/<tier>/lambdaopt/runs`` differs
     from what ``config`` gives its variant now, one row each: ``record``, ``setting``, ``recorded``,
     ``now``, ``same_record`` (whether the difference provably leaves the record unchanged) and
-    ``why`` (:func:`recrepro.drift.compare_settings`).  Empty when every record is current."""
+    ``why`` (:func:`recrepro.records.drift.compare_settings`).  Empty when every record is current."""
     splits = config["evaluation"]["splits"]
 
     def slices(run_dir: Path, provenance: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

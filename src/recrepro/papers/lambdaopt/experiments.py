@@ -219,7 +219,7 @@ def _resume_kwargs(model: Any, checkpoint: Path | None) -> dict[str, Any]:
 
 def _validation_auc(model: Any, split: Any, section: Mapping[str, Any], device: str, batch_size: int) -> float:
     """Validation AUC of ``model`` (full ranking, train items excluded): the stopping rule's score."""
-    from recrepro.runs import evaluate_on_split
+    from recrepro.evaluation.on_split import evaluate_on_split
 
     return float(evaluate_on_split(model, split, section, device=device, batch_size=batch_size).overall["auc"])
 
@@ -297,12 +297,12 @@ def run_variant(*, split_dir: str | Path, variant: str, settings: Mapping[str, A
 
     ``checkpoint``: the model saves its state after every epoch to this file (MF-λFix's grid:
     one file per λ, ``<checkpoint>.lam<k>``) and resumes from it when restarted
-    (:mod:`recrepro.checkpoints`); deleted once the record is written.  Only MF-λFix and
+    (:mod:`recrepro.runtime.checkpoints`); deleted once the record is written.  Only MF-λFix and
     λOpt resume (:attr:`recrepro.models.mf_bpr.MFBPR.resumable`); the other methods
     ignore the option with a warning.
     """
-    from recrepro.checkpoints import earlier_usage, remove_checkpoint
-    from recrepro.runs import SplitData, evaluate_on_split, write_split_record
+    from recrepro.runtime.checkpoints import earlier_usage, remove_checkpoint
+    from recrepro.evaluation.on_split import SplitData, evaluate_on_split, write_split_record
 
     started = time.time()
     split = SplitData(split_dir)
@@ -400,7 +400,7 @@ def sensitivity(*, split_dir: str | Path, settings: Mapping[str, Any], lambdas: 
     (:func:`sensitivity_checkpoints`) and resumes from it when restarted; a finished curve's file holds
     its whole curve, so a restart skips it. On amazon-video the four curves run to the cap, hours of
     CPU; the caller removes the files once the table is written."""
-    from recrepro.runs import SplitData, evaluate_on_split
+    from recrepro.evaluation.on_split import SplitData, evaluate_on_split
 
     split = SplitData(split_dir)
     train = split.csr(list(evaluation.get("fit", ["train"])))
@@ -633,7 +633,7 @@ def figure_trajectory(run_dir: str | Path, out_pdf: str, out_png: str, tier: str
     (about equally many users per bin, integer ranges), y = epoch, colour = mean λ over the
     users (items) of the bin. Bottom: the same averaged over frequency quartiles, one line each.
     """
-    from recrepro.plotting import add_colorbar, figure_legend, fixed_colors, new_figure, save_figure
+    from recrepro.reporting.plotting import add_colorbar, figure_legend, fixed_colors, new_figure, save_figure
 
     traj = pd.read_parquet(Path(run_dir) / "trajectory.parquet")
     fig, axes = new_figure(ncols=2, nrows=2, width=7.0, height=6.0)
@@ -699,7 +699,7 @@ def figure_sensitivity(table: pd.DataFrame, out_pdf: str, out_png: str, tier: st
 
     The caption says the budget the curves ran under; with ``epochs`` (the configured cap) a table
     made under another budget is marked on the figure, so an outdated sweep is not read as current."""
-    from recrepro.plotting import figure_legend, method_styles, new_figure, save_figure
+    from recrepro.reporting.plotting import figure_legend, method_styles, new_figure, save_figure
 
     fig, ax = new_figure(width=5.0)
     lams = sorted(table["lam"].unique(), reverse=True)
@@ -745,7 +745,7 @@ def figure_groups(runs_a: str | Path | Sequence[str | Path], runs_b: str | Path 
     bounds (the slide's fixed bins <30, [30, 60), [60, 90), ≥90 fit Amazon Food Review only).
     """
     from recrepro.io import read_json
-    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
+    from recrepro.reporting.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
     runs_a = [runs_a] if isinstance(runs_a, (str, Path)) else list(runs_a)
     runs_b = [runs_b] if isinstance(runs_b, (str, Path)) else list(runs_b)

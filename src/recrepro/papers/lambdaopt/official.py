@@ -226,7 +226,7 @@ def official_figure(files: Sequence[str | Path], runs_root: str | Path, out_pdf:
     """Validation AUC per official epoch: the released code's DUI and λFix (hollow markers) over ours
     (lines: DUI under the released code's switches, dashed; under the paper's equations, solid; λFix),
     one panel per dataset and seed."""
-    from recrepro.plotting import FONT_SIZES, figure_legend, new_figure, plot_published, save_figure
+    from recrepro.reporting.plotting import FONT_SIZES, figure_legend, new_figure, plot_published, save_figure
 
     curves = official_curves(files)
     panels = sorted({(m["dataset"], m["seed"]) for m, _ in curves}, key=lambda k: (k[0], int(k[1])))

@@ -2,7 +2,7 @@
 
 ``sweep`` (one synthetic experiment over seeds), ``figures`` (Figs. 1-5 from the sweeps, Fig. 6 from the
 ML-100K rows), ``ml100k`` (our Fig. 6's rows) and ``acceptance`` (the run records the scorecard reads), ``drift`` (those records against today's configuration). The options are built from
-:mod:`recrepro.cliargs`.
+:mod:`recrepro.runtime.options`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from recrepro.cliargs import (add_device_argument, add_json, add_seed, add_threads, add_tier,
+from recrepro.runtime.options import (add_device_argument, add_json, add_seed, add_threads, add_tier,
                               int_list)
-from recrepro.drift import add_drift_verb
+from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from recrepro.drift import records_drift
+from recrepro.records.drift import records_drift
 
 __all__ = ["record_drift", "read_settings"]
 
 
 def read_settings(block: Mapping[str, Any], split: str) -> dict[str, dict[str, Any]]:
     """What the acceptance record of ``split`` reads from the tier's ``lrs`` block, as
-    ``{part: {key: value}}`` (:func:`recrepro.drift.compare_settings`)."""
+    ``{part: {key: value}}`` (:func:`recrepro.records.drift.compare_settings`)."""
     acc = block.get("acceptance") or {}
     own = {"setting": acc.get(split)}
     if split != "private":

@@ -228,7 +228,7 @@ LINE_STYLES = {
 
 
 def _lines(ax, summary, order=None):
-    from recrepro.plotting import method_styles
+    from recrepro.reporting.plotting import method_styles
 
     methods = [m for m in (order or summary) if m in summary]
     markers = method_styles([*METHOD_ORDER, *methods])
@@ -257,7 +257,7 @@ def split_timings(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def make_figure(experiment: str, frame: pd.DataFrame, out_pdf: str, out_png: str, tier: str) -> None:
     """Draw one figure from the concatenated seeds' rows (mean ± sd over seeds)."""
-    from recrepro.plotting import FONT_SIZES, figure_legend, new_figure, save_figure
+    from recrepro.reporting.plotting import FONT_SIZES, figure_legend, new_figure, save_figure
 
     n_seeds = frame["seed"].nunique()
     note = f"mean ± sd over {n_seeds} seed(s); synthetic LRS data, our design (no published numbers)"

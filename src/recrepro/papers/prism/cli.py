@@ -4,7 +4,7 @@
 ``select-wd``, ``table``, ``lr-search`` (every grid point of Table 1's learning-rate pick:
 :mod:`recrepro.papers.prism.lr_search`), ``figure`` (Figs. 3-11 from a workflow spec), ``figure-theory`` (Fig. 7) and
 ``drift`` (records made under other settings than today's configuration: :mod:`recrepro.papers.prism.drift`).
-The options are built from :mod:`recrepro.cliargs`; the experiment and figure modules are imported
+The options are built from :mod:`recrepro.runtime.options`; the experiment and figure modules are imported
 only when a verb runs.
 """
 
@@ -14,9 +14,9 @@ import argparse
 import json
 from pathlib import Path
 
-from recrepro.cliargs import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
+from recrepro.runtime.options import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
                               add_tier)
-from recrepro.drift import add_drift_verb
+from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from recrepro.drift import records_drift
+from recrepro.records.drift import records_drift
 from recrepro.papers.prism.experiments import settings_for
 from recrepro.papers.prism.workflow import tier_conf
 
@@ -24,7 +24,7 @@ __all__ = ["record_drift"]
 def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
     """Every setting in which a PRISM run record under ``results_root/<tier>/prism/runs`` differs from
     what ``config`` gives its method now (trainer settings, switches, evaluation), one row each
-    (:func:`recrepro.drift.compare_settings`).  Empty when every record is current."""
+    (:func:`recrepro.records.drift.compare_settings`).  Empty when every record is current."""
     switches = dict(config["prism"]["switches"])
     conf = tier_conf(config, tier)
 

@@ -22,7 +22,7 @@ from recrepro.papers.prism.methods import method_name, parse_method, table_arms
 from recrepro.records import TIMINGS_FILE, read_history, read_record_json, write_history
 
 if TYPE_CHECKING:
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
 # Training and evaluation import torch inside the functions that need it: the figure, table and
 # selection jobs of a redraw from records only read records, and torch's import is most of their time.
@@ -117,13 +117,13 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
     raw ID embedding after training, and right after init) for Fig. 2.
 
     ``checkpoint``: a file the trainer saves its state to after every epoch and resumes
-    from when restarted (:mod:`recrepro.checkpoints`); deleted once the record is written.
+    from when restarted (:mod:`recrepro.runtime.checkpoints`); deleted once the record is written.
     A resumed run writes the same record as an uninterrupted one, except wall-clock fields
     (``seconds_per_epoch``, ``epoch_seconds``, provenance times, which sum its pieces).
     """
-    from recrepro.checkpoints import earlier_usage, remove_checkpoint
+    from recrepro.runtime.checkpoints import earlier_usage, remove_checkpoint
     from recrepro.papers.prism.recommender import EmbeddingRecommender
-    from recrepro.runs import SplitData, write_split_record
+    from recrepro.evaluation.on_split import SplitData, write_split_record
 
     started = time.time()
     split = SplitData(split_dir)

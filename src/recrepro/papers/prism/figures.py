@@ -126,7 +126,7 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     Published points whose epochs the paper states (``figure_points`` of ``fig4_epochs`` in
     ``expected/prism.yaml``) are drawn as hollow markers in their series' colour.
     """
-    from recrepro.plotting import figure_legend, fixed_colors, new_figure, plot_published, published_handles, save_figure
+    from recrepro.reporting.plotting import figure_legend, fixed_colors, new_figure, plot_published, published_handles, save_figure
     from recrepro.scorecard import figure_points
 
     runs = load_prism_runs(run_dirs)
@@ -173,7 +173,7 @@ def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier
     ``alphas`` maps the α value (as text, e.g. ``"0.25"``) to its method name. Table 1's
     published PRISM (α = 1) NDCG@20 of MF + DirectAU on this dataset is a hollow marker.
     """
-    from recrepro.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
+    from recrepro.reporting.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
                                    published_handles, save_figure)
 
     runs = load_prism_runs(run_dirs)
@@ -219,7 +219,7 @@ def figure_curves(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path, *,
     ``run_dirs`` maps a curve label (e.g. "λ = 1e-06") to a run directory whose
     ``history.json`` holds ``val_ndcg`` and ``val_ndcg_cosine``.
     """
-    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
+    from recrepro.reporting.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
     colors = fixed_colors(list(run_dirs))
     fig, axes = new_figure(2, 1, width=6.5, height=2.8, sharey=False)
@@ -257,7 +257,7 @@ def figure_debias(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     weight-decay grid) is represented by the one with the best mean validation NDCG@20.
     The ratio is taken per seed, then averaged.
     """
-    from recrepro.plotting import figure_legend, fixed_colors, new_figure, save_figure
+    from recrepro.reporting.plotting import figure_legend, fixed_colors, new_figure, save_figure
 
     runs = load_prism_runs(run_dirs)
     colors = fixed_colors([*DEBIAS_ORDER, *groups])
@@ -325,7 +325,7 @@ def figure_theory(out_pdf: Path, out_png: Path, *, tier: str, lr: float, weight_
     """
     from matplotlib.colors import TwoSlopeNorm
 
-    from recrepro.plotting import add_colorbar, new_figure, save_figure
+    from recrepro.reporting.plotting import add_colorbar, new_figure, save_figure
 
     degrees = np.unique(np.round(np.logspace(0, math.log10(max_degree), 60)))
     if not 0.0 < batch_fractions[0] < batch_fractions[1] <= 1.0:
@@ -380,7 +380,7 @@ def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, 
     cell of a panel's (backbone, loss) on this dataset, it is drawn as a hollow marker at our
     tuned λ (best mean validation NDCG@20 among the panel's runs).
     """
-    from recrepro.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
+    from recrepro.reporting.plotting import (errorbar_lines, figure_legend, fixed_colors, new_figure, plot_published,
                                    published_handles, save_figure)
 
     runs = load_prism_runs(run_dirs)
@@ -436,7 +436,7 @@ def figure_magnitudes(run_dirs: Mapping[str, Path], out_pdf: Path, out_png: Path
     grid of two columns in that order (the paper: with weight decay on top, without below;
     BPR left, DirectAU right). Each point is one item; the clouds are rasterised.
     """
-    from recrepro.plotting import new_figure, save_figure, scatter
+    from recrepro.reporting.plotting import new_figure, save_figure, scatter
 
     n = len(run_dirs)
     ncols = 2 if n > 1 else 1

@@ -23,7 +23,7 @@ Each epoch records its training seconds and the validation NDCG@20 (dot-product 
 training items masked), computed by the batched evaluation core.  ``check_finite``
 guards the loss every step and the embedding tables every epoch.
 
-Resuming (``checkpoint=PATH``, :mod:`recrepro.checkpoints`): after every epoch — after the
+Resuming (``checkpoint=PATH``, :mod:`recrepro.runtime.checkpoints`): after every epoch — after the
 validation and early-stopping bookkeeping — the trainer writes the epoch number, the net's
 and Adam's state, MAWU's margins, the explicit generator ``gen`` (negatives, edge order),
 torch's global RNG, the history so far, ``best``/``best_epoch``/``bad`` and the best epoch's
@@ -47,7 +47,7 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from recrepro.checkpoints import (Checkpointer, data_fingerprint, global_rng_state, set_global_rng_state,
+from recrepro.runtime.checkpoints import (Checkpointer, data_fingerprint, global_rng_state, set_global_rng_state,
                                   settings_key)
 from recrepro.evaluation import evaluate_full_ranking
 from recrepro.papers.prism import debias as D
@@ -215,7 +215,7 @@ def validation_ndcg(net: torch.nn.Module, exclude: sp.csr_matrix, target: sp.csr
 
 
 def checkpoint_key(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings) -> str:
-    """The :func:`~recrepro.checkpoints.settings_key` of a run: its settings and its data."""
+    """The :func:`~recrepro.runtime.checkpoints.settings_key` of a run: its settings and its data."""
     return settings_key({"trainer": "prism", "settings": settings.as_dict(),
                          "data": data_fingerprint(train_matrix, validation)})
 
@@ -270,7 +270,7 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
         Resume from / save to this file (module docstring); ``None``: no checkpointing.
         A file written for other settings or data, or an unreadable one, is ignored with a
         warning.  The caller deletes it once the run's record is written
-        (:func:`recrepro.checkpoints.remove_checkpoint`).
+        (:func:`recrepro.runtime.checkpoints.remove_checkpoint`).
     checkpoint_min_seconds:
         Write at most every this many seconds (default 0: after every epoch; the epoch the
         run stops at is always written).

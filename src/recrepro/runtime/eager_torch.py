@@ -61,7 +61,7 @@ def _load_real(name: str) -> Any:
     return getattr(load_dynamo(), name)
 
 
-_STAND_IN = types.ModuleType(_NAME, "recrepro's stand-in for torch._dynamo (recrepro.eager_torch)")
+_STAND_IN = types.ModuleType(_NAME, "recrepro's stand-in for torch._dynamo (recrepro.runtime.eager_torch)")
 _STAND_IN.disable = _disable
 _STAND_IN.graph_break = _graph_break
 _STAND_IN.__getattr__ = _load_real

@@ -203,15 +203,27 @@ def data_fingerprint(*matrices: Any) -> str:
     return h.hexdigest()
 
 
-#: Parts of the package that only draw or report (a change there leaves training as it was), and the
-#: data stage, whose output is in every checkpoint key already (:func:`data_fingerprint`).
-#: ``drift.py`` (the package's and each paper's) compares committed records with the configuration.
-_NOT_COMPUTING_DIRS = frozenset({"scorecard", "expected", "__pycache__", "datasets"})
-_NOT_COMPUTING_FILES = frozenset({"report.py", "figures.py", "plotting.py", "reference.py", "compute.py",
-                                  "preprocessing.py", "splits.py", "drift.py", "leaks.py"})
+#: What a run computes with, by path under the package (a folder ends in ``/``): a change in one of
+#: these can change what a run trains. Everything else reads, draws or reports (``cli/``,
+#: ``records/``, ``reporting/``, ``scorecard/``, ``paperlist.py``), or is the data stage, whose output
+#: every checkpoint key holds already (``datasets/``: :func:`data_fingerprint`).
+_COMPUTING_PATHS = ("__init__.py", "config.py", "io.py", "runtime/", "models/", "evaluation/", "baselines/",
+                    "papers/")
+#: Inside those, what only reads or draws: a figure, the record checks of each paper (``drift.py``),
+#: the rule helpers and the leak audit.
+_NOT_COMPUTING_PATHS = ("baselines/figure.py", "papers/rules.py", "papers/leaks.py", "papers/*/drift.py",
+                        "papers/*/figures.py")
 #: Modules of a paper package that every ``recrepro`` process loads or that never train: the command
 #: line registers each paper's verbs (``cli``), the drift checks read records.
 _PAPER_MODULES_NOT_TRAINING = frozenset({"cli", "drift"})
+
+
+def is_computing(path: str) -> bool:
+    """Whether the module at ``path`` (relative to the package, POSIX) is code a run computes with."""
+    from fnmatch import fnmatchcase
+
+    inside = any(path == p or (p.endswith("/") and path.startswith(p)) for p in _COMPUTING_PATHS)
+    return inside and not any(fnmatchcase(path, p) for p in _NOT_COMPUTING_PATHS)
 
 
 def _papers_in_use() -> frozenset[str]:
@@ -248,24 +260,22 @@ def code_fingerprint() -> dict[str, Any]:
     """The code this process trains with: ``{"source_sha256", "commit", "recrepro"}``.
 
     ``source_sha256`` is the sha256 over the relative path and bytes of every ``.py`` file of
-    the installed ``recrepro`` package except those that only draw or report (``scorecard/``,
-    ``report.py``, ``figures.py``, ``plotting.py``, ``reference.py``, ``compute.py``), the
-    record checks (``drift.py``), the data stage (``datasets/``, ``preprocessing.py``,
-    ``splits.py``: what it makes is in the settings key, :func:`data_fingerprint`) and the
-    packages of the papers this process does not train (:func:`_papers_in_use`: an edit to
-    λOpt leaves a FedRAP checkpoint resumable), sorted by path: it changes with any edit to
+    the installed ``recrepro`` package that a run computes with (:func:`is_computing`: by package
+    and path, ``_COMPUTING_PATHS`` less ``_NOT_COMPUTING_PATHS``), less the packages of the papers
+    this process does not train (:func:`_papers_in_use`: an edit to λOpt leaves a FedRAP
+    checkpoint resumable), sorted by path: it changes with any edit to
     what trains, committed or not.  ``commit`` is the checkout's git commit (``None`` outside a
     checkout).  Taken once per process, at the first save or load, when the run's paper is
     loaded (the code a process runs is the code it loaded), ~10 ms.
     """
     import recrepro
 
-    root = Path(__file__).resolve().parent
+    root = Path(recrepro.__file__).resolve().parent
     papers = _papers_in_use()
     h = hashlib.sha256()
     for file in sorted(root.rglob("*.py")):
         rel = file.relative_to(root)
-        if _NOT_COMPUTING_DIRS & set(rel.parts[:-1]) or rel.name in _NOT_COMPUTING_FILES:
+        if not is_computing(rel.as_posix()):
             continue
         if len(rel.parts) > 2 and rel.parts[0] == "papers" and rel.parts[1] not in papers:
             continue

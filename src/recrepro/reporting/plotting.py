@@ -620,7 +620,7 @@ def save_figure(
     legends = len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes)
     if legends > 1:
         raise ValueError(f"{Path(out_pdf or out_png).name}: {legends} legends; the house style has one per figure "
-                         "(recrepro.plotting.figure_legend)")
+                         "(recrepro.reporting.plotting.figure_legend)")
     text = caption_line(tier, dataset, caption)
     _add_caption(fig, text)
     with contextlib.ExitStack() as stack:

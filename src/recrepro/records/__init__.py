@@ -49,7 +49,7 @@ from recrepro.io import (
     write_parquet,
     write_text,
 )
-from recrepro.machine import (
+from recrepro.runtime.machine import (
     _device_name,
     git_state,
     host_description,
@@ -391,7 +391,7 @@ def write_run_record(
     verify_split:
         Recompute the split files' sha256 against the manifest (default).
     earlier:
-        What the earlier pieces of a resumed run spent (:func:`recrepro.checkpoints.earlier_usage`):
+        What the earlier pieces of a resumed run spent (:func:`recrepro.runtime.checkpoints.earlier_usage`):
         ``wall_seconds`` and ``cpu_seconds`` become sums over the pieces, and provenance gains
         ``pieces`` and ``earlier_pieces`` (with ``code``: the commit and source digest of each
         earlier piece, ``null`` where unknown).  ``None`` or no pieces: a run in one piece.

@@ -50,7 +50,7 @@ GRID_POINT_PATTERN = r"-g\d+$"
 ASSEMBLED_FROM_POINTS = ("lambdaopt",)
 
 #: jobs timed only in part (:func:`partial_rates`)
-PARTIAL_RATES = Path(__file__).resolve().parent / "expected" / "compute.yaml"
+PARTIAL_RATES = Path(__file__).resolve().parents[1] / "expected" / "compute.yaml"
 _PARTIAL_KEYS = {"paper", "dataset", "methods", "cpu_seconds_per_step", "steps", "measured", "source"}
 
 
@@ -124,7 +124,7 @@ def _whole_run_seconds(prov: Mapping[str, Any], run_dir: Path) -> tuple[float, f
     """Wall and CPU seconds of the whole run, and whether they were estimated.
 
     A record's ``wall_seconds`` and ``cpu_seconds`` sum its pieces when the earlier ones were
-    measured (:mod:`recrepro.checkpoints`, the usage ledger).  A record resumed from a
+    measured (:mod:`recrepro.runtime.checkpoints`, the usage ledger).  A record resumed from a
     checkpoint without a ledger measured only its last piece, while its per-epoch seconds
     cover every piece: where they add up to more than its wall time, the run's wall time is
     taken as their sum and its CPU time scaled by the last piece's CPU / wall ratio

@@ -1,6 +1,6 @@
 """The options every ``recrepro`` verb spells the same way, shared by the CLI and the papers' verbs.
 
-:mod:`recrepro.cli` builds the ``recrepro`` command. Each paper adds its verbs (``recrepro <paper>
+:mod:`recrepro.cli.main` builds the ``recrepro`` command. Each paper adds its verbs (``recrepro <paper>
 <verb>``) with ``register(verbs)`` in ``recrepro.papers.<paper>.cli``, and builds their options
 from these helpers, so ``--tier``, ``--dataset``, ``--out-pdf``/``--out-png``, ``--out-md``/``--out-csv``,
 ``--seed``, ``--threads``, ``--device``, the options of a training run (``--split-dir``,
@@ -18,7 +18,7 @@ import argparse
 import json
 from typing import Any
 
-from recrepro.devices import add_device_argument
+from recrepro.runtime.devices import add_device_argument
 
 __all__ = [
     "add_dataset", "add_device_argument", "add_figure_outputs", "add_json", "add_run_arguments", "add_seed",

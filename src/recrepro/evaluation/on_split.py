@@ -1,9 +1,9 @@
-"""Fit-and-evaluate entry points shared by the rules: load a split, fit, evaluate, record.
+"""A run on its split: read the split, evaluate a fitted model with the split's evaluator, record.
 
 :func:`evaluate_on_split` is the one place that knows how a split's ``evaluation``
 section (``config.yaml: evaluation.splits.<split>``) maps to the evaluation core; every
-paper's training rule calls it with its fitted model, as :func:`run_baseline` does for
-the reference baselines.
+paper's training rule calls it with its fitted model, as
+:func:`recrepro.baselines.run.run_baseline` does for the reference baselines.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import scipy.sparse as sp
 
 from recrepro.evaluation import evaluate_full_ranking, evaluate_sampled, interactions_to_csr
 from recrepro.io import read_json
-from recrepro.models.base import Recommender
 from recrepro.records import write_run_record
 
 
@@ -52,7 +51,7 @@ class SplitData:
         return interactions_to_csr(frame["user"].to_numpy(), frame["item"].to_numpy(), self.n_users, self.n_items)
 
 
-def evaluate_on_split(model: Recommender | Any, split: SplitData, evaluation: Mapping[str, Any], *,
+def evaluate_on_split(model: Any, split: SplitData, evaluation: Mapping[str, Any], *,
                       device: str = "cpu", batch_size: int = 2048):
     """Evaluate ``model`` (a fitted recommender, ``(U, V)`` or a score callable) as ``evaluation`` says.
 
@@ -89,7 +88,7 @@ def write_split_record(out_dir: str | Path, split: SplitData, result: Any, *, me
     The record holds the result's metrics and strata, the per-user rows of its metric columns,
     its counts, the split's identity (:meth:`SplitData.describe`, under ``meta``) and manifest,
     and the wall time since ``started_at`` (a ``time.time()`` value), plus ``earlier``, what
-    the earlier pieces of a resumed run spent (:func:`recrepro.checkpoints.earlier_usage`).
+    the earlier pieces of a resumed run spent (:func:`recrepro.runtime.checkpoints.earlier_usage`).
     ``overall`` and ``counts`` replace the result's own where the run adds to them.
     """
     overall = result.overall if overall is None else overall
@@ -109,27 +108,3 @@ def write_split_record(out_dir: str | Path, split: SplitData, result: Any, *, me
         benchmark_file=benchmark_file,
         earlier=earlier,
     )
-
-
-def make_baseline(method: str, seed: int) -> Recommender:
-    from recrepro.models.baselines import MostPopular, RandomRecommender
-
-    if method == "mostpop":
-        return MostPopular()
-    if method == "random":
-        return RandomRecommender(seed=seed)
-    raise ValueError(f"unknown baseline {method!r}; known: mostpop, random")
-
-
-def run_baseline(*, split_dir: Path, method: str, seed: int, out_dir: Path, evaluation: Mapping[str, Any],
-                 meta: Mapping[str, Any], device: str = "cpu", batch_size: int = 2048,
-                 benchmark_file: str | None = None) -> dict[str, Path]:
-    """Fit a reference baseline on the split's ``fit`` parts, evaluate it and write the run record."""
-    started = time.time()
-    split = SplitData(split_dir)
-    model = make_baseline(method, seed).fit(split.csr(evaluation["fit"]))
-    result = evaluate_on_split(model, split, evaluation, device=device, batch_size=batch_size)
-    return write_split_record(
-        out_dir, split, result, meta={"method": method, "tier": "custom", **meta},
-        config_slice={"method": method, "evaluation": dict(evaluation), "batch_size": batch_size},
-        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)

@@ -1,6 +1,6 @@
 """How the command line ends: a known failure is a short ``error:`` line, not a traceback.
 
-:func:`recrepro.cli.main` runs every verb (``recrepro data ...``, ``recrepro <paper> <verb> ...``)
+:func:`recrepro.cli.main.main` runs every verb (``recrepro data ...``, ``recrepro <paper> <verb> ...``)
 and reports the failures listed here with :func:`report_error`. Snakemake shows a failing job's
 log on the console (``show-failed-logs`` in the profiles): its last lines should say what went
 wrong, not end in a traceback. ``RECREPRO_TRACEBACK=1`` (or ``recrepro -v``) re-raises, for

@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recrepro.evaluation.exposure import lower_is_better
-from recrepro.grid_search import beyond_edges, check_beyond, expand_grid, grid_edges, pick_point
+from recrepro.baselines.grid import beyond_edges, check_beyond, expand_grid, grid_edges, pick_point
 from recrepro.io import read_json, read_yaml_entries, sha256_file, write_json, write_text
 
 if TYPE_CHECKING:  # the rules import this module for its config helpers: no torch, no pandas at parse time
     import pandas as pd
 
     from recrepro.models.base import Recommender
-    from recrepro.runs import SplitData
+    from recrepro.evaluation.on_split import SplitData
 
 __all__ = ["MODELS", "PointLedger", "ReferencesError", "beyond_edges", "expand_grid", "grid_edges", "load_references", "make_model",
            "model_class", "pick_point", "record_drift", "setting_floors", "strong_table", "tune_and_test", "validation_section"]
@@ -52,7 +52,7 @@ MODELS = {"mostpop": False, "itemknn": False, "rp3beta": False, "ease": False, "
 #: Metrics of the whole set of top-K lists (exposure), with no per-user value to pair.
 LIST_METRICS = ("coverage", "gini", "gini_pos")
 #: Published numbers of methods the pipeline does not run, shown beside a protocol's baselines
-REFERENCES_FILE = Path(__file__).parent / "expected" / "strong.yaml"
+REFERENCES_FILE = Path(__file__).resolve().parents[1] / "expected" / "strong.yaml"
 _REFERENCE_KEYS = {"dataset", "split", "method", "source", "note", "values"}
 TABLE_COLUMNS = ["dataset", "split", "method", "settings", "budget", "pick_edges", "metric", "mean", "sd", "n_seeds",
                  "covers_seeds", "paper_method", "paper_mean", "paper_n_seeds", "p_value", "p_note"]
@@ -112,7 +112,7 @@ def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _evaluate(model: Recommender, split: SplitData, evaluation: Mapping[str, Any], device: str, batch_size: int):
-    from recrepro.runs import evaluate_on_split
+    from recrepro.evaluation.on_split import evaluate_on_split
 
     if "fold_in" in evaluation and hasattr(model, "fold_in_users"):
         model.fold_in_users(split.csr([evaluation["fold_in"]]))
@@ -166,7 +166,7 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
     (EASE on gowalla: about 12 CPU-minutes a point). ``grid.json`` names the points taken from it
     (``resumed_points``) and the ledger is removed once ``grid.json`` is written.
     """
-    from recrepro.runs import SplitData, write_split_record
+    from recrepro.evaluation.on_split import SplitData, write_split_record
 
     if model not in MODELS:
         raise ValueError(f"unknown strong baseline {model!r}; known: {', '.join(MODELS)}")
@@ -264,16 +264,16 @@ class PointLedger:
 
     A row is reused only when the file's ``key`` (model, every grid point's settings, the validation
     evaluation, ``select``, the seed, the batch size, the split manifest's sha256 and the source digest
-    of the code that trains, :func:`recrepro.checkpoints.code_fingerprint`) equals the job's: a change
+    of the code that trains, :func:`recrepro.runtime.checkpoints.code_fingerprint`) equals the job's: a change
     of the grid, the split, the evaluator or the model code starts the grid again, as a training
     checkpoint does. The file is the run's like a checkpoint: one process at a time holds its lock
-    (:func:`recrepro.checkpoints.acquire_lock`). ``path=None`` keeps nothing.
+    (:func:`recrepro.runtime.checkpoints.acquire_lock`). ``path=None`` keeps nothing.
     """
 
     def __init__(self, path: str | Path | None, key: Mapping[str, Any]) -> None:
         import json
 
-        from recrepro.checkpoints import acquire_lock, code_fingerprint
+        from recrepro.runtime.checkpoints import acquire_lock, code_fingerprint
 
         self.path = Path(path) if path else None
         key = {**key, "code_sha256": code_fingerprint()["source_sha256"]}
@@ -307,7 +307,7 @@ class PointLedger:
 
     def remove(self) -> None:
         if self.path is not None:
-            from recrepro.checkpoints import release_lock
+            from recrepro.runtime.checkpoints import release_lock
 
             self.path.unlink(missing_ok=True)
             release_lock(self.path)
@@ -680,7 +680,7 @@ def render_markdown(frame: pd.DataFrame, title: str, references: Sequence[Mappin
 def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
     """Every setting in which a strong-baseline record under ``results_root/<tier>/baselines/strong``
     differs from what ``config`` gives its protocol and model today, one row each
-    (:func:`recrepro.drift.compare_settings`; empty when every record is current).
+    (:func:`recrepro.records.drift.compare_settings`; empty when every record is current).
 
     Compared: the grid, the fixed settings and the validation metric (``grid.json`` and each seed's
     ``provenance.json``), the evaluation section (each seed's) and the seeds tested (``grid.json``;
@@ -689,7 +689,7 @@ def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path 
     when its parameters change on a fresh clone (Snakemake's parameter memory is local), so without
     this check a pick made on yesterday's grid would sit in today's table.
     """
-    from recrepro.drift import compare_settings, drift_frame
+    from recrepro.records.drift import compare_settings, drift_frame
 
     rows: list[dict[str, Any]] = []
     for grid_file in sorted(Path(results_root, tier, "baselines", "strong").glob("*/*/*/*/split*/grid.json")):

@@ -1,6 +1,6 @@
 """Run records against the configuration they would be made under today (shared by the ``drift``
 verbs of the papers, e.g. :mod:`recrepro.papers.lambdaopt.drift`, and of the strong baselines,
-:func:`recrepro.strong.record_drift`).
+:func:`recrepro.baselines.strong.record_drift`).
 
 A committed record keeps the configuration slice it ran under (``provenance.json``: ``config``).
 Snakemake reruns a job whose parameters changed only where its own metadata remembers them, which a

@@ -1,4 +1,4 @@
-"""Grid search helpers shared by the tuned simple baselines (:mod:`recrepro.strong`) and the papers'
+"""Grid search helpers shared by the tuned simple baselines (:mod:`recrepro.baselines.strong`) and the papers'
 validation grids: the points of a grid, the pick, the edges a pick sits on, and the walk past them.
 
 Pure functions over settings dicts and validation scores; nothing here fits or reads a model.

@@ -1,16 +1,13 @@
-"""Figure entry points of the foundation (paper figures live in their paper's module).
+"""The forest plot of a paper's claim checks (``results/<tier>/<paper>/checks.csv``, written by
+``recrepro claims``): one row per check, its effect and interval, coloured by outcome.
 
-:func:`figure_baselines` draws the reference baselines; :func:`draw_claims_forest` the forest plot of
-a paper's claim checks (``results/<tier>/<paper>/checks.csv``, written by ``recrepro claims``). The
-forest lives here, not in :mod:`recrepro.scorecard`: the scorecard and the plotting style sit side
-by side in one layer and never import each other.
+It lives with the pages, not in :mod:`recrepro.scorecard`: the scorecard decides, the pages draw.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,53 +19,15 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
 
-from recrepro.plotting import (
+from recrepro.reporting.plotting import (
     FONT_SIZES,
     MAX_WIDTH_IN,
     figure_legend,
     note_no_data,
     panel_grid,
-    plot_metric_bars,
     save_figure,
     style_axes,
 )
-from recrepro.records import read_record_json
-
-
-def _headline_metric(overall: dict[str, float]) -> str:
-    """The split's first ranking metric: NDCG at the smallest K, else HR."""
-    for family in ("ndcg@", "hr@"):
-        keys = sorted((k for k in overall if k.startswith(family)), key=lambda k: int(k.split("@")[1]))
-        if keys:
-            return keys[0]
-    return sorted(overall)[0]
-
-
-def figure_baselines(metrics_files: list[Path], out_pdf: Path, out_png: Path, *, tier: str) -> None:
-    """One panel per (dataset, protocol, split): the headline metric of each baseline, mean ± sd over seeds."""
-    cells: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    metric_of: dict[tuple[str, str, str], str] = {}
-    for path in metrics_files:
-        m = read_record_json(path)
-        key = (m["dataset"], m.get("protocol", ""), m["split"])
-        metric = metric_of.setdefault(key, _headline_metric(m["overall"]))
-        cells[key][m["method"]].append(float(m["overall"][metric]))
-    if not cells:
-        raise ValueError("figure_baselines: no runs given")
-    keys = sorted(cells)
-    fig, axes = panel_grid(len(keys), max_cols=4, panel_width=max(1.85, 3.2 / len(keys)), panel_height=2.6)
-    for ax, key in zip(axes, keys, strict=True):
-        series = {meth: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else None)
-                  for meth, v in sorted(cells[key].items())}
-        plot_metric_bars(ax, series, metric=metric_of[key], n_seeds={m: len(v) for m, v in cells[key].items()})
-        prefix = f"{key[0]}\n" if len({k[0] for k in keys}) > 1 else ""  # one dataset: named in the caption
-        ax.set_title(f"{prefix}{key[2]}\n({key[1]})", fontsize=8)
-    datasets = ", ".join(sorted({k[0] for k in keys}))
-    save_figure(fig, out_pdf, out_png, tier=tier, dataset=datasets,
-                caption="reference baselines; bars: mean over split seeds, error bars: sd")
-
-
-# ------------------------------------------------------------------------ claims forest
 
 #: Colour (Okabe-Ito), marker and legend label of each drawn outcome of a check.
 FOREST_OUTCOMES: dict[str, tuple[str, str]] = {
@@ -209,7 +168,7 @@ def draw_claims_forest(checks_csv: str | Path, out_png: str | Path, out_pdf: str
     title:
         Figure title; default ``"<paper>: claim checks"``.
     tier, dataset:
-        The caption line's tier and dataset (:func:`recrepro.plotting.caption_line`).
+        The caption line's tier and dataset (:func:`recrepro.reporting.plotting.caption_line`).
 
     Returns
     -------

@@ -90,7 +90,7 @@ def estimate(kind: str, size: DatasetSize, *, attempt: int = 1, batch_size: int 
       a 40-byte row);
     - ``evaluate``: 40 per interaction (the fit and exclusion CSR matrices) plus
       ``3 x batch_size x items x 4`` (scores, mask and top-k of one user batch) plus ``extra_mb``
-      (a model's own fit, e.g. EASE's ``items x items`` matrix: :func:`recrepro.strong.fit_memory_mb`);
+      (a model's own fit, e.g. EASE's ``items x items`` matrix: :func:`recrepro.baselines.strong.fit_memory_mb`);
     - ``train``: ``evaluate`` plus ``16 x (users + items) x dim`` (float32 parameters, gradients and
       two Adam moments) plus ``extra_mb`` (a rule's own buffer, e.g. FedRAP's ``memory_budget_mb``);
     - ``light`` and ``sweep``: the base only.

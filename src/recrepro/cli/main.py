@@ -28,9 +28,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from recrepro.cliargs import add_run_arguments, json_arg, set_torch_threads
-from recrepro.eager_torch import defer_dynamo
-from recrepro.entrypoints import KNOWN_ERRORS, TRACEBACK_ENV, report_error
+from recrepro.runtime.options import add_run_arguments, json_arg, set_torch_threads
+from recrepro.runtime.eager_torch import defer_dynamo
+from recrepro.cli.errors import KNOWN_ERRORS, TRACEBACK_ENV, report_error
 from recrepro import paperlist
 
 log = logging.getLogger("recrepro")
@@ -115,7 +115,7 @@ def cmd_data_summary(args: argparse.Namespace) -> None:
 def cmd_data_preprocess(args: argparse.Namespace) -> None:
     from recrepro.datasets import get_dataset, load_raw
     from recrepro.datasets.download import verify_raw_files
-    from recrepro.preprocessing import preprocess, resolve_recipe, write_preprocessed
+    from recrepro.datasets.preprocessing import preprocess, resolve_recipe, write_preprocessed
 
     cfg = _load_config(args.config) if args.protocols is None else None
     protocols = args.protocols if args.protocols is not None else cfg["protocols"]
@@ -138,8 +138,8 @@ def cmd_data_preprocess(args: argparse.Namespace) -> None:
 
 def cmd_data_split(args: argparse.Namespace) -> None:
     from recrepro.io import sha256_file
-    from recrepro.preprocessing import read_interactions
-    from recrepro.splits import make_split, write_split
+    from recrepro.datasets.preprocessing import read_interactions
+    from recrepro.datasets.splits import make_split, write_split
 
     processed = Path(args.processed_dir)
     data = read_interactions(processed)
@@ -156,7 +156,7 @@ def cmd_data_split(args: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------------- evaluation
 def cmd_baseline(args: argparse.Namespace) -> None:
-    from recrepro.runs import run_baseline
+    from recrepro.baselines.run import run_baseline
 
     run_baseline(
         split_dir=Path(args.split_dir),
@@ -172,7 +172,7 @@ def cmd_baseline(args: argparse.Namespace) -> None:
 
 
 def cmd_strong_tune(args: argparse.Namespace) -> None:
-    from recrepro.strong import tune_and_test
+    from recrepro.baselines.strong import tune_and_test
 
     tune_and_test(split_dir=Path(args.split_dir), model=args.model, grid=args.grid, fixed=args.fixed,
                   evaluation=args.evaluation, select=args.select, seeds=args.seeds, out_dir=Path(args.out_dir),
@@ -181,7 +181,7 @@ def cmd_strong_tune(args: argparse.Namespace) -> None:
 
 
 def cmd_strong_table(args: argparse.Namespace) -> None:
-    from recrepro.strong import strong_table
+    from recrepro.baselines.strong import strong_table
 
     strong_table(args.grids, args.protocols, results_root=Path(args.results_root), out_md=Path(args.out_md),
                  out_csv=Path(args.out_csv), title=args.title)
@@ -198,7 +198,7 @@ def cmd_scorecard(args: argparse.Namespace) -> None:
                                         ("--out-csv", args.out_csv)) if not value]
     if missing:
         raise SystemExit(f"recrepro scorecard: {', '.join(missing)} required (or --summary)")
-    expected = Path(args.expected) if args.expected else Path(__file__).parent / "expected" / f"{args.paper}.yaml"
+    expected = Path(args.expected) if args.expected else Path(__file__).resolve().parents[1] / "expected" / f"{args.paper}.yaml"
     if args.expected_sha256:
         from recrepro.io import sha256_file
 
@@ -263,33 +263,33 @@ def cmd_data_availability(args: argparse.Namespace) -> None:
 
 
 def cmd_figure_baselines(args: argparse.Namespace) -> None:
-    from recrepro.figures import figure_baselines
+    from recrepro.baselines.figure import figure_baselines
 
     figure_baselines([Path(p) for p in args.runs], Path(args.out_pdf), Path(args.out_png), tier=args.tier)
 
 
 # ----------------------------------------------------------------------------- report
 def cmd_report_scorecard_html(args: argparse.Namespace) -> None:
-    from recrepro.report import scorecard_html
+    from recrepro.reporting.html import scorecard_html
 
     scorecard_html(args.md, args.csv, args.out)
 
 
 def cmd_report_table_html(args: argparse.Namespace) -> None:
-    from recrepro.report import table_html
+    from recrepro.reporting.html import table_html
 
     table_html(args.md, args.out)
 
 
 def cmd_report_reference(args: argparse.Namespace) -> None:
-    from recrepro.reference import reference_readme
+    from recrepro.reporting.front_page import reference_readme
 
     reference_readme(args.results, args.out, deviations_href=args.deviations_href,
                      expected_figures=args.expected_figures)
 
 
 def cmd_report_compute(args: argparse.Namespace) -> None:
-    from recrepro.compute import compute_markdown, compute_table
+    from recrepro.reporting.compute_page import compute_markdown, compute_table
     from recrepro.io import read_json, write_text
 
     def json_list(text: str) -> list[str]:
@@ -399,9 +399,9 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_strong(sub: argparse._SubParsersAction) -> None:
-    """``recrepro strong tune|table|drift``: tuned simple baselines on a paper's split (recrepro.strong)."""
-    from recrepro.cliargs import add_json, add_table_outputs, int_list
-    from recrepro.drift import add_drift_verb
+    """``recrepro strong tune|table|drift``: tuned simple baselines on a paper's split (recrepro.baselines.strong)."""
+    from recrepro.runtime.options import add_json, add_table_outputs, int_list
+    from recrepro.records.drift import add_drift_verb
 
     strong = sub.add_parser("strong", help="tuned strong simple baselines (ItemKNN, RP3beta, EASE, iALS, MostPop)")
     verbs = strong.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
@@ -423,12 +423,12 @@ def _add_strong(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", required=True)
     p.add_argument("grids", nargs="+", help="grid.json records")
     p.set_defaults(func=cmd_strong_table)
-    add_drift_verb(verbs, "strong-baseline", "recrepro.strong")
+    add_drift_verb(verbs, "strong-baseline", "recrepro.baselines.strong")
 
 
 def _add_claims(sub: argparse._SubParsersAction) -> None:
     """``recrepro claims``: verdicts on a paper's headline claims, computed from its records."""
-    from recrepro.cliargs import add_table_outputs, add_tier
+    from recrepro.runtime.options import add_table_outputs, add_tier
 
     p = sub.add_parser("claims", help="judge a paper's headline claims from its run records (claims.md, claims.csv)")
     p.add_argument("--paper", required=True)
@@ -463,7 +463,7 @@ def cmd_claims(args: argparse.Namespace) -> None:
 
 def _add_claims_forest(sub: argparse._SubParsersAction) -> None:
     """``recrepro claims-forest``: the forest plot of a paper's claim checks (from ``recrepro claims``' checks.csv)."""
-    from recrepro.cliargs import add_tier
+    from recrepro.runtime.options import add_tier
 
     p = sub.add_parser("claims-forest", help="forest plot of a paper's claim checks (figures/claims.png|pdf)")
     p.add_argument("--checks", required=True, help="results/<tier>/<paper>/checks.csv")
@@ -475,7 +475,7 @@ def _add_claims_forest(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_claims_forest(args: argparse.Namespace) -> None:
-    from recrepro.figures import draw_claims_forest
+    from recrepro.reporting.claims_forest import draw_claims_forest
 
     summary = draw_claims_forest(args.checks, args.out_png, args.out_pdf, title=args.title, tier=args.tier)
     log.info("claims forest: %d checks drawn in %d panel(s), %d not drawn -> %s", sum(summary.rows),

@@ -1,0 +1,2 @@
+"""The ``recrepro`` command line: the parser and the shared verbs (:mod:`.main`), and how a known
+failure ends a command (:mod:`.errors`). Each paper registers its own verbs from its ``cli`` module."""
