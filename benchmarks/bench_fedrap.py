@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from recrepro.papers.fedrap.config import FederatedConfig
-from recrepro.papers.fedrap.dense import DensePaperPath
+from recrepro.papers.fedrap.dense import DensePath, EagerScratch
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
 from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
 from recrepro.evaluation.on_split import SplitData
@@ -150,15 +150,6 @@ def measure(quick: bool, device: str = "cpu") -> list[dict]:
     return out
 
 
-class _DenseStep(DensePaperPath):
-    """Just what :meth:`DensePaperPath._paper_dense_update` reads: the config and the item count."""
-
-    def __init__(self, dense_update: str, n_items: int, device: str) -> None:
-        self.config = FederatedConfig(method="fedrap", mode="paper", dim=32, l2=1e-4, dense_update=dense_update,
-                                      device=device)
-        self.n_items = n_items
-
-
 def measure_dense_step(quick: bool, device: str = "cpu") -> dict:
     """The dense path's full-matrix step on ``[B, 17,612, 32]`` tables (LastFM's items; ``B`` = 16
     clients quick, 64 full), fused (ours) against eager (anchor), at the LastFM pick's L1 step
@@ -172,15 +163,17 @@ def measure_dense_step(quick: bool, device: str = "cpu") -> dict:
     clock = stamp_fn(device)
     medians, used = {}, {}
     for name in ("eager", "fused"):
-        step = _DenseStep(name, n_items, device)
+        cfg = FederatedConfig(method="fedrap", mode="paper", dim=32, l2=1e-4, dense_update=name, device=device)
+        path, scratch = DensePath(), EagerScratch()
         D, C = (t.clone() for t in tables)
-        step._paper_dense_update(D, C, 0.1, 1.0, lr, loss0)   # untimed: the fused step compiles here
+        # untimed: the fused step compiles here
+        path.full_matrix_update(cfg, n_items, D, C, 0.1, 1.0, lr, loss0, scratch)
         times = []
         for _ in range(repeats):
             t0 = clock()
-            step._paper_dense_update(D, C, 0.1, 1.0, lr, loss0)
+            path.full_matrix_update(cfg, n_items, D, C, 0.1, 1.0, lr, loss0, scratch)
             times.append(clock() - t0)
-        medians[name], used[name] = statistics.median(times), step.dense_update_used
+        medians[name], used[name] = statistics.median(times), path.update_used
         del D, C
     ratio = medians["fused"] / medians["eager"]
     return {"measure": f"fedrap dense full-matrix step, fused vs eager ({n_clients} × {n_items} × 32)",

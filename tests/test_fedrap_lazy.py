@@ -1,7 +1,7 @@
 """FedRAP paper mode: the lazy full-matrix regularisers equal the dense reference path.
 
 The lazy path streams the private tables once per round: the end-of-round pass also takes the
-next round's start-of-round statistics (``recrepro.papers.fedrap.lazy``).  The tests below run
+next round's start-of-round statistics (``recrepro.papers.fedrap.lazy.path``).  The tests below run
 several rounds so that rounds 2+ use those carried statistics, and check that they are used.
 """
 
@@ -12,10 +12,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-import recrepro.papers.fedrap.lazy as lazy_module
-import recrepro.papers.fedrap.lazy_next as lazy_next_module
+import recrepro.papers.fedrap.lazy.next_round as lazy_next_module
+import recrepro.papers.fedrap.lazy.start as lazy_start_module
 from recrepro.papers.fedrap.config import FederatedConfig
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
+from recrepro.papers.fedrap.lazy.path import LazyResult
 
 # float32 rounding over 3 rounds of ~12 steps; a sign decision of an entry whose C passes within
 # ~1e-7 of zero can go either way in either path, which is why the test stays at a few rounds
@@ -49,25 +50,25 @@ class _Spy:
 
     def __init__(self, model):
         self.results, self.cached, self.steps, self.row_groups, self.folded = [], [], [], [], []
-        for name in ("_local_train_lazy", "_lazy_cached_stats", "_lazy_beta_d0", "_lazy_next_groups",
-                     "_lazy_end_pass"):
-            setattr(model, name, self._wrap(name, getattr(model, name)))
+        path = model.lazy_path
+        for name in ("local_train", "cached_stats", "upload_d0_sums", "end_pass"):
+            setattr(path, name, self._wrap(path, name, getattr(path, name)))
 
-    def _wrap(self, name, inner):
+    def _wrap(self, path, name, inner):
         def call(*args, **kwargs):
             out = inner(*args, **kwargs)
-            if name == "_local_train_lazy":
+            if name == "local_train":
                 self.results.append(out)
-            elif name == "_lazy_cached_stats":
+                if path.carried is not None:  # the next round's group sums: from the rows (or the pass)
+                    self.row_groups.append(path.carried.stats.context.group_sums is not None)
+            elif name == "cached_stats":
                 self.cached.append(out is not None)
-            elif name == "_lazy_beta_d0":
-                users, _, _, steps, _, stats = args
-                group = stats["ctx"]["group"][torch.as_tensor(users)].numpy()
-                self.steps.append((steps, stats["ctx"]["group_steps"][group]))
-            elif name == "_lazy_next_groups":
-                self.row_groups.append(out is not None)
+            elif name == "upload_d0_sums":
+                _, users, _, _, steps, _, stats = args
+                group = stats.context.group[torch.as_tensor(users)].numpy()
+                self.steps.append((steps, stats.context.group_steps[group]))
             else:
-                self.folded.append(bool(np.any(args[7])))
+                self.folded.append(bool(np.any(args[8])))
             return out
         return call
 
@@ -120,8 +121,8 @@ def test_lazy_paper_path_equals_dense(mu, client_ratio, memmap, row_groups, tmp_
         # replayed entries exist and some of them really changed sign during a round
         crossed = 0
         for result in spy.results:
-            owner, pos, values = result["lazy"]["entries"]
-            start = torch.sign(result["lazy"]["C0"].reshape(-1)[pos])
+            owner, pos, values = result.uploads.entries
+            start = torch.sign(result.uploads.C0.reshape(-1)[pos])
             crossed += int((torch.sign(values) != start).sum())
         assert crossed > 0
 
@@ -148,19 +149,17 @@ def test_lazy_paper_path_with_dp_equals_dense(dp_clip, dp_noise, rounds):
 def test_lazy_dp_uploads_in_slices_of_clients_equal_all_at_once(monkeypatch):
     """Where a round's dense uploads do not fit the memory budget at once they are formed, clipped and
     summed a slice of clients at a time (the clip is per client: without noise, the same round)."""
-    from recrepro.papers.fedrap import fedrap as fedrap_module
-
     train = _data()
     whole, _ = _fit(train, "lazy", 0.4, 1.0, dp_clip=0.5, dp_noise=0.0)
     slices = []
-    real = fedrap_module.FederatedRecommender.lazy_upload_chunks
+    real = LazyResult.upload_slices
 
-    def spy(self, result, chunk):
-        for up in real(self, result, 7):  # 30 clients in slices of 7
+    def spy(self, model, chunk):
+        for up in real(self, model, 7):  # 30 clients in slices of 7
             slices.append(up.shape[0])
             yield up
 
-    monkeypatch.setattr(fedrap_module.FederatedRecommender, "lazy_upload_chunks", spy)
+    monkeypatch.setattr(LazyResult, "upload_slices", spy)
     sliced, _ = _fit(train, "lazy", 0.4, 1.0, dp_clip=0.5, dp_noise=0.0)
     assert slices == [7, 7, 7, 7, 2] * 3
     torch.testing.assert_close(sliced.C, whole.C, atol=1e-6, rtol=0)
@@ -199,21 +198,21 @@ def test_carried_statistics_equal_a_fresh_start_pass(row_groups, monkeypatch):
     monkeypatch.setattr(lazy_next_module, "GROUP_ROW_COST", 0 if row_groups else 10 ** 9)
     train = _data()
     model, _ = _fit(train, "lazy", 0.4, 1.0)
-    carried = model._lazy_next
-    ctx, acc = carried["ctx"], carried["acc"]
-    users = ctx["users"]
-    assert ctx["round"] == model.round and torch.equal(ctx["C"], model.C)
-    fresh = model._lazy_stats_pass(users, ctx)
+    carried = model.lazy_path.carried
+    ctx, acc = carried.stats.context, carried.stats.tables
+    users = ctx.users
+    assert ctx.round == model.round and torch.equal(ctx.C, model.C)
+    fresh = lazy_start_module.stats_pass(model, users, ctx)
     u = torch.as_tensor(users)
-    torch.testing.assert_close(acc["sq"][u], fresh["sq"][u], rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(acc["dots"][u], fresh["dots"][u], rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(acc["G"].double(), fresh["G"].double(), rtol=0, atol=1e-5)
+    torch.testing.assert_close(acc.sq[u], fresh.sq[u], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(acc.dots[u], fresh.dots[u], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(acc.G.double(), fresh.G.double(), rtol=0, atol=1e-5)
     # max |D|: a bound (never below the exact value), within the slack of the last exact value
-    assert bool((acc["amax"][u] >= fresh["amax"][u]).all())
-    assert bool((acc["amax"][u] <= lazy_next_module.AMAX_SLACK * acc["ref"][u] * (1 + 1e-6)).all())
+    assert bool((acc.amax[u] >= fresh.amax[u]).all())
+    assert bool((acc.amax[u] <= lazy_next_module.AMAX_SLACK * acc.ref[u] * (1 + 1e-6)).all())
     # the entries that may change sign next round: the same set
     def risky(a):
-        user, pos, _ = (torch.cat(parts) for parts in zip(*a["risk"]))
+        user, pos, _ = (torch.cat(parts) for parts in zip(*a.risk))
         return set(zip(user.tolist(), pos.tolist()))
     assert risky(acc) == risky(fresh) and len(risky(fresh)) > 0
 
@@ -234,20 +233,20 @@ def test_lazy_dense_uploads_match_dense_path():
     outs = {path: m.local_train(users, owner, item, label, 0.1, 0.4, np.random.default_rng(9))
             for path, m in models.items()}
     assert spy.cached == [False]  # the state changed since the last pass: its statistics are not used
-    torch.testing.assert_close(models["lazy"].dense_uploads(outs["lazy"]), models["dense"].dense_uploads(outs["dense"]),
+    torch.testing.assert_close(outs["lazy"].dense_uploads(models["lazy"]), outs["dense"].dense_uploads(models["dense"]),
                                atol=TOL, rtol=0)
     torch.testing.assert_close(models["lazy"].private_items(users), models["dense"].private_items(users),
                                atol=TOL, rtol=0)
-    np.testing.assert_allclose(outs["lazy"]["loss"].numpy(), outs["dense"]["loss"].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs["lazy"].loss.numpy(), outs["dense"].loss.numpy(), rtol=1e-5, atol=1e-6)
     # the lazy path's own upload sum equals the sum of its dense uploads
-    torch.testing.assert_close(outs["lazy"]["c_sum"], models["lazy"].dense_uploads(outs["lazy"]).sum(0).double(),
+    torch.testing.assert_close(outs["lazy"].c_sum, outs["lazy"].dense_uploads(models["lazy"]).sum(0).double(),
                                atol=1e-4, rtol=0)
 
 
 def test_carried_statistics_are_dropped_when_the_state_changes():
     train = _data()
     model, spy = _fit(train, "lazy", 0.4, 1.0)
-    assert model._lazy_next is not None
+    assert model.lazy_path.carried is not None
     model.D[0, 0, 0] += 0.5  # a write to the private tables after the last pass
     model.train_round()
     assert spy.cached == [False, True, True, False]
@@ -265,13 +264,13 @@ def test_memmap_rows_in_pieces_equal_plain_indexing(tmp_path, monkeypatch):
     gen = torch.Generator().manual_seed(0)
     model.D.copy_(torch.randn(model.D.shape, generator=gen))
     index = torch.randint(0, 80 * 4096, (5000,), generator=gen)
-    torch.testing.assert_close(model._private_rows(index), model.D.view(-1, 8)[index], rtol=0, atol=0)
+    torch.testing.assert_close(model.private_rows(index), model.D.view(-1, 8)[index], rtol=0, atol=0)
     unique = torch.unique(index)[torch.randperm(torch.unique(index).numel(), generator=gen)]
     values = torch.randn(unique.numel(), 8, generator=gen)
-    model._write_private_rows(unique, values)
+    model.write_private_rows(unique, values)
     torch.testing.assert_close(model.D.view(-1, 8)[unique], values, rtol=0, atol=0)
     entries = torch.randperm(80 * 4096 * 8, generator=gen)[:3000]
-    model._write_private_rows(entries, torch.arange(3000, dtype=torch.float32), width=1)
+    model.write_private_rows(entries, torch.arange(3000, dtype=torch.float32), width=1)
     torch.testing.assert_close(model.D.view(-1)[entries], torch.arange(3000, dtype=torch.float32), rtol=0, atol=0)
 
 
@@ -282,14 +281,14 @@ def test_rounds_whose_replay_passes_the_budget_run_dense_and_equal_the_dense_pat
     # leaves room for none (every round with an entry at risk runs dense); 330,382 leaves ~6,500, which
     # round 1's start-of-round pass stays under and round 2's statistics (taken by round 1's end
     # pass, carried) do not: a lazy round, then dense ones, as LastFM at μ = 1 (22 GB before this)
-    monkeypatch.setattr(lazy_module, "REPLAY_ENTRY_BYTES", entry_bytes)
+    monkeypatch.setattr(lazy_start_module, "REPLAY_ENTRY_BYTES", entry_bytes)
     train = _data()
     lazy, spy = _fit(train, "lazy", 0.4, 1.0, rounds=4)
     dense, _ = _fit(train, "dense", 0.4, 1.0, rounds=4)
     fallbacks = capsys.readouterr().err.count("this round and the later ones run on the dense paper path")
     assert len(spy.results) == lazy_rounds          # the lazy rounds that finished
     # one overflow: the later rounds run dense without a start-of-round pass to find it again
-    assert fallbacks == 1 and lazy._replay_over_budget
+    assert fallbacks == 1 and lazy.replay_over_budget
     assert len(spy.cached) == lazy_rounds + 1
     _assert_equal_paths(lazy, dense, train)
 
@@ -299,7 +298,7 @@ def test_a_resumed_run_keeps_to_the_dense_path_after_an_overflow(monkeypatch, tm
     # dense as in the uninterrupted run, bit for bit
     import recrepro.runtime.checkpoints as checkpoints
 
-    monkeypatch.setattr(lazy_module, "REPLAY_ENTRY_BYTES", 330_382)
+    monkeypatch.setattr(lazy_start_module, "REPLAY_ENTRY_BYTES", 330_382)
     train = _data()
     whole, _ = _fit(train, "lazy", 0.4, 1.0, rounds=4)
     real, saves = checkpoints.save_checkpoint, []
@@ -319,5 +318,5 @@ def test_a_resumed_run_keeps_to_the_dense_path_after_an_overflow(monkeypatch, tm
     resumed = FederatedRecommender(_config("lazy", 0.4, 1.0, rounds=4))
     spy = _Spy(resumed)
     resumed.fit(train, checkpoint=ckpt)
-    assert resumed.round == 4 and resumed._replay_over_budget and spy.results == [] and spy.cached == []
+    assert resumed.round == 4 and resumed.replay_over_budget and spy.results == [] and spy.cached == []
     assert torch.equal(resumed.C, whole.C) and torch.equal(resumed.w, whole.w)

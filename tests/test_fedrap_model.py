@@ -14,6 +14,7 @@ from recrepro.models.federated.clients import client_batches
 from recrepro.models.federated.sampling import sample_negatives
 from recrepro.models.federated.storage import clients_per_chunk
 from recrepro.papers.fedrap.config import FederatedConfig, curriculum_weight
+from recrepro.papers.fedrap.dense import DenseResult
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
 
 
@@ -38,11 +39,11 @@ def test_one_step_code_mode_by_hand():
     # dL/dD = g w - 2λ(D-C)/(n d) = (g, 0) - 0.1 (0, -1)
     np.testing.assert_allclose(m.private_items([0])[0, 0].numpy(), [0.5 - g, 0.0 - 0.1], atol=1e-6)
     # dL/dC = g w + 2λ(D-C)/(n d) + μ sign(C)/(n d) = (g + 0.05, -0.1 + 0.05)
-    np.testing.assert_allclose(m.dense_uploads(out)[0, 0].numpy(), [0.5 - (g + 0.05), 1.0 - (-0.05)], atol=1e-6)
+    np.testing.assert_allclose(out.dense_uploads(m)[0, 0].numpy(), [0.5 - (g + 0.05), 1.0 - (-0.05)], atol=1e-6)
     np.testing.assert_allclose(m.w[0].numpy(), [1.0 - g, -g], atol=1e-6)  # dL/dw = g (D+C) = g (1, 1)
     np.testing.assert_allclose(m.b[0].item(), -g, atol=1e-6)
     expected_loss = -math.log(1 / (1 + math.exp(-1))) - 0.1 * 0.5 + 0.1 * 0.75
-    np.testing.assert_allclose(out["loss"][0].item(), expected_loss, atol=1e-6)
+    np.testing.assert_allclose(out.loss[0].item(), expected_loss, atol=1e-6)
 
 
 def test_curriculum_values():
@@ -73,7 +74,7 @@ def test_l1_prox_and_subgradient_on_c():
         m.C = torch.tensor([[0.3, -0.7]])
         out = m.local_train(np.array([0]), np.array([0]), np.array([0]), np.array([1.0], np.float32),
                             0.0, 1.0, np.random.default_rng(0))
-        np.testing.assert_allclose(m.dense_uploads(out)[0, 0].numpy(), expected, atol=1e-6)
+        np.testing.assert_allclose(out.dense_uploads(m)[0, 0].numpy(), expected, atol=1e-6)
 
 
 def _reference_loop(model0, users, owner, item, label, lam, mu, seed):
@@ -142,7 +143,7 @@ def test_vectorised_equals_per_client_loop(mode, repeats):
         owner, item, label = owner[srt], item[srt], label[srt]
     ref = _reference_loop(model, users, owner, item, label, 0.2, 0.05, seed=11)
     out = model.local_train(users, owner, item, label, 0.2, 0.05, np.random.default_rng(11))
-    uploads = model.dense_uploads(out)
+    uploads = out.dense_uploads(model)
     for i in range(n_users):
         w, b, D, C = ref[i]
         np.testing.assert_allclose(model.w[i].numpy(), w.numpy(), atol=1e-6)
@@ -168,7 +169,7 @@ def test_baselines_vectorised_equal_per_client_loop(method):
     label = (rng.random(owner.size) < 0.6).astype(np.float32)
     ref = _reference_loop(model, np.arange(n_users), owner, item, label, 0.0, 0.0, seed=7)
     out = model.local_train(np.arange(n_users), owner, item, label, 0.0, 0.0, np.random.default_rng(7))
-    uploads = model.dense_uploads(out)
+    uploads = out.dense_uploads(model)
     for i in range(n_users):
         w, b, _, C = ref[i]
         np.testing.assert_allclose(model.w[i].numpy(), w.numpy(), atol=1e-6)
@@ -177,9 +178,10 @@ def test_baselines_vectorised_equal_per_client_loop(method):
         if method == "pfedrec":  # the client keeps its fine-tuned copy for its own predictions
             np.testing.assert_allclose(model.private_items([i])[0].numpy(), C.numpy(), atol=1e-6)
     # aggregation of row uploads (no dense tensor) equals the mean of the dense uploads
-    np.testing.assert_allclose(row_upload_sum(model.C, out).numpy() / n_users, uploads.mean(0).numpy(), atol=1e-6)
+    np.testing.assert_allclose(row_upload_sum(model.C, out.uploads).numpy() / n_users, uploads.mean(0).numpy(),
+                               atol=1e-6)
     abs_sorted = np.sort(np.abs(model.C.numpy()).ravel().astype(np.float64))
-    assert row_upload_nnz(model.C, out, abs_sorted, 1e-4) == int((uploads.abs() > 1e-4).sum())
+    assert row_upload_nnz(model.C, out.uploads, abs_sorted, 1e-4) == int((uploads.abs() > 1e-4).sum())
     # candidate-only scoring equals the full rows
     u, it = np.array([0, 1, 3, 3]), np.array([2, 0, 8, 1])
     np.testing.assert_allclose(model.score_pairs(u, it), model.score(np.arange(n_users))[u, it], atol=1e-6)
@@ -195,7 +197,7 @@ def test_aggregation_and_client_sampling(monkeypatch):
     def fake_local(users, owner, item, label, lam, mu, rng):
         seen["users"] = users.copy()
         stack = torch.stack([torch.full((5, 2), float(u)) for u in users])
-        return {"C": stack, "loss": torch.zeros(users.size)}
+        return DenseResult(stack, torch.zeros(users.size))
 
     monkeypatch.setattr(model, "local_train", fake_local)
     info = model.train_round()

@@ -11,6 +11,7 @@ from conftest import build_synthetic_split
 
 from recrepro.io import read_json
 from recrepro.papers.fedrap import experiments as driver
+from recrepro.papers.fedrap import tables
 
 EVAL = {"mode": "sampled", "fit": ["train"], "target": "test", "ks": [10], "ties": "pessimistic"}
 
@@ -59,12 +60,12 @@ def test_run_record_selects_on_validation(tiny_split, tmp_path):
     per_user = pd.read_parquet(tmp_path / "run" / "per_user.parquet")
     assert per_user["hr@10"].mean() == pytest.approx(metrics["overall"]["hr@10"])
     # table and figure from the run
-    agg = driver.results_table([tmp_path / "run"])
+    agg = tables.results_table([tmp_path / "run"])
     assert agg.loc[0, "hr_mean"] == pytest.approx(metrics["overall"]["hr@10"])
     # the sparsity of C, read off the history at the selected round and the last
     assert agg.loc[0, "c_sparsity_selected"] == pytest.approx(row["c_sparsity"])
     assert agg.loc[0, "c_sparsity_last"] == pytest.approx(hist["c_sparsity"].iloc[-1])
-    md = driver.table_markdown(agg, driver.dataset_stats([tiny_split]), "smoke")
+    md = tables.table_markdown(agg, tables.dataset_stats([tiny_split]), "smoke")
     assert "fedrap_code" in md and "test-selected" in md
 
 
@@ -84,10 +85,10 @@ def test_dataset_stats_counts_cold_held_out_items_by_hand(tmp_path):
             files[f"{part}.parquet"] = {"rows": len(users)}
         (d / "manifest.json").write_text(
             f'{{"dataset": "{name}", "n_users": 3, "n_items": 8, "files": {pd.Series(files).to_json()}}}')
-    stats = driver.dataset_stats([tmp_path / "full", tmp_path / "bare"])
+    stats = tables.dataset_stats([tmp_path / "full", tmp_path / "bare"])
     assert stats.loc[0, ["validation_cold", "test_cold", "negatives_cold"]].tolist() == pytest.approx([1 / 2, 2 / 3, 1 / 2])
     assert stats.loc[1, "test_cold"] == pytest.approx(2 / 3) and np.isnan(stats.loc[1, "negatives_cold"])
-    md = driver.table_markdown(pd.DataFrame(), stats, "smoke")
+    md = tables.table_markdown(pd.DataFrame(), stats, "smoke")
     assert "| full | 9 | 3 | 6 | 50.00% | 50.0 % | 66.7 % | 50.0 % |" in md
     assert "| bare | 9 | 3 | 6 | 50.00% | 50.0 % | 66.7 % |  |" in md
 
@@ -235,7 +236,7 @@ def test_every_configured_variant_builds_a_model_in_every_tier(repo_root):
 def test_dataset_statistics_match_the_poster(pipeline, dataset, counts, sparsity, cold):
     _, split = pipeline
     out = split(dataset, "fedrap", "leave_one_out", 0)
-    stats = driver.dataset_stats([Path(out)])
+    stats = tables.dataset_stats([Path(out)])
     assert stats.loc[0, ["ratings", "users", "items"]].tolist() == counts
     assert stats.loc[0, "sparsity"] == pytest.approx(sparsity, abs=5e-5)
     assert stats.loc[0, ["validation_cold", "test_cold"]].tolist() == pytest.approx(cold, abs=1e-12)
@@ -246,7 +247,7 @@ def test_a_dp_runs_clip_comes_from_its_record_else_its_provenance(tmp_path):
     the field take it from the settings in their provenance; a DP run naming none is an error."""
     import json
 
-    from recrepro.papers.fedrap.experiments import _dp_clip
+    from recrepro.papers.fedrap.tables import _dp_clip
 
     assert _dp_clip(tmp_path, {"dp_noise": None}) is None
     assert _dp_clip(tmp_path, {"dp_noise": 1.0, "dp_clip": 0.1}) == 0.1
@@ -268,7 +269,7 @@ def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny
     clip_only = read_json(tmp_path / "fedrap_dp_clip" / "metrics.json")
     assert clip_only["dp_noise"] == 0.0 and clip_only["dp_epsilon"] is None
     assert read_json(tmp_path / "fedrap_dp" / "metrics.json")["dp_epsilon"] > 0
-    from recrepro.papers.fedrap.experiments import _dp_clip
+    from recrepro.papers.fedrap.tables import _dp_clip
 
     # noise without a clip (the pre-release code's): recorded as DP with no clip and no ε, and it trains
     # otherwise than the run without DP (a noise setting with no clip was once dropped without a word)

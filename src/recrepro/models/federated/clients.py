@@ -9,11 +9,12 @@ such trainer needs, whatever its model.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ChunkDraws", "LocalEpochs", "RoundDraws", "client_batches", "local_convergence", "row_layout"]
+__all__ = ["ChunkDraws", "LocalEpochs", "RoundDraws", "RowLayout", "client_batches", "local_convergence",
+           "row_layout"]
 
 
 def local_convergence(loss_acc: np.ndarray, n_acc: np.ndarray, prev_mean: np.ndarray | None,
@@ -179,19 +180,43 @@ class ChunkDraws:
         return keys
 
 
-def row_layout(owner: np.ndarray, item: np.ndarray, label: np.ndarray, B: int, n_items: int,
-                batch_size: int) -> dict[str, Any]:
-    """The compact row layout of a round's samples (FedRAP's row and lazy paths,
-    :mod:`recrepro.papers.fedrap.rows`).
+@dataclass(frozen=True)
+class RowLayout:
+    """The compact row layout of a round's samples (:func:`row_layout`).
 
-    The distinct (client, item) pairs of the samples become rows; clients with a single
-    mini-batch are ordered first (``cperm``: permuted position -> caller's client index), so
-    the later batches of the big clients are a contiguous tail ``[M1, M)`` of rows and
-    ``[B1, B)`` of clients.  Returns ``s_row`` (sample -> row), ``s_owner`` (sample ->
-    permuted client), ``r_owner``/``r_item``/``r_label``/``r_mult`` (per row; ``r_mult`` =
-    samples of the row), ``counts`` (samples per permuted client), ``cperm``, ``rows_per``,
-    ``M``, ``B1``, ``M1``, ``s_sorted``/``s_owner_sorted`` (samples grouped by permuted client,
-    for :func:`client_batches`).
+    The distinct (client, item) pairs of the samples are the *rows*; clients are in *permuted* order,
+    those with a single mini-batch first (``cperm[k]`` = the caller's index of permuted client ``k``),
+    so the later batches of the big clients are a contiguous tail ``[M1, M)`` of rows and ``[B1, B)``
+    of clients.
+    """
+
+    s_row: np.ndarray           #: sample -> row
+    s_owner: np.ndarray         #: sample -> permuted client
+    r_owner: np.ndarray         #: row -> permuted client (rows sorted by it)
+    r_item: np.ndarray          #: row -> item
+    r_label: np.ndarray         #: row -> label (float32; a client's samples of one item share it)
+    r_mult: np.ndarray          #: row -> its number of samples (float32)
+    counts: np.ndarray          #: samples per permuted client
+    cperm: np.ndarray           #: permuted position -> caller's client index
+    rows_per: np.ndarray        #: rows per permuted client
+    M: int                      #: rows
+    B1: int                     #: clients with a single mini-batch (the first ``B1`` permuted clients)
+    M1: int                     #: their rows (the first ``M1`` rows)
+    s_sorted: np.ndarray        #: samples grouped by permuted client (stable), for :func:`client_batches`
+    s_owner_sorted: np.ndarray  #: their permuted clients
+
+    def row_pointer(self) -> np.ndarray:
+        """The CSR row pointer of the rows by permuted client (``[B + 1]``)."""
+        return np.concatenate([[0], np.cumsum(self.rows_per)])
+
+
+def row_layout(owner: np.ndarray, item: np.ndarray, label: np.ndarray, B: int, n_items: int,
+               batch_size: int) -> RowLayout:
+    """The compact row layout of a round's samples (FedRAP's row and lazy paths,
+    :mod:`recrepro.papers.fedrap.rows`): see :class:`RowLayout`.
+
+    ``owner`` (sorted; an index into the round's ``B`` clients), ``item`` and ``label`` are the
+    samples; a client's mini-batches hold ``batch_size`` samples.
     """
     counts = np.bincount(owner, minlength=B)           # samples per client
     key = owner.astype(np.int64) * n_items + item.astype(np.int64)
@@ -215,7 +240,6 @@ def row_layout(owner: np.ndarray, item: np.ndarray, label: np.ndarray, B: int, n
     B1 = int((~multi).sum())
     M1 = int(rows_per[:B1].sum())
     s_sorted = np.argsort(s_owner, kind="stable")     # samples grouped by permuted client
-    return {"s_row": s_row, "s_owner": s_owner, "r_owner": r_owner, "r_item": r_item, "r_label": r_label,
-            "r_mult": r_mult, "counts": counts, "cperm": cperm, "rows_per": rows_per, "M": int(r_owner.size),
-            "B1": B1, "M1": M1, "s_sorted": s_sorted,
-            "s_owner_sorted": s_owner[s_sorted]}
+    return RowLayout(s_row=s_row, s_owner=s_owner, r_owner=r_owner, r_item=r_item, r_label=r_label, r_mult=r_mult,
+                     counts=counts, cperm=cperm, rows_per=rows_per, M=int(r_owner.size), B1=B1, M1=M1,
+                     s_sorted=s_sorted, s_owner_sorted=s_owner[s_sorted])

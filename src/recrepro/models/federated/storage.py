@@ -5,8 +5,8 @@ personalised copies) needs ``n_users × n_items × d`` floats.  They are kept **
 when that fits under ``memory_budget_mb``; otherwise they live in a disk-backed
 ``numpy.memmap`` under ``scratch_dir``.  Their SGD weight decay is a lazy per-user scale
 (``D_scale``: true ``D[u] = D_scale[u] × stored D[u]``).  Trainers read and write only the
-rows they need (:meth:`PrivateItemTables._private_rows`), or stream over the tables in
-cache-sized blocks (:meth:`PrivateItemTables._private_blocks`); pages of a disk-backed table
+rows they need (:meth:`PrivateItemTables.private_rows`), or stream over the tables in
+cache-sized blocks (:meth:`PrivateItemTables.private_blocks`); pages of a disk-backed table
 are released after each piece, so the resident set does not grow.  ML-100K
 (943 × 1,682 × 32) needs 203 MB per table, Video 1.4 GB, ML-1M 2.9 GB, LastFM 4.2 GB,
 QB-article 23 GB.
@@ -50,7 +50,7 @@ class PrivateItemTables:
         for start in range(0, n_users, step):
             stop = min(n_users, start + step)
             self.D[start:stop] = torch.as_tensor(d0, device=self.D.device).expand(stop - start, -1, -1)
-            self._drop_private_pages(start, stop)
+            self.drop_private_pages(start, stop)
 
     def _alloc_private(self, n_users: int, n_items: int, d: int) -> torch.Tensor:
         nbytes = n_users * n_items * d * 4
@@ -65,7 +65,7 @@ class PrivateItemTables:
         self._memmap_array = array  # its mmap: resident pages are released after streaming passes
         return torch.from_numpy(array)
 
-    def _private_blocks(self, users: np.ndarray, block_bytes: int = 4 << 20):
+    def private_blocks(self, users: np.ndarray, block_bytes: int = 4 << 20):
         """Yield ``(lo, hi, table)`` over cache-sized blocks of the stored private tables of ``users``.
 
         ``table`` is ``[hi − lo, n_items, d]`` in stored units (true = ``D_scale`` × stored):
@@ -81,15 +81,24 @@ class PrivateItemTables:
             if consecutive:
                 first = int(users[0])
                 yield lo, hi, self.D[first + lo:first + hi]
-                self._drop_private_pages(first + lo, first + hi)
+                self.drop_private_pages(first + lo, first + hi)
             else:
                 idx = torch.as_tensor(users[lo:hi])
                 table = self.D[idx]
                 yield lo, hi, table
                 self.D[idx] = table
-                self._drop_private_pages()
+                self.drop_private_pages()
 
-    def _private_rows(self, index: torch.Tensor) -> torch.Tensor:
+    def read_private_blocks(self, users: np.ndarray, block_bytes: int):
+        """Yield ``(lo, hi, stored tables of users[lo:hi])`` as copies, read-only, in blocks (the
+        pages of a disk-backed table are released after each)."""
+        step = max(1, block_bytes // (self.n_items * self.config.dim * 4))
+        for lo in range(0, users.size, step):
+            hi = min(users.size, lo + step)
+            yield lo, hi, self.D[torch.as_tensor(users[lo:hi])]
+            self.drop_private_pages()
+
+    def private_rows(self, index: torch.Tensor) -> torch.Tensor:
         """Rows ``index`` of the stored private tables viewed as ``[-1, d]``.
 
         A disk-backed table is read in address order, in pieces that span at most
@@ -104,12 +113,12 @@ class PrivateItemTables:
         out = torch.empty((index.numel(), table.shape[1]), dtype=table.dtype)
         for order, rows in self._memmap_pieces(index, table.shape[1]):
             out[order] = table.index_select(0, rows)
-            self._drop_private_pages()
+            self.drop_private_pages()
         return out
 
-    def _write_private_rows(self, index: torch.Tensor, values: torch.Tensor, width: int | None = None) -> None:
+    def write_private_rows(self, index: torch.Tensor, values: torch.Tensor, width: int | None = None) -> None:
         """``stored[index] = values`` on the private tables viewed as ``[-1, width]`` (default
-        ``d``; ``width = 1``: single entries), in pieces as :meth:`_private_rows`."""
+        ``d``; ``width = 1``: single entries), in pieces as :meth:`private_rows`."""
         width = width or self.config.dim
         table = self.D.view(-1, width) if width != 1 else self.D.view(-1)
         index, values = index.to(self.D.device), values.to(self.D.device)
@@ -118,7 +127,7 @@ class PrivateItemTables:
             return
         for order, rows in self._memmap_pieces(index, width):
             table.index_copy_(0, rows, values[order])
-            self._drop_private_pages()
+            self.drop_private_pages()
 
     @staticmethod
     def _memmap_pieces(index: torch.Tensor, width: int):
@@ -136,7 +145,7 @@ class PrivateItemTables:
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             yield order[lo:hi], rows[lo:hi]
 
-    def _drop_private_pages(self, lo: int | None = None, hi: int | None = None) -> None:
+    def drop_private_pages(self, lo: int | None = None, hi: int | None = None) -> None:
         """Release the resident pages of a disk-backed private table (users ``lo:hi``, or all).
 
         ``MADV_DONTNEED`` on a shared file mapping keeps the data (dirty pages go to the page
@@ -153,7 +162,7 @@ class PrivateItemTables:
         if stop > start:
             handle.madvise(mmap.MADV_DONTNEED, start, stop - start)
 
-    def _materialise_private(self, users: np.ndarray | None = None) -> None:
+    def materialise_private(self, users: np.ndarray | None = None) -> None:
         """Fold the lazy weight-decay scale ``D_scale`` into the stored private tables."""
         if self.D is None:
             return

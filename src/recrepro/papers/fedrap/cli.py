@@ -1,4 +1,5 @@
-"""``recrepro fedrap <verb>``: the verbs of the FedRAP rules over :mod:`recrepro.papers.fedrap.experiments`.
+"""``recrepro fedrap <verb>``: the verbs of the FedRAP rules over :mod:`recrepro.papers.fedrap.experiments` and
+:mod:`recrepro.papers.fedrap.tables`.
 
 ``run`` (one variant, one seed), ``stats`` (dataset statistics of split folders), ``table``,
 ``tuning`` (the validation grids' table), ``picks`` (each grid's pick, for the config),
@@ -38,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def cmd_stats(args: argparse.Namespace) -> None:
     from recrepro.io import write_text
-    from recrepro.papers.fedrap.experiments import dataset_stats
+    from recrepro.papers.fedrap.tables import dataset_stats
 
     stats = dataset_stats(args.split_dirs)
     Path(args.out_csv).parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +51,7 @@ def cmd_table(args: argparse.Namespace) -> None:
     import pandas as pd
 
     from recrepro.io import write_text
-    from recrepro.papers.fedrap.experiments import results_table, table_markdown
+    from recrepro.papers.fedrap.tables import results_table, table_markdown
 
     from recrepro.papers.fedrap.comparison import comparison_frame, comparison_markdown
 

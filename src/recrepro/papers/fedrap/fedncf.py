@@ -33,6 +33,7 @@ moments), which is why Adam requires ``l2 = 0``: Adam's L2 term would move every
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,13 +42,12 @@ import torch
 from recrepro.models.base import NotFittedError
 from recrepro.models.federated.clients import LocalEpochs, client_batches
 from recrepro.models.federated.sampling import sample_clients
-from recrepro.models.federated.simulation import check_finite_fast
+from recrepro.models.federated.simulation import FederatedSimulation, check_finite_fast
 from recrepro.papers.fedrap.config import FederatedConfig
-from recrepro.papers.fedrap.fedrap import FederatedRecommender
 from recrepro.papers.fedrap.ncf import NET, bce, grid_scores, init_net, neumf_logits, pair_probabilities
 from recrepro.records import check_finite
 
-__all__ = ["FedNCF"]
+__all__ = ["ClientUploads", "FedNCF", "RoundRows"]
 
 
 _ADAM_BETAS, _ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults
@@ -80,10 +80,36 @@ def _adam_step(v: torch.Tensor, g: torch.Tensor, m: torch.Tensor, s: torch.Tenso
     v.sub_(torch.mul(_per_client(lr, v) / bc1, m).div_(denominator))
 
 
-class FedNCF(FederatedRecommender):
+@dataclass
+class RoundRows:
+    """A round's distinct (client, item) rows of FedNCF's samples (:meth:`FedNCF._client_buckets`)."""
+
+    r_owner: np.ndarray        #: row -> client (an index into the round's clients)
+    r_item: np.ndarray         #: row -> item
+    inv: np.ndarray            #: sample -> row
+    M: int                     #: rows
+    lab_ext: torch.Tensor      #: the rows' labels plus a padding row (index ``M``)
+
+
+@dataclass
+class ClientUploads:
+    """What FedNCF's clients upload after their local epochs (:meth:`FedNCF.local_train`)."""
+
+    owner: torch.Tensor        #: ``[M]`` the client of each trained item row
+    item: torch.Tensor         #: ``[M]`` its item
+    qg: torch.Tensor           #: ``[M, d]`` trained GMF-side item rows
+    qm: torch.Tensor           #: ``[M, d]`` trained MLP-side item rows
+    net: dict[str, torch.Tensor]   #: each client's network (stacked, a leading client axis)
+    shrink: torch.Tensor       #: ``[B]`` each client's weight-decay factor of the rows it did not train
+    loss: torch.Tensor         #: ``[B]`` each client's last mean local loss
+
+
+class FedNCF(FederatedSimulation):
     """FedNCF: NeuMF with private user embeddings, FedAvg of item embeddings and network.
 
-    Settings are :class:`~recrepro.papers.fedrap.config.FederatedConfig`'s (``method='fedncf'``):
+    A federated simulation of its own on the shared core (:mod:`recrepro.models.federated`: the
+    round loop and checkpoints, client sampling, the local-epoch schedule), with FedRAP's settings:
+    :class:`~recrepro.papers.fedrap.config.FederatedConfig` (``method='fedncf'``):
     ``lr_network`` for the user embeddings and the network, ``lr_args`` for the item
     embeddings (step sizes of SGD or Adam, see ``client_optimizer``), ``init_std`` for the
     embeddings' normal init; ``mode``, ``lam``, ``mu`` are unused.
@@ -91,13 +117,22 @@ class FedNCF(FederatedRecommender):
 
     #: FedNCF's extra state across rounds: the private MLP-side user embeddings, the server's
     #: MLP-side item table and network (see FederatedSimulation._ROUND_STATE)
-    _ROUND_STATE = FederatedRecommender._ROUND_STATE + ("pm", "Cm", "net")
+    _ROUND_STATE = FederatedSimulation._ROUND_STATE + ("pm", "Cm", "net")
 
     def __init__(self, config: FederatedConfig | None = None, **kwargs: Any) -> None:
         if config is None:
             kwargs.setdefault("method", "fedncf")
             config = FederatedConfig(**kwargs)
-        super().__init__(config)
+        self.config = config
+        self.history: list[dict[str, Any]] = []
+        self.w: torch.Tensor | None = None
+        self._fitted = False
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        """The settings a checkpoint must match, less ``paper_path`` (FedNCF has one way to train)."""
+        config = super().checkpoint_config()
+        config.pop("paper_path", None)
+        return config
 
     def init_state(self, n_users: int, n_items: int) -> None:
         cfg = self.config
@@ -128,32 +163,32 @@ class FedNCF(FederatedRecommender):
         res = self.local_train(users, owner, item, label, rng)
         B = users.size
         # FedAvg: item tables (untouched rows of client i = shrink_i * server row) and network
-        for name, table, rows in (("C", self.C, res["qg"]), ("Cm", self.Cm, res["qm"])):
-            total = table * res["shrink"].sum()
-            delta = rows - table.index_select(0, res["item"]) * res["shrink"].index_select(0, res["owner"])[:, None]
-            new = (total + torch.zeros_like(table).index_add_(0, res["item"], delta)) / B
+        for name, table, rows in (("C", self.C, res.qg), ("Cm", self.Cm, res.qm)):
+            total = table * res.shrink.sum()
+            delta = rows - table.index_select(0, res.item) * res.shrink.index_select(0, res.owner)[:, None]
+            new = (total + torch.zeros_like(table).index_add_(0, res.item, delta)) / B
             check_finite_fast(f"FedNCF item table {name}", new, f"round {a}")
             setattr(self, name, new)
-        self.net = {k: v.mean(0) for k, v in res["net"].items()}
+        self.net = {k: v.mean(0) for k, v in res.net.items()}
         self.lr_network *= cfg.decay_rate
         self.lr_args *= cfg.decay_rate
         self.round += 1
         n_net = sum(v.numel() for v in self.net.values())
         dense = B * (2 * self.n_items * cfg.dim + n_net) * 4
         return {"round": self.round, "lambda": 0.0, "mu": 0.0, "n_participants": int(B),
-                "train_loss": float(res["loss"].sum()) / B,
+                "train_loss": float(res.loss.sum()) / B,
                 "c_sparsity": float((self.C.abs() <= 1e-4).float().mean()),
                 "upload_bytes_dense": int(dense), "upload_bytes_sparse": int(dense),
                 "seconds": time.perf_counter() - t0, "dp_epsilon": None}
 
     def local_train(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
-                    rng: np.random.Generator, n_buckets: int = 8) -> dict[str, Any]:
+                    rng: np.random.Generator, n_buckets: int = 8) -> ClientUploads:
         """Local epochs of all clients ``users`` at once (see the module docstring)."""
         cfg, dev = self.config, self.device
         B, bs = users.size, cfg.batch_size
         counts = np.bincount(owner, minlength=B)
         lay, buckets, params = self._client_buckets(users, owner, item, label, n_buckets)
-        M, inv = lay["M"], lay["inv"]
+        M, inv = lay.M, lay.inv
         adam = cfg.client_optimizer == "adam"
         # Adam moments per client (fresh every round, as a client's new optimiser)
         moments = ([{k: (torch.zeros_like(v), torch.zeros_like(v)) for k, v in p.items()} for p in params]
@@ -169,24 +204,23 @@ class FedNCF(FederatedRecommender):
                 n_safe = torch.as_tensor(np.maximum(n_t, 1), dtype=torch.float32, device=dev)
                 lr_scale = torch.as_tensor(schedule.lr_scale(step_on), dtype=torch.float32, device=dev)
                 batch_loss = self._bucket_steps(buckets, params, moments, step_on, schedule.steps_done, wt_ext,
-                                                lay["lab_ext"], n_safe, lr_scale)
+                                                lay.lab_ext, n_safe, lr_scale)
                 if cfg.l2:
                     shrink.mul_(1 - (self.lr_args * lr_scale).to(torch.float64) * cfg.l2)
                 schedule.record(step_on, batch_loss.double().cpu().numpy(), n_t)
             check_finite("FedNCF client losses", schedule.loss_acc, f"round {self.round} local epoch {epoch}")
         qg, qm, net = self._gather_clients(users, buckets, params, M)
         check_finite_fast("FedNCF client item rows", qg[:M], f"round {self.round}")
-        return {"owner": torch.as_tensor(lay["r_owner"], device=dev),
-                "item": torch.as_tensor(lay["r_item"], device=dev),
-                "qg": qg[:M], "qm": qm[:M], "net": net, "shrink": shrink.to(torch.float32),
-                "loss": torch.as_tensor(np.nan_to_num(schedule.prev_mean))}
+        return ClientUploads(owner=torch.as_tensor(lay.r_owner, device=dev),
+                             item=torch.as_tensor(lay.r_item, device=dev),
+                             qg=qg[:M], qm=qm[:M], net=net, shrink=shrink.to(torch.float32),
+                             loss=torch.as_tensor(np.nan_to_num(schedule.prev_mean)))
 
     def _client_buckets(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
-                        n_buckets: int) -> tuple[dict[str, Any], list, list]:
+                        n_buckets: int) -> tuple[RoundRows, list, list]:
         """The round's distinct (client, item) rows and the clients' parameters, in padded buckets.
 
-        Returns the rows (``r_owner``, ``r_item``, ``inv``: sample -> row, ``M``, ``lab_ext``: the
-        rows' labels plus a padding row), the buckets ``(clients, padded row index [n, L])``
+        Returns the rows, the buckets ``(clients, padded row index [n, L])``
         (clients with similar numbers of rows; index ``M`` = padding) and each bucket's parameters
         (client copies of the embeddings, item rows and network, requiring grad).
         """
@@ -222,7 +256,7 @@ class FedNCF(FederatedRecommender):
             for v in p.values():
                 v.requires_grad_(True)
             params.append(p)
-        return {"r_owner": r_owner, "r_item": r_item, "inv": inv, "M": M, "lab_ext": lab_ext}, buckets, params
+        return RoundRows(r_owner, r_item, inv, M, lab_ext), buckets, params
 
     def _bucket_steps(self, buckets: list, params: list, moments: list | None, step_on: np.ndarray,
                       steps_done: np.ndarray, wt_ext: torch.Tensor, lab_ext: torch.Tensor, n_safe: torch.Tensor,

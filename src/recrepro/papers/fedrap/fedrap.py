@@ -16,14 +16,17 @@ FedRAP code (mtics/FedRAP ``model/engine.py``) loops over users and deep-copies 
 per user; here **all sampled clients of a round train at once**: their parameters are
 stacked tensors and every local SGD step is one batched tensor operation with hand-written
 gradients (the round loop, client sampling, aggregation, DP and the storage of the private
-tables are the shared core, :mod:`recrepro.models.federated`).  Three paths:
+tables are the shared core, :mod:`recrepro.models.federated`).  The model holds the state and
+each round picks one of three training paths, objects behind one small interface
+(:class:`~recrepro.papers.fedrap.training_path.TrainingPath`: ``local_train(model, ...)``):
 
-* **rows** (code mode, FedMF, PFedRec; :mod:`recrepro.papers.fedrap.rows`): a step only
-  changes the rows of the items in a client's batch, so the round trains on those rows alone.
-* **lazy** (paper mode with private tables, the default; :mod:`recrepro.papers.fedrap.lazy`):
-  the exact lazy form of the paper's full-matrix regularisers.
-* **dense** (``paper_path: dense``, the reference; also DP, the prox L1 update and the L2
-  ablation; :mod:`recrepro.papers.fedrap.dense`): dense ``[B, n_items, d]`` tables per chunk
+* **rows** (code mode, FedMF, PFedRec; :class:`~recrepro.papers.fedrap.rows.RowPath`): a step
+  only changes the rows of the items in a client's batch, so the round trains on those rows alone.
+* **lazy** (paper mode with private tables, the default;
+  :class:`~recrepro.papers.fedrap.lazy.path.LazyPath`): the exact lazy form of the paper's
+  full-matrix regularisers.
+* **dense** (``paper_path: dense``, the reference; also the prox L1 update and the L2 ablation;
+  :class:`~recrepro.papers.fedrap.dense.DensePath`): dense ``[B, n_items, d]`` tables per chunk
   of clients.
 
 One local step of client ``i`` on its mini-batch ``(j_k, r_k)_{k=1..n}`` (FedRAP,
@@ -66,28 +69,27 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import torch
 
 from recrepro.models.base import NotFittedError
-from recrepro.models.federated.aggregation import row_upload_nnz, row_upload_sum, row_uploads_dense
 from recrepro.models.federated.clients import RoundDraws
 from recrepro.models.federated.privacy import RoundNoise, gaussian_epsilon, gaussian_mechanism
 from recrepro.models.federated.sampling import sample_clients
 from recrepro.models.federated.simulation import FederatedSimulation, check_finite_fast
 from recrepro.models.federated.storage import clients_per_chunk
 from recrepro.papers.fedrap.config import L1_THRESHOLD, FederatedConfig
-from recrepro.papers.fedrap.dense import DensePaperPath
-from recrepro.papers.fedrap.lazy import LazyPaperPath, ReplayTooLarge
+from recrepro.papers.fedrap.dense import DensePath
+from recrepro.papers.fedrap.lazy.path import LazyPath, ReplayTooLarge
 from recrepro.papers.fedrap.rows import RowPath
+from recrepro.papers.fedrap.training_path import LocalResult, TrainingPath, UploadTotals
 
 __all__ = ["FedRAP", "FederatedRecommender"]
 
 
-class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimulation):
+class FederatedRecommender(FederatedSimulation):
     """FedRAP / FedMF / PFedRec trained by the vectorised simulation (see module docstring).
 
     ``fit(train, touched=..., eval_fn=...)``: ``touched`` (train ∪ validation ∪ test) is
@@ -95,6 +97,10 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
     after each evaluated round and its return value is stored in :attr:`history`.
     After fitting, :meth:`score` gives each user's scores from their own model and the
     server's ``C`` (PFedRec: the client's last fine-tuned copy).
+
+    The model holds the state (:attr:`~recrepro.models.federated.simulation.FederatedSimulation._ROUND_STATE`,
+    the private tables) and its three training paths, :attr:`row_path`, :attr:`dense_path` and
+    :attr:`lazy_path`; :meth:`training_path` says which one a round runs on.
     """
 
     def __init__(self, config: FederatedConfig | None = None, **kwargs: Any) -> None:
@@ -102,6 +108,12 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         self.history: list[dict[str, Any]] = []
         self.w: torch.Tensor | None = None
         self._fitted = False
+        self.row_path = RowPath()
+        self.dense_path = DensePath()
+        self.lazy_path = LazyPath()
+        #: a round's replay passed the memory budget: it and the later rounds run dense (a checkpoint
+        #: carries this)
+        self.replay_over_budget = False
 
     def init_state(self, n_users: int, n_items: int) -> None:
         cfg = self.config
@@ -138,7 +150,49 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
             config.pop("paper_path", None)  # only paper mode with private tables has two paths
         return config
 
+    def round_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The simulation's round state plus the path choice and the statistics the lazy path's last
+        pass took for the next round (:meth:`~recrepro.papers.fedrap.lazy.path.LazyPath.carried_state`)."""
+        state, arrays = super().round_state()
+        # the rounds after one whose replay passed the budget run dense: a resumed run as well
+        state["replay_over_budget"] = self.replay_over_budget
+        carried = self.lazy_path.carried_state(self.D)
+        if carried is not None:
+            state["lazy_next"] = carried
+        return state, arrays
+
+    def load_round_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`round_state`: the carried statistics belong to the tables just loaded."""
+        super().load_round_state(state)
+        self.replay_over_budget = bool(state.get("replay_over_budget", False))
+        self.lazy_path.load_carried_state(state.get("lazy_next"), self.D, self.device)
+
+    @property
+    def dense_update_used(self) -> str | None:
+        """How paper mode's dense steps ran (``"fused"``, ``"eager"``; ``None`` where none ran)."""
+        return self.dense_path.update_used
+
     # ------------------------------------------------------------------ training
+    def training_path(self) -> TrainingPath:
+        """The path this round's local training runs on.
+
+        Paper mode with private tables (FedRAP's full-matrix regularisers touch every row of D⁽ⁱ⁾
+        and C at every step) runs the exact lazy form, which covers the paper's objective with the
+        L1 subgradient (``fedrap``, ``fedrap_no``), with or without DP (whose clipping needs every
+        client's dense upload: the lazy result forms them from its map); the L2 ablation and the
+        prox update keep the dense path, as does ``paper_path: dense`` (kept for verification), and
+        so do the rounds after one whose replay passed the memory budget.  Everything else (code
+        mode, FedMF, PFedRec) only ever changes the rows of the items a client samples in the round,
+        so it trains on those rows alone.
+        """
+        cfg = self.config
+        if not (cfg.mode == "paper" and cfg.has_private_items):
+            return self.row_path
+        if (cfg.paper_path == "lazy" and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient"
+                and not self.replay_over_budget):
+            return self.lazy_path
+        return self.dense_path
+
     def train_round(self) -> dict[str, Any]:
         """One federated round: sample clients, local training (chunked), aggregate C."""
         cfg = self.config
@@ -150,20 +204,16 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         self.weights_prev = (lam, mu)
         state = rng.bit_generator.state
         try:
-            c_sum, loss_sum, nnz_upload = self._round_uploads(participants, lam, mu, rng)
+            totals, loss_sum = self._round_uploads(participants, lam, mu, rng)
         except ReplayTooLarge as err:
             # the lazy path stopped before writing anything: the same round, same draws, dense; the
             # later rounds go dense at once (the start-of-round pass that finds the overflow reads
             # every table, a third of a LastFM round; a checkpoint carries the choice)
             print(f"fedrap: {err}; this round and the later ones run on the dense paper path", file=sys.stderr)
-            self._replay_over_budget = True
+            self.replay_over_budget = True
             rng.bit_generator.state = state
-            self._dense_round = True
-            try:
-                c_sum, loss_sum, nnz_upload = self._round_uploads(participants, lam, mu, rng)
-            finally:
-                self._dense_round = False
-        new_c = (c_sum / participants.size).to(torch.float32)
+            totals, loss_sum = self._round_uploads(participants, lam, mu, rng)
+        new_c = (totals.c_sum / participants.size).to(torch.float32)
         check_finite_fast("global item table C", new_c, f"round {a}")
         self.C = new_c
         sparsity = float((self.C.abs() <= L1_THRESHOLD).float().mean())
@@ -174,7 +224,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         return {
             "round": self.round, "lambda": lam, "mu": mu, "n_participants": int(participants.size),
             "train_loss": loss_sum / participants.size, "c_sparsity": sparsity,
-            "upload_bytes_dense": int(dense_bytes), "upload_bytes_sparse": int(nnz_upload * 8),
+            "upload_bytes_dense": int(dense_bytes), "upload_bytes_sparse": int(totals.nnz * 8),
             "seconds": time.perf_counter() - t0,
             # a clip without noise guarantees nothing: no ε (a record holds finite numbers only)
             "dp_epsilon": (gaussian_epsilon(cfg.dp_noise, self.round, cfg.dp_delta)
@@ -209,17 +259,17 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         return RoundNoise(rng, block, self.C.device)
 
     def _round_uploads(self, participants: np.ndarray, lam: float, mu: float,
-                       rng: np.random.Generator) -> tuple[torch.Tensor, float, int]:
-        """Local training of the round's ``participants`` (chunked): ``(Σ C_i, Σ loss, uploaded nnz)``."""
+                       rng: np.random.Generator) -> tuple[UploadTotals, float]:
+        """Local training of the round's ``participants`` (chunked): their summed uploads and losses."""
         cfg = self.config
-        lazy = self._uses_lazy_paper()
-        dense = not lazy and ((cfg.mode == "paper" and cfg.has_private_items) or cfg.uses_dp)
-        # the row path forms nothing of size B x n_items x d: all participants in one chunk
-        chunk = (clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if dense
+        path = self.training_path()
+        # the dense path forms [B, n_items, d] tables, and so does DP on the row path (each client's
+        # upload is clipped); the lazy path forms DP's uploads itself, a slice of clients at a time
+        by_budget = path is self.dense_path or (cfg.uses_dp and path is self.row_path)
+        chunk = (clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, participants.size) if by_budget
                  else max(1, participants.size))
-        c_sum = torch.zeros_like(self.C, dtype=torch.float64)
-        loss_sum, nnz_upload = 0.0, 0
-        abs_sorted = None
+        totals = UploadTotals(torch.zeros_like(self.C, dtype=torch.float64))
+        loss_sum = 0.0
         draws = None
         if chunk < participants.size or cfg.uses_dp:
             # several chunks: every client gets the draws one chunk of all would give it, so the
@@ -240,110 +290,16 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
             result = self.local_train(users, owner, item, label, lam, mu, local_rng)
             if noise is None:
                 noise = self._round_noise(participants, rng, draws)
-            if "c_sum" in result and cfg.uses_dp:
-                # DP clips every client's own upload: formed from the lazy map a chunk of clients at a time
-                step = clients_per_chunk(self.n_items, cfg.dim, cfg.memory_budget_mb, users.size)
-                for up in self.lazy_upload_chunks(result, step):
-                    up = self.privatise(up, noise)
-                    # float32 sums over the clients, accumulated in float64: a float64 reduction of
-                    # [B, n_items, d] costs 15x more (a relative 1e-7 of the sum, far below the noise)
-                    c_sum += up.sum(0).double()
-                    nnz_upload += int(torch.count_nonzero(up.abs_() > L1_THRESHOLD))
-                    del up
-            elif "c_sum" in result:  # the lazy paper path sums its uploads itself
-                c_sum += result["c_sum"]
-                nnz_upload += result["nnz"]
-            elif cfg.uses_dp or "C" in result:
-                up = self.dense_uploads(result)
-                if cfg.uses_dp:
-                    up = self.privatise(up, noise)
-                c_sum += up.sum(0, dtype=torch.float64)
-                nnz_upload += int((up.abs() > L1_THRESHOLD).sum())
-                del up
-            else:
-                if abs_sorted is None:
-                    abs_sorted = np.sort(self.C.abs().cpu().numpy().astype(np.float64).ravel())
-                c_sum += row_upload_sum(self.C, result)
-                nnz_upload += row_upload_nnz(self.C, result, abs_sorted, L1_THRESHOLD)
-            loss_sum += float(result["loss"].sum())
-        return c_sum, loss_sum, nnz_upload
+            result.add_uploads(self, totals, noise)
+            loss_sum += float(result.loss.sum())
+        return totals, loss_sum
 
     def local_train(self, users: np.ndarray, owner: np.ndarray, item: np.ndarray, label: np.ndarray,
-                    lam: float, mu: float, rng: np.random.Generator) -> dict[str, Any]:
-        """Local epochs of the clients ``users`` at once; writes back their private state.
-
-        ``mode: paper`` with private tables (FedRAP's full-matrix regularisers touch every
-        row of D⁽ⁱ⁾ and C at every step) runs the exact lazy form (:mod:`~recrepro.papers.fedrap.lazy`),
-        or, with ``paper_path: dense`` (and for ``l1_update: prox``, ``fedrap_l2``), dense
-        ``[B, n_items, d]`` tables (:mod:`~recrepro.papers.fedrap.dense`); everything else (code mode,
-        FedMF, PFedRec) only ever changes the rows of the items a client samples in the round, so it trains on those
-        rows alone (:meth:`_local_train_rows`).  Use :meth:`dense_uploads` for the uploaded
-        ``C_i`` as ``[B, n_items, d]``.
-        """
-        cfg = self.config
-        if self._uses_lazy_paper():
-            return self._local_train_lazy(users, owner, item, label, lam, mu, rng)
-        if cfg.mode == "paper" and cfg.has_private_items:
-            return self._local_train_dense(users, owner, item, label, lam, mu, rng)
-        return self._local_train_rows(users, owner, item, label, lam, mu, rng)
-
-    def _uses_lazy_paper(self) -> bool:
-        """Whether paper mode runs on :meth:`_local_train_lazy` (else :meth:`_local_train_dense`).
-
-        The lazy form covers the paper's objective with the L1 subgradient (``fedrap``,
-        ``fedrap_no``), with or without DP (whose clipping needs every client's dense upload: the
-        round forms them from the lazy map, :meth:`lazy_upload_chunks`); the L2 ablation and the
-        prox update keep the dense path, as does ``paper_path: dense`` (kept for verification),
-        and so do the rounds after one whose replay passed the memory budget.
-        """
-        cfg = self.config
-        return (cfg.mode == "paper" and cfg.has_private_items and cfg.paper_path == "lazy"
-                and cfg.method != "fedrap_l2" and cfg.l1_update == "subgradient"
-                and not getattr(self, "_dense_round", False) and not getattr(self, "_replay_over_budget", False))
-
-    def lazy_upload_chunks(self, result: dict[str, Any], chunk: int):
-        """Yield the uploaded ``C_i`` of a lazy-path result as ``[≤ chunk, n_items, d]`` tensors, the
-        clients in the result's order (:meth:`dense_uploads` of each slice of clients)."""
-        lazy = result["lazy"]
-        n = len(lazy["users"])
-        for lo in range(0, n, max(1, chunk)):
-            hi = min(n, lo + max(1, chunk))
-            part = {"users": lazy["users"][lo:hi], "C0": lazy["C0"],
-                    **{k: lazy[k][lo:hi] for k in ("alpha", "beta", "gamma", "delta")}}
-            for key in ("rows", "entries"):
-                owner, where, values = lazy[key]
-                keep = (owner >= lo) & (owner < hi)
-                part[key] = (owner[keep] - lo, where[keep], values[keep])
-            yield self.dense_uploads({"lazy": part})
-
-    def dense_uploads(self, result: dict[str, Any]) -> torch.Tensor:
-        """The uploaded ``C_i`` of a :meth:`local_train` result as ``[B, n_items, d]``."""
-        if "C" in result:
-            return result["C"]
-        if "lazy" in result:
-            # lazy paper path: C_T = α C0 + β D0 − γ s with D0 recovered from the stored
-            # D_T = α D0 + β C0 + δ s (valid until the private tables change), exact entries over it
-            # substituted: C_T = (α − β²/α) C0 + (β/α) D_T − (γ + βδ/α) s, per-client scalars (float64),
-            # so one gather and three in-place passes form the [B, n_items, d] uploads (no temporaries)
-            lazy = result["lazy"]
-            C0 = lazy["C0"]
-            S0 = torch.sign(C0)
-            al, be, ga, de = (torch.as_tensor(lazy[k], dtype=torch.float64) for k in ("alpha", "beta", "gamma", "delta"))
-            u = torch.as_tensor(np.asarray(lazy["users"], np.int64))
-
-            def per_client(x: torch.Tensor) -> torch.Tensor:
-                return x.to(C0.device, torch.float32).view(-1, 1, 1)
-
-            up = self.D[u].to(C0.device)                                   # stored units: D_T = scale × stored
-            up.mul_(per_client(be / al * self.D_scale[u].to(torch.float64)))
-            up.addcmul_(per_client(al - be * be / al), C0)
-            up.addcmul_(per_client(-(ga + be * de / al)), S0)
-            owner, item, rows = lazy["rows"]
-            up[owner, item] = rows
-            owner, pos, values = lazy["entries"]
-            up.view(up.shape[0], -1)[owner, pos] = values
-            return up
-        return row_uploads_dense(self.C, result)
+                    lam: float, mu: float, rng: np.random.Generator) -> LocalResult:
+        """Local epochs of the clients ``users`` at once on this round's :meth:`training_path`; writes
+        back their private state.  ``result.dense_uploads(model)`` gives their uploaded ``C_i`` as
+        ``[B, n_items, d]``."""
+        return self.training_path().local_train(self, users, owner, item, label, lam, mu, rng)
 
     # ------------------------------------------------------------------ scoring
     def score(self, user_ids: np.ndarray) -> np.ndarray:
@@ -377,7 +333,7 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         i = torch.as_tensor(np.asarray(item_ids, dtype=np.int64).ravel())
         ud, idev = u.to(self.device), i.to(self.device)
         if cfg.has_private_items or cfg.keeps_personal_copy:
-            rows = self._private_rows(u * self.n_items + i).to(self.device)
+            rows = self.private_rows(u * self.n_items + i).to(self.device)
             rows = rows * self.D_scale[u].to(self.device, torch.float32)[:, None]
             items = rows + self.C.index_select(0, idev) if cfg.has_private_items else rows
         else:
@@ -386,9 +342,6 @@ class FederatedRecommender(RowPath, LazyPaperPath, DensePaperPath, FederatedSimu
         if cfg.use_bias:
             s = s + self.b.index_select(0, ud)
         return torch.sigmoid(s).cpu().numpy()
-
-    def describe(self) -> dict[str, Any]:
-        return asdict(self.config)
 
 
 class FedRAP(FederatedRecommender):
