@@ -42,7 +42,7 @@ import torch
 from recrepro.papers.fedrap.config import FederatedConfig
 from recrepro.papers.fedrap.dense import DensePath, EagerScratch
 from recrepro.papers.fedrap.fedrap import FederatedRecommender
-from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
+from recrepro.papers.fedrap.run import NEGATIVE_POOL_PARTS, _eval_both
 from recrepro.evaluation.on_split import SplitData
 
 from devclock import clock_label, device_label, stamp_fn  # benchmarks/ (on sys.path)

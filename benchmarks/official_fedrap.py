@@ -178,7 +178,7 @@ def evaluator_check(checkout: Path, split_dir: Path, our_run: Path, rounds: list
     sys.path.insert(0, str(checkout.resolve()))
     from utils.metrics import MetronAtK  # the released evaluator, from the checkout outside the repository
 
-    from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS, _eval_both
+    from recrepro.papers.fedrap.run import NEGATIVE_POOL_PARTS, _eval_both
     from recrepro.papers.fedrap.variants import make_variant
     from recrepro.evaluation.on_split import SplitData
 

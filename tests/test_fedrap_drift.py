@@ -10,7 +10,7 @@ import pytest
 
 from recrepro.config import load_config
 from recrepro.papers.fedrap.drift import record_drift
-from recrepro.papers.fedrap.experiments import rule_settings
+from recrepro.papers.fedrap.rules import rule_settings
 
 RUN = "paper/fedrap/runs/ml-100k/leave_one_out/fedrap_code_pool/seed0"
 

@@ -10,7 +10,8 @@ import pytest
 from conftest import build_synthetic_split
 
 from recrepro.io import read_json
-from recrepro.papers.fedrap import experiments as driver
+from recrepro.papers.fedrap import figures, rules
+from recrepro.papers.fedrap import run as driver
 from recrepro.papers.fedrap import tables
 
 EVAL = {"mode": "sampled", "fit": ["train"], "target": "test", "ks": [10], "ties": "pessimistic"}
@@ -198,8 +199,8 @@ def test_negative_pool_default_and_variant_override(repo_root):
 
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     assert config["fedrap"]["negative_pool"] == "train"
-    assert driver.rule_settings(config, "paper", "ml-100k", "fedrap")["negative_pool"] == "train"
-    assert driver.rule_settings(config, "paper", "ml-100k", "fedrap_code_pool")["negative_pool"] == "all_interactions"
+    assert rules.rule_settings(config, "paper", "ml-100k", "fedrap")["negative_pool"] == "train"
+    assert rules.rule_settings(config, "paper", "ml-100k", "fedrap_code_pool")["negative_pool"] == "all_interactions"
     with pytest.raises(ValueError, match="negative_pool"):
         driver.run_variant(split_dir="unused", variant="x", settings={"method": "fedmf", "negative_pool": "test"},
                            seed=0, out_dir="unused", meta={}, evaluation=EVAL)
@@ -215,7 +216,7 @@ def test_every_configured_variant_builds_a_model_in_every_tier(repo_root):
     for tier, conf in config["fedrap"]["tiers"].items():
         for dataset in ["synthetic", *conf.get("datasets", {})]:
             for variant in config["fedrap"]["variants"]:
-                settings = driver.rule_settings(config, tier, dataset, variant)
+                settings = rules.rule_settings(config, tier, dataset, variant)
                 settings.pop("negative_pool")  # the driver's, not the model's
                 built[tier, dataset, variant] = make_variant(settings, seed=0)
     ncf = built["paper", "ml-100k", "fedncf"].config
@@ -302,7 +303,7 @@ def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny
 
     plt.Axes.annotate, plt.Axes.axhline, plt.Axes.plot = spy, spy_level, spy_plot
     try:
-        driver.ablation_figure([tmp_path / n for n in ("fedrap", "fedrap_dp_clip", "fedrap_dp", "fedrap_dp_noise")],
+        figures.ablation_figure([tmp_path / n for n in ("fedrap", "fedrap_dp_clip", "fedrap_dp", "fedrap_dp_noise")],
                                str(tmp_path / "a.pdf"), str(tmp_path / "a.png"), "smoke")
     finally:
         plt.Axes.annotate, plt.Axes.axhline, plt.Axes.plot = real_annotate, real_axhline, real_plot
@@ -313,7 +314,7 @@ def test_a_clip_without_noise_records_no_epsilon_and_draws_apart_from_no_dp(tiny
 
 
 def test_dp_settings_are_labelled_once_whatever_the_datasets():
-    from recrepro.papers.fedrap.experiments import _label_dp_settings
+    from recrepro.papers.fedrap.figures import _label_dp_settings
 
     class Axes:
         def __init__(self):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from recrepro.papers.fedrap import experiments as driver
+from recrepro.papers.fedrap import rules as fedrap_rules
 from recrepro.papers.fedrap import tuning
 
 
@@ -53,14 +53,14 @@ def test_paper_grids_stay_within_the_stated_budget_and_hold_the_public_reference
 
 def test_grid_run_settings_put_the_point_over_the_dataset_flags(repo_root):
     config = _config(repo_root)
-    s = driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g00")
+    s = fedrap_rules.rule_settings(config, "paper", "ml-100k", "fedrap_code-g00")
     # g00 is the README's ML-100K flags; the dataset block holds the same, the point wins either way
     assert (s["lam"], s["mu"], s["lr_network"], s["lr_args"], s["l2"]) == (0.1, 1.0e-3, 1.0e-4, 1000.0, 1.0e-6)
-    s = driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g01")
+    s = fedrap_rules.rule_settings(config, "paper", "ml-100k", "fedrap_code-g01")
     assert (s["lam"], s["mu"], s["lr_network"], s["lr_args"], s["l2"]) == (0.1, 1.0, 0.5, 1000.0, 1.0e-4)
     assert (s["method"], s["mode"], s["negative_pool"]) == ("fedrap", "code", "train")
     with pytest.raises(ValueError, match="g00..g29, not g99"):
-        driver.rule_settings(config, "paper", "ml-100k", "fedrap_code-g99")
+        fedrap_rules.rule_settings(config, "paper", "ml-100k", "fedrap_code-g99")
 
 
 def test_tuned_variant_takes_its_grid_pick_and_keeps_its_own_pool_and_mode(repo_root):
@@ -70,17 +70,17 @@ def test_tuned_variant_takes_its_grid_pick_and_keeps_its_own_pool_and_mode(repo_
     block = config["fedrap"]["tiers"]["paper"]["tuning"]
     block["picks"] = {}
     with pytest.raises(ValueError, match="needs a pick of grid 'fedrap_code' on amazon-video"):
-        driver.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
+        fedrap_rules.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
     block["picks"] = {"amazon-video": {"fedrap_code": "g03", "fedmf": "g00"}}
     point = tuning.grid_points(block["grids"]["fedrap_code"])[3]
-    s = driver.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
+    s = fedrap_rules.rule_settings(config, "paper", "amazon-video", "fedrap_pool_tuned")
     assert (s["mode"], s["negative_pool"]) == ("paper", "all_interactions")
     assert {k: s[k] for k in point} == point
-    s = driver.rule_settings(config, "paper", "amazon-video", "fedmf_pool_tuned")
+    s = fedrap_rules.rule_settings(config, "paper", "amazon-video", "fedmf_pool_tuned")
     assert (s["method"], s["negative_pool"], s["lr_network"], s["lr_args"], s["l2"]) == \
         ("fedmf", "all_interactions", 0.5, 200.0, 1.0e-4)  # g00: the released train.py's defaults
     # the tuned runs appear only where their grid has a pick, on every seed
-    runs = driver.rule_runs(config, "paper")
+    runs = fedrap_rules.rule_runs(config, "paper")
     tuned = [r for r in runs if "_tuned/" in r]
     assert tuned and all("/amazon-video/" in r for r in tuned)
     assert {r.split("/")[6] for r in tuned} == {n for n, t in block["tuned"].items() if t["grid"] in ("fedrap_code", "fedmf")}
@@ -90,7 +90,7 @@ def test_tuned_variant_takes_its_grid_pick_and_keeps_its_own_pool_and_mode(repo_
 def test_grid_runs_cover_every_point_on_the_tuning_datasets_at_the_first_seed(repo_root):
     config = _config(repo_root)
     block = config["fedrap"]["tiers"]["paper"]["tuning"]
-    runs = driver.rule_grid_runs(config, "paper")
+    runs = fedrap_rules.rule_grid_runs(config, "paper")
     n = sum(len(tuning.grid_points(g)) for g in block["grids"].values())
     assert len(runs) == n * len(block["datasets"])
     assert all(r.endswith(f"/seed{block['seed']}/metrics.json") for r in runs)

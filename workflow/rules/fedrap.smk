@@ -4,7 +4,7 @@
 # results table, learning curves / sparsity / communication figure, ablation + DP figure,
 # PCA of C vs D⁽ⁱ⁾ and scorecard under results/<tier>/fedrap/.
 
-from recrepro.papers.fedrap.experiments import (
+from recrepro.papers.fedrap.rules import (
     rule_embedding_run as fedrap_embedding_run,
     rule_grid_runs as fedrap_grid_runs,
     rule_runs as fedrap_runs,

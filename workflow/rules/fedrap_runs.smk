@@ -41,7 +41,7 @@ rule fedrap_train:
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/fedrap/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
         projection="",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro fedrap run "
+        "OMP_NUM_THREADS={threads:q} recrepro fedrap train "
         "--split-dir {params.split_dir:q} --variant {wildcards.method:q} "
         "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "

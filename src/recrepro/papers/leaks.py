@@ -50,7 +50,7 @@ def training_pools(paper: str, variants: Mapping[str, Mapping[str, Any]] | None 
     λ step's the training and validation positives (the λ step trains on validation by design).
     exADMM: no negatives are sampled (iALS weights every unobserved pair)."""
     if paper == "fedrap":
-        from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS
+        from recrepro.papers.fedrap.run import NEGATIVE_POOL_PARTS
 
         pools = sorted({str((v or {}).get("negative_pool", "train")) for v in (variants or {}).values()} or {"train"})
         return {f"negative_pool: {pool}": tuple(NEGATIVE_POOL_PARTS[pool]) for pool in pools}

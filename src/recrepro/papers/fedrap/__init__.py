@@ -14,7 +14,14 @@ Submodules
 - :mod:`~recrepro.papers.fedrap.ncf` — the NeuMF network FedNCF and the NCF upper bound share.
 - :mod:`~recrepro.papers.fedrap.config` — ``FederatedConfig`` and the curricula of λ, μ.
 - :mod:`~recrepro.papers.fedrap.variants` — ``make_variant``: a run's settings -> a model.
-- :mod:`~recrepro.papers.fedrap.experiments` — one run, the figures and the rules' helpers.
+- :mod:`~recrepro.papers.fedrap.tuning` — the validation grids: points, run names, picks, the tuning table.
+- :mod:`~recrepro.papers.fedrap.run` — one variant's run (validation-selected record, curves, projection):
+  what ``recrepro fedrap train`` calls.
+- :mod:`~recrepro.papers.fedrap.rules` — the rules' helpers (splits, runs, settings from the config).
 - :mod:`~recrepro.papers.fedrap.tables` — dataset statistics and the results table.
+- :mod:`~recrepro.papers.fedrap.figures` — learning curves, ablation/DP and embeddings figures.
+- :mod:`~recrepro.papers.fedrap.comparison` — the comparison block of the table and the released code's
+  curves beside ours.
+- :mod:`~recrepro.papers.fedrap.drift` — the records against today's configuration.
 - :mod:`~recrepro.papers.fedrap.cli` — the verbs of ``recrepro fedrap <verb>`` the rules call.
 """

@@ -1,12 +1,13 @@
-"""``recrepro fedrap <verb>``: the verbs of the FedRAP rules over :mod:`recrepro.papers.fedrap.experiments` and
-:mod:`recrepro.papers.fedrap.tables`.
+"""``recrepro fedrap <verb>``: the verbs of the FedRAP rules over the paper's API.
 
-``run`` (one variant, one seed), ``stats`` (dataset statistics of split folders), ``table``,
-``tuning`` (the validation grids' table), ``picks`` (each grid's pick, for the config),
-``figure`` (learning curves, or ``--kind ablation``), ``embeddings`` (PCA of C vs D⁽ⁱ⁾) and ``drift``
-(records made under other settings than today's configuration: :mod:`recrepro.papers.fedrap.drift`). The
-options are built from :mod:`recrepro.runtime.options`; the experiment module is imported only when a verb
-runs.
+``train`` (one variant, one seed: :func:`~recrepro.papers.fedrap.run.run_variant`), ``stats`` (dataset
+statistics of split folders) and ``table`` (:mod:`recrepro.papers.fedrap.tables`), ``tuning`` (the validation
+grids' table) and ``picks`` (each grid's pick, for the config: :mod:`recrepro.papers.fedrap.tuning`),
+``figure`` (learning curves, or ``--kind ablation``) and ``embeddings`` (PCA of C vs D⁽ⁱ⁾:
+:mod:`recrepro.papers.fedrap.figures`), ``official`` (the released code's curves over ours:
+:mod:`recrepro.papers.fedrap.comparison`) and ``drift`` (records made under other settings than today's
+configuration: :mod:`recrepro.papers.fedrap.drift`). The options are built from :mod:`recrepro.runtime.options`;
+the run, table and figure modules are imported only when a verb runs.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ def _run_dirs(paths: list[str]) -> list[str]:
     return [str(Path(r).parent) if r.endswith("metrics.json") else r for r in paths]
 
 
-def cmd_run(args: argparse.Namespace) -> None:
-    from recrepro.papers.fedrap.experiments import run_variant
+def cmd_train(args: argparse.Namespace) -> None:
+    from recrepro.papers.fedrap.run import run_variant
 
     result = run_variant(split_dir=args.split_dir, variant=args.variant, settings=args.settings,
                          seed=args.seed, out_dir=args.out_dir, meta=args.meta, evaluation=args.evaluation,
@@ -105,7 +106,7 @@ def cmd_picks(args: argparse.Namespace) -> None:
 
 
 def cmd_figure(args: argparse.Namespace) -> None:
-    from recrepro.papers.fedrap.experiments import ablation_figure, curves_figure
+    from recrepro.papers.fedrap.figures import ablation_figure, curves_figure
 
     if args.kind == "ablation":
         ablation_figure(_run_dirs(args.runs), args.out_pdf, args.out_png, args.tier)
@@ -120,7 +121,7 @@ def cmd_official(args: argparse.Namespace) -> None:
 
 
 def cmd_embeddings(args: argparse.Namespace) -> None:
-    from recrepro.papers.fedrap.experiments import embeddings_figure
+    from recrepro.papers.fedrap.figures import embeddings_figure
 
     embeddings_figure(args.projection, args.out_pdf, args.out_png, args.tier, args.dataset)
 
@@ -128,7 +129,7 @@ def cmd_embeddings(args: argparse.Namespace) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add FedRAP's verbs to ``verbs`` (the subparsers of ``recrepro fedrap``)."""
     add_drift_verb(verbs, "FedRAP", "recrepro.papers.fedrap.drift")
-    p = verbs.add_parser("run", help="train one variant on one split seed and write its run record")
+    p = verbs.add_parser("train", help="train one variant on one split seed and write its run record")
     add_run_arguments(p, batch_size=False,
                       checkpoint="save the training state here after every round (MF/NCF: epoch) and resume from it "
                                  "when rerun (deleted once the run record is written); default: no checkpointing")
@@ -138,7 +139,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--projection", default=None,
                    help="also write the embeddings figure's projection.parquet of the trained model here")
     add_threads(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_train)
 
     p = verbs.add_parser("stats", help="#ratings, #users, #items and sparsity of split folders")
     p.add_argument("--out-csv", required=True)

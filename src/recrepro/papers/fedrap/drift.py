@@ -16,7 +16,7 @@ import pandas as pd
 
 from recrepro.io import read_json
 from recrepro.records.drift import records_drift
-from recrepro.papers.fedrap.experiments import rule_settings
+from recrepro.papers.fedrap.rules import rule_settings
 
 __all__ = ["record_drift"]
 

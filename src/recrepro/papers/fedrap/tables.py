@@ -5,7 +5,7 @@
     directories.
 ``table``
     HR@10 / NDCG@10 per dataset and method (mean ± sd over seeds) as Markdown and CSV, read from the
-    run records (:func:`runs_frame`, also what the figures of :mod:`recrepro.papers.fedrap.experiments`
+    run records (:func:`runs_frame`, also what the figures of :mod:`recrepro.papers.fedrap.figures`
     read).
 """
 

@@ -18,7 +18,7 @@ def make_variant(settings: dict[str, Any], *, seed: int, device: str = "cpu",
                  memory_budget_mb: float | None = None) -> Recommender:
     """A model from a variant's settings (``method`` plus FederatedConfig / CentralMF keys)."""
     settings = dict(settings)
-    settings.pop("round_cap", None)  # already applied to rounds/epochs (papers.fedrap.experiments.rule_settings)
+    settings.pop("round_cap", None)  # already applied to rounds/epochs (papers.fedrap.rules.rule_settings)
     method = settings.pop("method")
     if method == "mf":
         kw = {k: settings[k] for k in MF_KEYS if k in settings}
