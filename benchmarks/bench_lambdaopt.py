@@ -18,7 +18,7 @@ import time
 import torch
 
 from recrepro.runtime.options import add_threads
-from recrepro.papers.lambdaopt.experiments import make_model
+from recrepro.papers.lambdaopt.run import make_model
 from recrepro.evaluation.on_split import SplitData
 
 from devclock import clock_label, device_label, stamp_fn  # benchmarks/ (on sys.path)

@@ -18,7 +18,8 @@ import time
 
 import torch
 
-from recrepro.papers.lrs import AMHTConfig, LRSSpec, amht_lrs, generate, parameter_error, subspace_distance
+from recrepro.papers.lrs.amht_lrs import AMHTConfig, amht_lrs
+from recrepro.papers.lrs.generator import LRSSpec, generate, parameter_error, subspace_distance
 
 
 def main() -> None:

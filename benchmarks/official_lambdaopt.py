@@ -48,7 +48,7 @@ What is ours
   factorizer and scores them with our evaluator (``recrepro.evaluation.on_split.evaluate_on_split``, full ranking,
   optimistic ties): the test AUC, per-positive HR/NDCG@50/100 ranking the items not in
   train ∪ validation, exactly as our records; and the validation AUC **as our stopping rule computes
-  it** (``recrepro.papers.lambdaopt.experiments``: for ``fix`` the whole validation with train masked;
+  it** (``recrepro.papers.lambdaopt.run``: for ``fix`` the whole validation with train masked;
   for ``dui`` with ``select_share`` the held-out share with train + the learned share masked).
 * No stopping rule: the run trains ``--epochs`` epochs (``max_steps`` = epochs · num_batches + 1, so
   the last evaluation is the one after epoch ``--epochs``) and ``--compare`` applies our rule
@@ -206,7 +206,7 @@ data_loader.UserPosNegDataset.__getitems__ = batch_triples
 data_loader.DataLoader = batched_loader
 
 from recrepro.evaluation.on_split import SplitData, evaluate_on_split
-from recrepro.papers.lambdaopt.experiments import _held_out_auc, _validation_auc, _validation_section, held_out_validation
+from recrepro.papers.lambdaopt.run import _held_out_auc, _validation_auc, _validation_section, held_out_validation
 
 split = SplitData(spec["split_dir"])
 train, validation, test = split.part("train"), split.part("validation"), split.part("test")

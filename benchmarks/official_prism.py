@@ -156,7 +156,7 @@ def run_ours(backbone: str, split_dir: Path, epochs: int, seed: int) -> dict:
 
     from recrepro.config import load_config
     from recrepro.models.backbones import build_net
-    from recrepro.papers.prism.experiments import settings_for
+    from recrepro.papers.prism.run import settings_for
     from recrepro.papers.prism.methods import method_name
     from recrepro.papers.prism.trainer import TrainSettings, train
     from recrepro.evaluation.on_split import SplitData

@@ -116,7 +116,7 @@ def test_verbs_share_the_spelling_of_common_options():
     for key in figure_verbs:
         assert {"--tier", "--out-png"} <= options[key], key
     run = {"--split-dir", "--seed", "--out-dir", "--meta", "--device", "--benchmark-file"}
-    for key in (("baseline", ""), ("prism", "train"), ("lambdaopt", "run"), ("exadmm", "train"), ("fedrap", "run")):
+    for key in (("baseline", ""), ("prism", "train"), ("lambdaopt", "train"), ("exadmm", "train"), ("fedrap", "train")):
         assert run <= options[key], (key, run - options[key])
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from recrepro.config import load_config
 from recrepro.papers.exadmm.drift import record_drift
-from recrepro.papers.exadmm.experiments import DEFAULT_KS, DEFAULT_METRICS, smk_point
+from recrepro.papers.exadmm.rules import DEFAULT_KS, DEFAULT_METRICS, smk_point
 
 RUN = "paper/exadmm/runs/epinions/strong_generalization/exadmm_sw1/seed0"
 

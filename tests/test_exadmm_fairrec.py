@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from recrepro.papers.exadmm.fairrec import fairrec_rankings
-from recrepro.papers.exadmm.experiments import operating_points
+from recrepro.papers.exadmm.rules import operating_points
 
 
 def test_fairrec_round_robin_hand_example():
@@ -58,7 +58,7 @@ def test_scalability_record_holds_timings_and_a_portable_provenance(tmp_path):
 
     from recrepro.datasets.synthetic import SyntheticSpec
     from recrepro.io import read_json
-    from recrepro.papers.exadmm.experiments import scalability
+    from recrepro.papers.exadmm.run import scalability
 
     split = build_synthetic_split(tmp_path / "splits", SyntheticSpec(seed=3, users=60, items=40, min_user_interactions=5),
                                   "exadmm", 2, "random_ratio", 0)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from recrepro.io import read_json
-from recrepro.papers.exadmm.experiments import run_point
+from recrepro.papers.exadmm.run import run_point
 
 pytestmark = pytest.mark.realdata
 

@@ -13,7 +13,7 @@ def test_a_record_keeps_the_per_user_rows_of_its_other_part(tmp_path):
     from recrepro.datasets import load_raw
     from recrepro.datasets.synthetic import SyntheticSpec, generate_synthetic
     from recrepro.io import write_parquet
-    from recrepro.papers.exadmm.experiments import run_point
+    from recrepro.papers.exadmm.run import run_point
     from recrepro.datasets.preprocessing import preprocess, read_interactions, resolve_recipe, write_preprocessed
     from recrepro.datasets.splits import make_split, write_split
 

@@ -74,7 +74,8 @@ def run_paper(paper: str, device: str) -> np.ndarray:
         model.fit(train)
         return model.score(users)
     if paper == "lrs":
-        from recrepro.papers.lrs import AMHTConfig, LRSSpec, amht_lrs, generate
+        from recrepro.papers.lrs.amht_lrs import AMHTConfig, amht_lrs
+        from recrepro.papers.lrs.generator import LRSSpec, generate
 
         data = generate(LRSSpec(d=20, r=2, k=2, t=120, m=30, seed=0))
         res = amht_lrs(data.X.to(device), data.y.to(device), AMHTConfig(r=2, k=2, iterations=5))

@@ -12,7 +12,7 @@ import pytest
 
 from recrepro.config import load_config
 from recrepro.papers.lambdaopt.drift import record_drift
-from recrepro.papers.lambdaopt.experiments import rule_settings
+from recrepro.papers.lambdaopt.rules import rule_settings
 
 RUN = "paper/lambdaopt/runs/ml-100k/temporal_user_ratio/lambdaopt_dui/seed0"
 

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from recrepro.config import load_config
-from recrepro.papers.lambdaopt import experiments as lo
+from recrepro.papers.lambdaopt import grid as lo_grid, rules as lo_rules, run as lo_run, tables as lo_tables
 
 EVAL = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test", "ks": [50, 100],
         "metrics": ["auc", "pp_hr", "pp_ndcg"], "rank_ties": "optimistic"}
@@ -18,30 +18,30 @@ EVAL = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "t
 
 def test_rule_settings_merge_order(repo_root):
     cfg = load_config(repo_root / "config.yaml")
-    s = lo.rule_settings(cfg, "paper", "ml-10m", "lambdaopt_dui_code")
+    s = lo_rules.rule_settings(cfg, "paper", "ml-10m", "lambdaopt_dui_code")
     assert s["method"] == "lambdaopt" and s["granularity"] == "dui"
     assert s["sim_penalty"] == "full_table" and s["assumed_batch"] == "separate"   # variant beats switches
     assert s["batch_size"] == 10240 and s["dim"] == 128                            # dataset beats tier
-    s = lo.rule_settings(cfg, "paper", "amazon-fine-food", "lambdaopt_dui")
+    s = lo_rules.rule_settings(cfg, "paper", "amazon-fine-food", "lambdaopt_dui")
     assert (s["sim_penalty"], s["assumed_grad"], s["assumed_batch"]) == ("batch", "unregularised", "shared")
     assert s["batch_size"] == 1024 and s["lambda_lr"] == pytest.approx(1e-2)
     with pytest.raises(ValueError):
-        lo.rule_settings(cfg, "smoke", "synthetic", "nope")
-    runs = lo.rule_runs(cfg, "smoke")
+        lo_rules.rule_settings(cfg, "smoke", "synthetic", "nope")
+    runs = lo_rules.rule_runs(cfg, "smoke")
     assert len(runs) == 8 and all("/synthetic/temporal_user_ratio/" in r for r in runs)
 
 
 def test_epoch_cap_limits_epochs(repo_root):
     cfg = load_config(repo_root / "config.yaml")
     cfg["lambdaopt"]["tiers"]["paper"]["epoch_cap"] = 7
-    assert lo.rule_settings(cfg, "paper", "ml-100k", "lambdafix")["epochs"] == 7
-    assert lo.rule_settings(cfg, "paper", "ml-100k", "neumf")["epochs"] == 7
-    assert lo.rule_sensitivity_epochs(cfg, "paper") == 7
+    assert lo_rules.rule_settings(cfg, "paper", "ml-100k", "lambdafix")["epochs"] == 7
+    assert lo_rules.rule_settings(cfg, "paper", "ml-100k", "neumf")["epochs"] == 7
+    assert lo_rules.rule_sensitivity_epochs(cfg, "paper") == 7
     cfg["lambdaopt"]["tiers"]["paper"]["epoch_cap"] = None
     # the converging budget's cap (the slides' heat map runs to epoch 3,200) and its patience
-    settings = lo.rule_settings(cfg, "paper", "ml-100k", "lambdafix")
+    settings = lo_rules.rule_settings(cfg, "paper", "ml-100k", "lambdafix")
     assert (settings["epochs"], settings["patience"], settings["eval_every"]) == (3200, 100, 1)
-    assert lo.rule_sensitivity_epochs(cfg, "paper") == 3200
+    assert lo_rules.rule_sensitivity_epochs(cfg, "paper") == 3200
 
 
 def _fake_run(root, method, seed, values):
@@ -58,7 +58,7 @@ def _fake_run(root, method, seed, values):
 def test_paired_tests_hand_checked(tmp_path):
     runs = [_fake_run(tmp_path, "lambdafix", 0, [0.5, 0.5, 0.5]), _fake_run(tmp_path, "lambdaopt_dui", 0, [0.6, 0.7, 0.8]),
             _fake_run(tmp_path, "lambdafix", 1, [0.5, 0.5]), _fake_run(tmp_path, "lambdaopt_dui", 1, [0.9, 1.0])]
-    t = lo.paired_tests(runs).set_index("metric")
+    t = lo_tables.paired_tests(runs).set_index("metric")
     # 5 positive differences 0.1 … 0.5: exact two-sided Wilcoxon p = 2 / 2^5
     assert t.loc["auc", "n_pairs"] == 5 and t.loc["auc", "seeds"] == 2
     assert t.loc["auc", "wilcoxon_p"] == pytest.approx(2 / 32)
@@ -68,9 +68,9 @@ def test_paired_tests_hand_checked(tmp_path):
     from scipy import stats
 
     assert t.loc["auc", "ttest_p"] == pytest.approx(2 * stats.t.sf(2.6, 1), rel=1e-6)
-    agg = pd.DataFrame({"dataset": "toy", "metric": "auc", "method": lo.GRANULARITY_METHODS,
+    agg = pd.DataFrame({"dataset": "toy", "metric": "auc", "method": lo_tables.GRANULARITY_METHODS,
                         "mean": [0.7, 0.6, 0.8, 0.9], "std": 0.0, "count": 1})
-    assert lo.granularity_order(agg)["order"].tolist() == ["dui > di > d > du"]
+    assert lo_tables.granularity_order(agg)["order"].tolist() == ["dui > di > d > du"]
 
 
 def test_trajectory_frame_hand_checked():
@@ -78,7 +78,7 @@ def test_trajectory_frame_hand_checked():
         lambda_trajectory = [{"epoch": 0, "user": np.array([1.0, 3.0, 5.0]), "item": np.array([0.0, 2.0])}]
 
     train = sp.csr_matrix(np.array([[1, 0], [1, 0], [1, 1]], dtype=np.float32))
-    frame = lo.trajectory_frame(Fake(), train)
+    frame = lo_run.trajectory_frame(Fake(), train)
     users = frame[frame["kind"] == "user"].set_index("freq")
     # users 0 and 1 have frequency 1 (mean λ 2), user 2 frequency 2 (λ 5)
     assert users.loc[1, "mean_lambda"] == pytest.approx(2.0) and users.loc[1, "n"] == 2
@@ -111,23 +111,23 @@ def test_run_variant_writes_records_and_table(tmp_path):
     split_dir = _write_split(tmp_path)
     base = {"dim": 4, "epochs": 2, "batch_size": 64, "val_batch_size": 64, "lr": 1e-2, "init_std": 0.1}
     out_fix = tmp_path / "runs" / "lambdafix"
-    res = lo.run_variant(split_dir=split_dir, variant="lambdafix",
+    res = lo_run.run_variant(split_dir=split_dir, variant="lambdafix",
                          settings={**base, "method": "lambdafix", "lambdafix_grid": [0.1, 0.0]}, seed=0,
                          out_dir=out_fix, evaluation=EVAL, meta={"tier": "smoke", "paper": "lambdaopt"})
     assert res["selected_lam"] in (0.1, 0.0)
     hist = pd.read_parquet(out_fix / "history.parquet")
     assert set(hist["lam"].dropna()) == {0.1, 0.0}
     out_dui = tmp_path / "runs" / "lambdaopt_dui"
-    lo.run_variant(split_dir=split_dir, variant="lambdaopt_dui",
+    lo_run.run_variant(split_dir=split_dir, variant="lambdaopt_dui",
                    settings={**base, "method": "lambdaopt", "granularity": "dui"}, seed=0, out_dir=out_dui,
                    evaluation=EVAL, meta={"tier": "smoke", "paper": "lambdaopt"})
     metrics = json.loads((out_dui / "metrics.json").read_text())
-    for key in lo.TABLE_METRICS:
+    for key in lo_run.TABLE_METRICS:
         assert 0.0 <= metrics["overall"][key] <= 1.0
     traj = pd.read_parquet(out_dui / "trajectory.parquet")
     assert sorted(traj["epoch"].unique()) == [0, 1] and (traj["mean_lambda"] >= 0).all()
-    agg = lo.results_table([out_fix, out_dui])
-    md = lo.table_markdown(agg, "smoke")
+    agg = lo_tables.results_table([out_fix, out_dui])
+    md = lo_tables.table_markdown(agg, "smoke")
     assert "| lambdafix |" in md and "| lambdaopt_dui |" in md
     assert md.index("| lambdafix |") < md.index("| lambdaopt_dui |")
 
@@ -140,7 +140,7 @@ def test_ml100k_lambdaopt_dui_learns(pipeline):
     _, make = pipeline
     split_dir = make("ml-100k", "lambdaopt", "temporal_user_ratio", 0)
     split = SplitData(split_dir)
-    model = lo.make_model({"method": "lambdaopt", "granularity": "dui", "dim": 16, "epochs": 3, "batch_size": 1024,
+    model = lo_run.make_model({"method": "lambdaopt", "granularity": "dui", "dim": 16, "epochs": 3, "batch_size": 1024,
                            "val_batch_size": 1024, "lr": 1e-2, "init_std": 0.1}, seed=0)
     model.fit(split.csr(["train"]), validation=split.csr(["validation"]))
     result = evaluate_on_split(model, split, EVAL)
@@ -159,15 +159,15 @@ def test_lambdafix_from_its_grid_points_equals_the_one_job(tmp_path, repo_root):
                 "patience": 2, "eval_every": 1, "method": "lambdafix", "lambdafix_grid": grid}
     meta = {"tier": "smoke", "paper": "lambdaopt", "dataset": "toy"}
     one = tmp_path / "one" / "lambdafix"
-    lo.run_variant(split_dir=split_dir, variant="lambdafix", settings=settings, seed=3, out_dir=one,
+    lo_run.run_variant(split_dir=split_dir, variant="lambdafix", settings=settings, seed=3, out_dir=one,
                    evaluation=EVAL, meta=meta)
     points = []
     for k in range(len(grid)):   # in reverse: no point's numbers may depend on what ran before it
         k = len(grid) - 1 - k
         name = f"lambdafix-g{k:02d}"
         out = tmp_path / "points" / name
-        assert lo.grid_point_settings(settings, name)["lambdafix_grid"] == [grid[k]]
-        lo.run_variant(split_dir=split_dir, variant=name, settings=lo.grid_point_settings(settings, name), seed=3,
+        assert lo_grid.grid_point_settings(settings, name)["lambdafix_grid"] == [grid[k]]
+        lo_run.run_variant(split_dir=split_dir, variant=name, settings=lo_grid.grid_point_settings(settings, name), seed=3,
                        out_dir=out, evaluation=EVAL, meta=meta)
         points.insert(0, out)
     assembled = tmp_path / "assembled" / "lambdafix"
@@ -187,7 +187,7 @@ def test_lambdafix_from_its_grid_points_equals_the_one_job(tmp_path, repo_root):
     from recrepro.cli.main import main as recrepro
 
     via_cli = tmp_path / "cli" / "lambdafix"
-    assert recrepro(["lambdaopt", "run", "--split-dir", str(split_dir), "--variant", "lambdafix",
+    assert recrepro(["lambdaopt", "train", "--split-dir", str(split_dir), "--variant", "lambdafix",
                      "--settings", json.dumps(settings), "--seed", "3", "--out-dir", str(via_cli),
                      "--meta", json.dumps(meta), "--evaluation", json.dumps(EVAL),
                      "--grid-runs", *[str(p / "metrics.json") for p in points]]) == 0
@@ -202,19 +202,19 @@ def test_lambdafix_from_its_grid_points_equals_the_one_job(tmp_path, repo_root):
 
 def test_lambdafix_runs_one_job_per_lambda_where_the_tier_says(repo_root):
     cfg = load_config(repo_root / "config.yaml")
-    grid = lo.rule_settings(cfg, "paper", "amazon-video", "lambdafix")["lambdafix_grid"]
+    grid = lo_rules.rule_settings(cfg, "paper", "amazon-video", "lambdafix")["lambdafix_grid"]
     assert cfg["lambdaopt"]["tiers"]["paper"]["lambdafix_per_lambda"] == ["amazon-video"]
-    assert lo.rule_grid_points(cfg, "paper", "amazon-video", "lambdafix") == \
+    assert lo_rules.rule_grid_points(cfg, "paper", "amazon-video", "lambdafix") == \
         [f"lambdafix-g{k:02d}" for k in range(len(grid))]
-    assert lo.rule_grid_points(cfg, "paper", "amazon-video", "lambdafix_init001")[-1] == \
+    assert lo_rules.rule_grid_points(cfg, "paper", "amazon-video", "lambdafix_init001")[-1] == \
         f"lambdafix_init001-g{len(grid) - 1:02d}"
-    point = lo.rule_settings(cfg, "paper", "amazon-video", "lambdafix_init001-g02")
+    point = lo_rules.rule_settings(cfg, "paper", "amazon-video", "lambdafix_init001-g02")
     assert point["lambdafix_grid"] == [grid[2]] and point["init_std"] == 0.01 and point["eval_every"] == 5
-    assert lo.rule_grid_points(cfg, "paper", "ml-100k", "lambdafix") == []           # one job there
-    assert lo.rule_grid_points(cfg, "paper", "amazon-video", "lambdaopt_dui") == []  # not a grid
-    runs = lo.rule_grid_runs(cfg, "paper")
+    assert lo_rules.rule_grid_points(cfg, "paper", "ml-100k", "lambdafix") == []           # one job there
+    assert lo_rules.rule_grid_points(cfg, "paper", "amazon-video", "lambdaopt_dui") == []  # not a grid
+    runs = lo_rules.rule_grid_runs(cfg, "paper")
     assert len(runs) == 2 * len(grid) * 3 and all("/amazon-video/" in r for r in runs)
     with pytest.raises(ValueError, match="names no λ"):
-        lo.rule_settings(cfg, "paper", "amazon-video", f"lambdafix-g{len(grid):02d}")
+        lo_rules.rule_settings(cfg, "paper", "amazon-video", f"lambdafix-g{len(grid):02d}")
     with pytest.raises(ValueError, match="names no λ"):
-        lo.rule_settings(cfg, "paper", "amazon-video", "lambdaopt_dui-g00")
+        lo_rules.rule_settings(cfg, "paper", "amazon-video", "lambdaopt_dui-g00")

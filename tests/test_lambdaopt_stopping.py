@@ -157,7 +157,7 @@ def test_driver_reports_the_best_validation_epoch_and_keeps_the_last(small_split
     """A scripted validation curve peaking after epoch 3 with patience 3: the run stops after
     epoch 6; its test metrics are those of the same model trained 3 epochs without the rule,
     ``last_epoch`` those of 6 epochs."""
-    from recrepro.papers.lambdaopt import experiments as driver
+    from recrepro.papers.lambdaopt import run as driver
 
     curve = iter([0.50, 0.60, 0.70, 0.65, 0.66, 0.69, 0.99, 0.99])
     monkeypatch.setattr(driver, "_validation_auc", lambda *a, **k: next(curve))
@@ -204,7 +204,7 @@ def test_checkpoint_key_includes_the_stopping_rule(small_split):
 def test_the_held_out_share_of_validation_is_disjoint_complete_and_fixed_by_the_seed():
     import scipy.sparse as sp
 
-    from recrepro.papers.lambdaopt.experiments import held_out_validation
+    from recrepro.papers.lambdaopt.run import held_out_validation
 
     rng = np.random.default_rng(3)
     validation = sp.random(50, 40, density=0.2, format="csr", random_state=rng, data_rvs=lambda n: np.ones(n))
@@ -224,7 +224,7 @@ def test_a_validation_learner_stops_on_the_held_out_share_and_learns_on_the_rest
     """λOpt with ``select_share``: its λ step sees only the learning share of the validation, the
     stopping rule scores only the held-out share (with the learning share masked), and the record
     says so; λFix under the same settings ignores the share."""
-    from recrepro.papers.lambdaopt import experiments as driver
+    from recrepro.papers.lambdaopt import run as driver
     from recrepro.papers.lambdaopt.mf_lambdaopt import MFLambdaOpt
     from recrepro.evaluation.on_split import SplitData
 
@@ -266,7 +266,7 @@ def test_a_validation_learner_stops_on_the_held_out_share_and_learns_on_the_rest
 
 def test_only_the_validation_learners_settings_carry_the_select_share():
     from recrepro.config import load_config
-    from recrepro.papers.lambdaopt.experiments import rule_settings
+    from recrepro.papers.lambdaopt.rules import rule_settings
 
     from pathlib import Path
 
@@ -281,7 +281,7 @@ def test_the_results_table_says_where_and_why_each_seed_stopped(tmp_path):
 
     import pandas as pd
 
-    from recrepro.papers.lambdaopt.experiments import stopping_summary, table_markdown
+    from recrepro.papers.lambdaopt.tables import stopping_summary, table_markdown
 
     runs = []
     for method, seed, stop in (("lambdaopt_dui", 0, {"stopped": "patience", "best_epoch": 1425, "eval_every": 5}),
@@ -331,7 +331,8 @@ def test_the_sensitivity_table_carries_its_budget_and_an_outdated_one_is_marked(
     carried their budget, is marked on the figure."""
     import matplotlib.pyplot as plt
 
-    from recrepro.papers.lambdaopt import experiments as driver
+    from recrepro.papers.lambdaopt import figures
+    from recrepro.papers.lambdaopt import run as driver
 
     monkeypatch.setattr(driver, "_validation_auc", lambda *a, **k: 0.5)  # flat: patience ends it
     table = driver.sensitivity(split_dir=small_split, settings={**BASE, "patience": 2}, lambdas=[1e-3, 0.0], epochs=9,
@@ -339,18 +340,18 @@ def test_the_sensitivity_table_carries_its_budget_and_an_outdated_one_is_marked(
     assert sorted(table["lam"].unique()) == [0.0, 1e-3]
     assert table.groupby("lam")["epoch"].max().tolist() == [3, 3]     # epoch 1 sets the best; 2 more without gain
     assert (table["epoch_cap"] == 9).all() and (table["patience"] == 2).all()
-    assert driver.sensitivity_budget(table, 9) == ("curves to epoch 3 (patience 2, cap 9)", False)
-    assert driver.sensitivity_budget(table, 3200) == ("curves to epoch 3 (patience 2, cap 9)", True)
+    assert figures.sensitivity_budget(table, 9) == ("curves to epoch 3 (patience 2, cap 9)", False)
+    assert figures.sensitivity_budget(table, 3200) == ("curves to epoch 3 (patience 2, cap 9)", True)
     old = table.drop(columns=["epoch_cap", "patience"])
-    assert driver.sensitivity_budget(old, 9) == ("curves to epoch 3, budget not recorded", True)
-    assert driver.sensitivity_budget(old) == ("curves to epoch 3, budget not recorded", False)
+    assert figures.sensitivity_budget(old, 9) == ("curves to epoch 3, budget not recorded", True)
+    assert figures.sensitivity_budget(old) == ("curves to epoch 3, budget not recorded", False)
 
     texts = []
     real = plt.Axes.text
     monkeypatch.setattr(plt.Axes, "text", lambda self, x, y, s, *a, **k: (texts.append(s), real(self, x, y, s, *a, **k))[1])
-    driver.figure_sensitivity(table, str(tmp_path / "s.pdf"), str(tmp_path / "s.png"), "smoke", "toy", epochs=9)
+    figures.figure_sensitivity(table, str(tmp_path / "s.pdf"), str(tmp_path / "s.png"), "smoke", "toy", epochs=9)
     assert not any("another budget" in t for t in texts)
-    driver.figure_sensitivity(old, str(tmp_path / "o.pdf"), str(tmp_path / "o.png"), "smoke", "toy", epochs=9)
+    figures.figure_sensitivity(old, str(tmp_path / "o.pdf"), str(tmp_path / "o.png"), "smoke", "toy", epochs=9)
     assert any("another budget" in t for t in texts)
 
 
@@ -361,7 +362,7 @@ def test_a_sensitivity_sweep_killed_midway_resumes_each_curve_to_the_same_table(
     import pandas as pd
 
     from recrepro.cli.main import main as recrepro
-    from recrepro.papers.lambdaopt import experiments as driver
+    from recrepro.papers.lambdaopt import run as driver
 
     settings = {**BASE, "patience": 50}
     kwargs = dict(split_dir=small_split, settings=settings, lambdas=[1e-3, 0.0], epochs=6, seed=0,
@@ -395,7 +396,7 @@ def test_a_sensitivity_sweep_killed_midway_resumes_each_curve_to_the_same_table(
     # the command removes the files once its table is written
     monkeypatch.setattr(driver, "make_monitor", real_monitor)
     out = tmp_path / "val_auc.parquet"
-    assert recrepro(["lambdaopt", "sensitivity", "--split-dir", str(small_split), "--settings", json.dumps(settings),
+    assert recrepro(["lambdaopt", "train", "--mode", "sensitivity", "--split-dir", str(small_split), "--settings", json.dumps(settings),
                      "--lambdas", "[0.001, 0.0]", "--epochs", "6", "--seed", "0", "--evaluation", json.dumps(EVALUATION),
                      "--checkpoint", str(ckpt), "--out", str(out)]) == 0
     pd.testing.assert_frame_equal(pd.read_parquet(out), whole)

@@ -69,7 +69,7 @@ def test_the_table_gives_each_pool_a_verdict(tmp_path):
 
 
 def test_pools_come_from_the_trainers_own_tables():
-    from recrepro.papers.fedrap.experiments import NEGATIVE_POOL_PARTS
+    from recrepro.papers.fedrap.run import NEGATIVE_POOL_PARTS
 
     assert training_pools("fedrap", {"a": {"negative_pool": "all_interactions"}}) == {
         "negative_pool: all_interactions": tuple(NEGATIVE_POOL_PARTS["all_interactions"])}

@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from recrepro.papers.lrs import AMHTConfig, LRSSpec, amht_lrs, generate, hard_threshold_topk, parameter_error, subspace_distance
 from recrepro.papers.lrs.amht_lrs import (
-    _Gram, batched_lstsq, hard_threshold_value, local_step, moment_matrix, multistart_support, orthonormalise,
-    swap_local_search, top_eigenvectors, u_step_gradient, u_step_lstsq,
+    AMHTConfig, _Gram, amht_lrs, batched_lstsq, hard_threshold_topk, hard_threshold_value, local_step, moment_matrix,
+    multistart_support, orthonormalise, swap_local_search, top_eigenvectors, u_step_gradient, u_step_lstsq,
 )
 from recrepro.papers.lrs.baselines import altmin, lowrank_ridge, per_user_ls, sparse_iht
-from recrepro.papers.lrs.generator import support_scores
+from recrepro.papers.lrs.generator import LRSSpec, generate, parameter_error, subspace_distance, support_scores
 from recrepro.records import NonFiniteError
 
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from recrepro.cli.main import main as recrepro
-from recrepro.papers.lrs import experiments as lrs
+from recrepro.papers.lrs import figures as lrs_figures
+from recrepro.papers.lrs import run as lrs_run
 from recrepro.scorecard import build_scorecard, expected_path, load_expected
 
 TINY = {
@@ -37,13 +38,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_sweeps_have_the_expected_rows_and_figures_draw(tmp_path):
     args = []
-    for figure, experiment in lrs.FIGURES.items():
+    for figure, experiment in lrs_figures.FIGURES.items():
         path = tmp_path / f"{experiment}.parquet"
-        assert recrepro(["lrs", "sweep", "--experiment", experiment, "--seeds", "0,1", "--settings", json.dumps(TINY),
+        assert recrepro(["lrs", "train", "--mode", "sweep", "--experiment", experiment, "--seeds", "0,1", "--settings", json.dumps(TINY),
                          "--out", str(path)]) == 0
         args.append(f"{figure}={path}")
     m = pd.read_parquet(tmp_path / "error_vs_m.parquet")
-    assert len(m) == 2 * 2 * len(lrs.METHODS) and set(m["method"]) == set(lrs.METHODS)
+    assert len(m) == 2 * 2 * len(lrs_run.METHODS) and set(m["method"]) == set(lrs_run.METHODS)
     assert (m["param_error"] > 0).all()
     it = pd.read_parquet(tmp_path / "iterations.parquet")
     assert sorted(it["iteration"].unique()) == [0, 1, 2, 3]
@@ -60,7 +61,7 @@ def test_sweeps_have_the_expected_rows_and_figures_draw(tmp_path):
 
 
 def test_acceptance_records_feed_the_scorecard(tmp_path):
-    runs = lrs.run_acceptance(TINY, 0, "smoke", tmp_path / "runs")
+    runs = lrs_run.run_acceptance(TINY, 0, "smoke", tmp_path / "runs")
     assert len(runs) == 14
     metrics = json.loads((tmp_path / "runs/synthetic/noisy/amht_lrs/seed0/metrics.json").read_text())
     assert metrics["paper"] == "lrs" and metrics["split"] == "noisy"
@@ -97,7 +98,7 @@ def test_sweep_rows_leave_their_wall_times_to_a_file_of_their_own(tmp_path):
     outs = []
     for run in ("a", "b"):
         rows, timings = tmp_path / f"{run}.parquet", tmp_path / f"{run}.timings.parquet"
-        assert recrepro(["lrs", "sweep", "--experiment", "error_vs_t", "--seeds", "0", "--settings", json.dumps(TINY),
+        assert recrepro(["lrs", "train", "--mode", "sweep", "--experiment", "error_vs_t", "--seeds", "0", "--settings", json.dumps(TINY),
                          "--out", str(rows), "--out-timings", str(timings)]) == 0
         outs.append((rows, timings))
     (rows_a, timings_a), (rows_b, _) = outs
@@ -118,7 +119,7 @@ def test_fig3_iteration_ticks_never_print_minus_zero(tmp_path, monkeypatch):
     monkeypatch.setattr(plotting, "save_figure", lambda fig, *a, **k: drawn.setdefault("fig", fig))
     rows = [{"seed": 0, "method": "amht_lrs", "iteration": i, "subspace_distance": 10.0 ** -i,
              "param_error": 2.0 ** -i} for i in range(4)]
-    lrs.make_figure("iterations", pd.DataFrame(rows), str(tmp_path / "f.pdf"), str(tmp_path / "f.png"), "smoke")
+    lrs_figures.make_figure("iterations", pd.DataFrame(rows), str(tmp_path / "f.pdf"), str(tmp_path / "f.png"), "smoke")
     fig = drawn["fig"]
     fig.canvas.draw()
     for ax in fig.axes[:2]:

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from recrepro.papers.lrs import AMHTConfig, LRSSpec, amht_lrs, generate, parameter_error
+from recrepro.papers.lrs.amht_lrs import AMHTConfig, amht_lrs
+from recrepro.papers.lrs.generator import LRSSpec, generate, parameter_error
 from recrepro.papers.lrs.private import (
     Accountant, PrivateConfig, clip_rows, gaussian_zcdp, noise_multiplier, private_amht_lrs, rho_for_epsilon,
     zcdp_to_dp,

@@ -27,7 +27,7 @@ def _published(fig):
 
 
 def test_lambdaopt_frequency_bins_are_integer_quantiles():
-    from recrepro.papers.lambdaopt.experiments import frequency_bins
+    from recrepro.papers.lambdaopt.figures import frequency_bins
 
     freq = np.arange(1, 101)
     index, labels = frequency_bins(freq, np.ones(100, dtype=int), 4)
@@ -42,7 +42,7 @@ def test_lambdaopt_frequency_bins_are_integer_quantiles():
 def test_lambdaopt_trajectory_has_no_empty_columns(tmp_path, saved_figures):
     import pandas as pd
 
-    from recrepro.papers.lambdaopt.experiments import figure_trajectory
+    from recrepro.papers.lambdaopt.figures import figure_trajectory
 
     rng = np.random.default_rng(0)
     rows = []
@@ -64,7 +64,7 @@ def test_lambdaopt_trajectory_has_no_empty_columns(tmp_path, saved_figures):
 
 @pytest.mark.skipif(not (REPO / "results/paper/exadmm/runs").is_dir(), reason="no committed exADMM records")
 def test_exadmm_tradeoff_overlays_the_official_code_values(tmp_path, saved_figures):
-    from recrepro.papers.exadmm.experiments import figure_tradeoff
+    from recrepro.papers.exadmm.figures import figure_tradeoff
 
     runs = sorted((REPO / "results/paper/exadmm/runs").glob("*/*/*/seed*/metrics.json"))
     figure_tradeoff(runs, tmp_path / "f.pdf", tmp_path / "f.png", tier="paper", ks=[20, 100])
@@ -75,7 +75,7 @@ def test_exadmm_tradeoff_overlays_the_official_code_values(tmp_path, saved_figur
     assert len(fig.legends) == 1 and fig.get_size_inches()[0] <= 7.5
     assert any(t.get_text().startswith("published") for t in fig.legends[0].get_texts())
     # exADMM under the released code's U-step is its own series (squares), never mixed into ours
-    from recrepro.papers.exadmm.experiments import _is_code_step
+    from recrepro.papers.exadmm.figures import _is_code_step
 
     assert [m for m in ("exadmm", "exadmm_sw5", "exadmm_code", "exadmm_code_sw5") if _is_code_step(m)] == \
         ["exadmm_code", "exadmm_code_sw5"]
@@ -88,7 +88,7 @@ def test_fedrap_curves_put_the_maintainers_log_at_its_round(tmp_path, saved_figu
 
     import pandas as pd
 
-    from recrepro.papers.fedrap.experiments import curves_figure
+    from recrepro.papers.fedrap.figures import curves_figure
 
     dirs = []
     for method in ("fedrap_code_pool", "fedmf"):
@@ -110,7 +110,7 @@ def test_fedrap_curves_put_the_maintainers_log_at_its_round(tmp_path, saved_figu
 def test_exadmm_scalability_is_drawn_from_its_timings_record(tmp_path, saved_figures):
     """Fig. 2 needs no data: the scalability verb's JSON record holds all it draws and says."""
     from recrepro.io import write_json
-    from recrepro.papers.exadmm.experiments import figure_scalability
+    from recrepro.papers.exadmm.figures import figure_scalability
 
     records = [{"family": f, "axis": "dim", "dim": d, "n_users": 100, "seconds": s * d}
                for f, s in (("ials", 0.01), ("exadmm", 0.008), ("fairrec", 0.5)) for d in (16, 32)]
@@ -132,7 +132,7 @@ def test_exadmm_scalability_is_drawn_from_its_timings_record(tmp_path, saved_fig
 def test_fedrap_curves_draw_a_method_at_its_grid_pick_where_that_run_is_recorded():
     import pandas as pd
 
-    from recrepro.papers.fedrap.experiments import _prefer_tuned
+    from recrepro.papers.fedrap.figures import _prefer_tuned
 
     runs = pd.DataFrame({"dataset": ["video", "video", "video", "ml", "ml"],
                          "method": ["fedrap", "fedrap_tuned", "fedmf", "fedrap", "fedmf"]})
@@ -151,7 +151,7 @@ def test_fedrap_curves_draw_the_released_codes_curve_beside_our_run_with_the_sam
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from recrepro.papers.fedrap.experiments import _draw_official
+    from recrepro.papers.fedrap.figures import _draw_official
 
     curve = tmp_path / "ml-100k_readme_seed0.jsonl"
     curve.write_text("".join(json.dumps({"round": r, "val_hr@10": 0.1 * r, "val_ndcg@10": 0.05 * r}) + "\n"
@@ -187,7 +187,7 @@ def _groups_run(root, method, seed, hr):
 
 
 def test_lambdaopt_groups_keep_one_row_per_seed_and_draw_their_mean(tmp_path, saved_figures):
-    from recrepro.papers.lambdaopt.experiments import figure_groups
+    from recrepro.papers.lambdaopt.figures import figure_groups
 
     a = [_groups_run(tmp_path, "lambdaopt_dui", s, [1, 1, 0, 0, 1, 0, 1, 1] if s == 0 else [0, 0, 0, 0, 1, 1, 1, 1])
          for s in (0, 1)]

@@ -10,8 +10,8 @@ import pytest
 
 from recrepro.config import load_config
 from recrepro.papers.prism.drift import record_drift
-from recrepro.papers.prism.experiments import settings_for
-from recrepro.papers.prism.workflow import tier_conf
+from recrepro.papers.prism.rules import tier_conf
+from recrepro.papers.prism.run import settings_for
 
 RUN = "paper/prism/runs/gowalla/prism/random_ratio/mf_directau_prism/seed123"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from recrepro.papers.prism import workflow as wf
+from recrepro.papers.prism import rules as wf
 from recrepro.papers.prism.figures import draw_figure, figure_theory
 
 
@@ -109,7 +109,7 @@ def test_extra_figure_specs_share_runs(repo_root):
 
 
 def test_only_fig6_runs_pay_for_cosine_validation():
-    from recrepro.papers.prism.experiments import _records_cosine
+    from recrepro.papers.prism.run import _records_cosine
     from recrepro.papers.prism.methods import parse_method
 
     assert _records_cosine(parse_method("mf_directau_wd1em6"), "fig6")
@@ -201,6 +201,6 @@ def test_a_sparse_alpha_sweep_says_so_in_its_caption(tmp_path, monkeypatch):
 
 def test_figure_and_table_modules_import_no_torch(fresh_python):
     # a redraw from records runs a dozen PRISM figure/table jobs; torch's import was most of each
-    script = ("import sys; import recrepro.papers.prism.figures, recrepro.papers.prism.experiments, "
-              "recrepro.papers.prism.lr_search, recrepro.papers.prism.cli; print('torch' in sys.modules)")
+    script = ("import sys; import recrepro.papers.prism.figures, recrepro.papers.prism.tables, "
+              "recrepro.papers.prism.rules, recrepro.papers.prism.cli; print('torch' in sys.modules)")
     assert fresh_python(script) == "False"

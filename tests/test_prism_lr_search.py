@@ -1,4 +1,4 @@
-"""PRISM's learning-rate search table (recrepro.papers.prism.lr_search) from hand-made run records."""
+"""PRISM's learning-rate search table (recrepro.papers.prism.tables.lr_search_table) from hand-made run records."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from recrepro.papers.prism.lr_search import lr_search_table
+from recrepro.papers.prism.tables import lr_search_table
 
 SEARCH = {"mf": [1e-2]}          # the tier's lr (1e-3) and 1e-2: 2 λ x 2 lr = 4 wd points, 2 PRISM points per loss
 WDS = [0.0, 1e-6]
@@ -113,7 +113,7 @@ def test_output_is_byte_identical_on_a_second_run_and_whatever_the_run_order(tmp
 
 
 def test_validation_is_the_score_the_selection_compares(tmp_path):
-    from recrepro.papers.prism.experiments import select_weight_decay
+    from recrepro.papers.prism.tables import select_weight_decay
 
     runs = [r for r in _grid(tmp_path) if "directau" in str(r)]
     selection = select_weight_decay(runs, backbones=["mf"], losses=["directau"], weight_decays=WDS, lr_search=SEARCH)
@@ -139,7 +139,7 @@ def test_cli_verb_writes_the_table(tmp_path):
 def test_workflow_lists_the_table_where_the_tier_searches_the_lr(repo_root):
     import yaml
 
-    from recrepro.papers.prism import workflow as wf
+    from recrepro.papers.prism import rules as wf
 
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     assert "results/paper/prism/tables/lr_search_gowalla.md" in wf.targets(config, "paper")

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from recrepro.papers.prism import trainer as T
-from recrepro.papers.prism.experiments import table_prism
+from recrepro.papers.prism.tables import table_prism
 from recrepro.records import NonFiniteError
 
 
@@ -85,7 +85,7 @@ def test_a_run_that_blows_up_keeps_its_best_epoch_before_and_is_never_picked(mon
     # the restored model is the best validated one before the blow-up, finite
     assert T.validation_ndcg(net, train, val, 20, 1024, "cpu") == pytest.approx(history["best_val_ndcg"], abs=1e-9)
     # the selection never picks a diverged point, though it counts as searched
-    from recrepro.papers.prism.experiments import select_weight_decay
+    from recrepro.papers.prism.tables import select_weight_decay
 
     _fake_run(tmp_path, "mf_directau_wd0", 0, 0.20, 0.2)
     _fake_run(tmp_path, "mf_directau_wd1em6", 0, 0.30, 0.3, extra={"diverged": {"epoch": 4, "error": "NaN"}})
@@ -155,7 +155,7 @@ def test_table_picks_tuned_wd_on_validation_not_test(tmp_path):
 def test_first_seed_selection_picks_on_that_seed_and_table_averages_every_seed(tmp_path):
     """select_on first_seed: seed 1 prefers λ 0 on validation, seed 2 would prefer 1e-6; the pick is λ 0
     and the tuned column is λ 0's test mean over both seeds (hand-computed: (0.30 + 0.40) / 2)."""
-    from recrepro.papers.prism.experiments import select_weight_decay
+    from recrepro.papers.prism.tables import select_weight_decay
 
     def run(method, seed, val, test):
         return _fake_run(tmp_path, method, seed, val, test)
@@ -189,7 +189,7 @@ def test_prism_row_without_its_grid_is_listed_with_the_tuned_side_empty(tmp_path
 def test_pick_from_part_of_the_grid_is_named_as_a_cap(tmp_path):
     import json
 
-    from recrepro.papers.prism.experiments import select_weight_decay
+    from recrepro.papers.prism.tables import select_weight_decay
 
     grid = [_fake_run(tmp_path, "nlmf_directau_wd0", 1, 0.06, 0.063)]
     selection = select_weight_decay(grid, backbones=["nlmf"], losses=["directau"], weight_decays=[0.0, 1e-6, 1e-4])
@@ -244,7 +244,7 @@ def test_gowalla_prism_init_norms_exact(pipeline):
 def test_workflow_helpers_from_config(repo_root):
     import yaml
 
-    from recrepro.papers.prism import workflow as wf
+    from recrepro.papers.prism import rules as wf
 
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     smoke = wf.all_runs(config, "smoke")
@@ -267,7 +267,7 @@ def test_lr_search_picks_each_arm_over_its_learning_rates_on_validation(tmp_path
     `tunedprism` alias are the pick's runs, each arm names its lr, and a grid partly run says how much."""
     import json
 
-    from recrepro.papers.prism.experiments import select_weight_decay
+    from recrepro.papers.prism.tables import select_weight_decay
 
     def run(method, seed, val, test):
         return _fake_run(tmp_path, method, seed, val, test)
@@ -301,7 +301,7 @@ def test_lr_search_before_its_runs_keeps_the_tier_lr_picks_and_names_the_cap(tmp
     """Only the tier-lr runs exist: the picks are the runs without a search, and both aliases say so."""
     import json
 
-    from recrepro.papers.prism.experiments import select_weight_decay
+    from recrepro.papers.prism.tables import select_weight_decay
 
     grid = [_fake_run(tmp_path, "mf_ssm_wd0", 1, 0.10, 0.30), _fake_run(tmp_path, "mf_ssm_prism", 1, 0.05, 0.40)]
     search = {"mf": [1e-2, 1e-1]}
@@ -321,7 +321,7 @@ def test_lr_search_before_its_runs_keeps_the_tier_lr_picks_and_names_the_cap(tmp
 def test_lr_search_runs_join_the_selection_on_the_first_seed_only(repo_root):
     import yaml
 
-    from recrepro.papers.prism import workflow as wf
+    from recrepro.papers.prism import rules as wf
 
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     assert wf.lr_search_arg(config, "paper") == {"mf": [1e-2, 1e-1]}
@@ -338,7 +338,7 @@ def test_lr_search_runs_join_the_selection_on_the_first_seed_only(repo_root):
 def test_a_searched_learning_rate_reaches_the_trainer_settings(repo_root):
     import yaml
 
-    from recrepro.papers.prism.experiments import settings_for
+    from recrepro.papers.prism.run import settings_for
 
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
     conf, switches = config["prism"]["tiers"]["paper"], config["prism"]["switches"]

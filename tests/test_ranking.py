@@ -367,7 +367,7 @@ def test_interactions_to_csr_dedupes():
 
 def test_nan_scores_are_a_non_finite_error_in_both_evaluators():
     """A diverged model's NaN scores stop the evaluation with NonFiniteError (a ValueError), which a
-    FedRAP grid run records as a divergence instead of crashing (papers/fedrap/experiments.run_variant)."""
+    FedRAP grid run records as a divergence instead of crashing (papers/fedrap/run.run_variant)."""
     from recrepro.evaluation import sampled_ranks, select_topk
     from recrepro.records import NonFiniteError
 

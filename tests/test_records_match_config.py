@@ -19,6 +19,7 @@ A difference is allowed only where the record itself shows that it changes nothi
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -73,8 +74,15 @@ def _neutral_lambdaopt(key: str, values: tuple, metrics: dict, run_dir: Path) ->
 
 def _rule_settings(paper: str):
     """The paper's ``rule_settings(config, tier, dataset, variant)`` (a run's settings as its rule gives
-    them: λOpt's and FedRAP's), or None where its experiments have none."""
-    return getattr(importlib.import_module(f"recrepro.papers.{paper}.experiments"), "rule_settings", None)
+    them: λOpt's and FedRAP's), from its rule helpers (``rules``, else ``experiments``), or None where
+    they have none."""
+    for name in ("rules", "experiments"):
+        module = f"recrepro.papers.{paper}.{name}"
+        if importlib.util.find_spec(module) is not None:
+            found = getattr(importlib.import_module(module), "rule_settings", None)
+            if found is not None:
+                return found
+    return None
 
 
 def settings_differences(paper: str, provenance: Path, config: dict) -> dict[str, tuple]:
@@ -97,7 +105,7 @@ def settings_differences(paper: str, provenance: Path, config: dict) -> dict[str
 @pytest.mark.parametrize("paper", paper_keys())
 def test_committed_records_answer_to_todays_config(paper):
     if _rule_settings(paper) is None:
-        pytest.skip(f"{paper}: its experiments have no rule_settings (PRISM's and exADMM's records: the next test)")
+        pytest.skip(f"{paper}: its rule helpers have no rule_settings (PRISM's and exADMM's records: the next test)")
     records = _records(paper)
     if not records:
         pytest.skip(f"no committed {paper} records")
@@ -108,8 +116,8 @@ def test_committed_records_answer_to_todays_config(paper):
 
 def prism_differences(provenance: Path, config: dict) -> dict[str, tuple]:
     """Where a PRISM record's trainer settings, switches or evaluation differ from today's config."""
-    from recrepro.papers.prism.experiments import settings_for
-    from recrepro.papers.prism.workflow import tier_conf
+    from recrepro.papers.prism.rules import tier_conf
+    from recrepro.papers.prism.run import settings_for
 
     dataset, _protocol, split, method, seed = provenance.parts[-6:-1]
     recorded = json.loads(provenance.read_text())["config"]
@@ -124,7 +132,7 @@ def prism_differences(provenance: Path, config: dict) -> dict[str, tuple]:
 
 def exadmm_differences(provenance: Path, config: dict) -> dict[str, tuple]:
     """Where an exADMM record's model family or parameters differ from its operating point today."""
-    from recrepro.papers.exadmm.experiments import smk_point
+    from recrepro.papers.exadmm.rules import smk_point
 
     dataset, _split, method = provenance.parts[-5:-2]
     got = json.loads(provenance.read_text())["config"]
@@ -180,7 +188,7 @@ def test_the_check_can_fail(tmp_path):
     import pandas as pd
 
     config = load_config(ROOT / "config.yaml")
-    from recrepro.papers.lambdaopt.experiments import rule_settings
+    from recrepro.papers.lambdaopt.rules import rule_settings
 
     run = tmp_path / "lambdaopt" / "runs" / "ml-100k" / "temporal_user_ratio" / "lambdaopt_du" / "seed0"
     run.mkdir(parents=True)

@@ -216,8 +216,8 @@ def test_preprocess_refuses_a_truncated_raw_file_by_its_size(tmp_path, capsys):
 
 def test_the_lrs_ml100k_figure_checks_u_data_before_reading_it(tmp_path, capsys):
     (tmp_path / "u.data").write_text("1\t2\t3\t881250949\n")  # no fetch.json vouches for it
-    assert cli_main(["lrs", "ml100k", "--raw-dir", str(tmp_path), "--seeds", "0", "--settings", "{}", "--tier",
-                     "paper", "--out", str(tmp_path / "o.parquet"), "--out-pdf", str(tmp_path / "o.pdf"),
+    assert cli_main(["lrs", "train", "--mode", "ml100k", "--raw-dir", str(tmp_path), "--seeds", "0", "--settings", "{}",
+                     "--tier", "paper", "--out", str(tmp_path / "o.parquet"), "--out-pdf", str(tmp_path / "o.pdf"),
                      "--out-png", str(tmp_path / "o.png")]) == 1
     err = capsys.readouterr().err
     assert "ChecksumError" in err and "fetch.json: not found" in err

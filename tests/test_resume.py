@@ -438,7 +438,7 @@ def _run_files(out: Path) -> dict[str, bytes]:
 ])
 def test_fedrap_driver_resumes_to_the_same_record(fedrap_split, variant, settings, tmp_path, monkeypatch,
                                                   one_torch_thread):
-    from recrepro.papers.fedrap import experiments as driver
+    from recrepro.papers.fedrap import run as driver
 
     settings = {"dim": 4, "rounds": 5, "local_epochs": 2, **settings}
     kw = {"split_dir": fedrap_split, "variant": variant, "settings": settings, "seed": 0, "evaluation": FED_EVAL,
@@ -597,7 +597,7 @@ def test_models_without_declared_checkpoint_state_refuse_checkpoints(tmp_path):
 ])
 def test_lambdaopt_driver_resumes_to_the_same_record(prism_split, settings, tmp_path, monkeypatch,
                                                      one_torch_thread):
-    from recrepro.papers.lambdaopt import experiments as driver
+    from recrepro.papers.lambdaopt import run as driver
 
     evaluation = {"mode": "full", "fit": ["train"], "exclude": ["train", "validation"], "target": "test",
                   "ks": [20], "metrics": ["auc", "ndcg"], "rank_ties": "optimistic"}

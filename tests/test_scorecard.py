@@ -552,8 +552,6 @@ def test_smoke_checks_and_figure_points_are_validated(tmp_path):
 @pytest.mark.parametrize("paper", ["baselines", *paper_keys()])
 def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
     """The 'ran' check names exactly the methods the smoke tier gives the paper's scorecard."""
-    import re
-
     import yaml
 
     expected = load_expected(expected_path(paper))
@@ -564,26 +562,26 @@ def test_every_paper_has_smoke_checks_for_every_smoke_method(paper, repo_root):
     if paper == "baselines":
         methods = set(config["tiers"]["smoke"]["baselines"])
     elif paper == "exadmm":
-        from recrepro.papers.exadmm.experiments import smk_runs
+        from recrepro.papers.exadmm.rules import smk_runs
 
         methods = {r.split("/")[-3] for r in smk_runs(config, "smoke")}
     elif paper == "prism":
-        from recrepro.papers.prism.workflow import all_runs, tuned_dirs
+        from recrepro.papers.prism.rules import all_runs, tuned_dirs
 
         methods = {r.split("/")[-3] for r in all_runs(config, "smoke")}
         methods |= {d.split("/")[-2].split("_tunedwd")[0] + "_tunedwd" for d in tuned_dirs(config, "smoke")}
     elif paper == "lambdaopt":
-        from recrepro.papers.lambdaopt.experiments import rule_runs
+        from recrepro.papers.lambdaopt.rules import rule_runs
 
         methods = {r.split("/")[-3] for r in rule_runs(config, "smoke")}
     elif paper == "fedrap":
-        from recrepro.papers.fedrap.experiments import rule_runs
+        from recrepro.papers.fedrap.rules import rule_runs
 
         methods = {r.split("/")[-3] for r in rule_runs(config, "smoke")}
     else:
-        smk = (repo_root / "workflow" / "rules" / "lrs.smk").read_text()
-        block = smk.split("LRS_ACCEPTANCE_RUNS = (")[1].split("\n\n")[0]
-        methods = set(re.findall(r'"([a-z_]+)"', block)) - {"noiseless", "noisy", "floor", "private"}
+        from recrepro.papers.lrs.rules import ACCEPTANCE_RUNS
+
+        methods = {method for _, method in ACCEPTANCE_RUNS}
     assert set(ran[0].methods) == methods
     assert all(c.method in methods and (c.than is None or c.than in methods) for c in orderings)
 

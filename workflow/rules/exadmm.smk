@@ -2,7 +2,7 @@
 # iALS, exADMM and FairRec operating points on strong-generalisation splits; figure 1
 # (accuracy-fairness trade-off), 2 (scalability), 3 (convergence), table 4, scorecard.
 
-import recrepro.papers.exadmm.experiments as exadmm_wf  # noqa: E402  (helpers that read the config)
+import recrepro.papers.exadmm.rules as exadmm_wf  # noqa: E402  (helpers that read the config)
 
 EXADMM = config.get("exadmm", {})
 

@@ -73,7 +73,7 @@ rule exadmm_scalability:
         device=config["device"],
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro exadmm scalability "
+        "OMP_NUM_THREADS={threads:q} recrepro exadmm train --mode scalability "
         "--split-dir {params.split_dir:q} --entry {params.entry:q} "
         "--settings {params.settings:q} --device {params.device:q} --out-json {output.json:q} "
         "> {log:q} 2>&1"

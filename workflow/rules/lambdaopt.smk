@@ -3,10 +3,8 @@
 # results table, λ-trajectory heat map, sensitivity and sparse-vs-active figures and the
 # scorecard under results/<tier>/lambdaopt/.
 
-from recrepro.papers.lambdaopt.official import (
+from recrepro.papers.lambdaopt.rules import (
     official_curve_files as lambdaopt_official_curves,
-)
-from recrepro.papers.lambdaopt.experiments import (
     rule_first_seed as lambdaopt_first_seed,
     rule_grid_points as lambdaopt_grid_points,
     rule_grid_runs as lambdaopt_grid_runs,

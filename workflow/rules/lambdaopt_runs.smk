@@ -44,7 +44,7 @@ rule lambdaopt_train:
         bench="logs/benchmarks/lambdaopt/{tier}/{dataset}/{split}/{method}/seed{seed}.tsv",
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/lambdaopt/{wc.dataset}/{wc.split}/{wc.method}/seed{wc.seed}.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro lambdaopt run "
+        "OMP_NUM_THREADS={threads:q} recrepro lambdaopt train "
         "--split-dir {params.split_dir:q} --variant {wildcards.method:q} "
         "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
@@ -84,7 +84,7 @@ rule lambdaopt_sensitivity:
         # one file per λ's curve: a killed sweep resumes each curve where it stopped
         checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/lambdaopt/{wc.dataset}/{wc.split}/sensitivity.ckpt",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro lambdaopt sensitivity "
+        "OMP_NUM_THREADS={threads:q} recrepro lambdaopt train --mode sensitivity "
         "--split-dir {params.split_dir:q} --settings {params.settings:q} "
         "--lambdas {params.lambdas:q} --epochs {params.epochs:q} --seed {params.seed:q} "
         "--evaluation {params.evaluation:q} --device {params.device:q} --threads {threads:q} "

@@ -3,34 +3,13 @@
 # one sweep job per experiment (all seeds), one job drawing the figures, the acceptance runs
 # (run records) per seed and their scorecard against our thresholds (expected/lrs.yaml).
 
-LRS_EXPERIMENTS = {
-    "fig1_error_vs_m": "error_vs_m",
-    "fig2_error_vs_t": "error_vs_t",
-    "fig3_iterations": "iterations",
-    "fig4_private": "private",
-    # fig. 5 reads the support scores of the AMHT-LRS rows of the error-vs-m sweep (same fits)
-    "fig5_support": "error_vs_m",
-}
-LRS_ACCEPTANCE_RUNS = (
-    [("noiseless", "amht_lrs")]
-    + [
-        ("noisy", m)
-        for m in (
-            "amht_lrs",
-            "amht_lrs_cosamp",
-            "amht_lrs_htp",
-            "amht_lrs_iht",
-            "altmin",
-            "lowrank_ridge",
-            "sparse_iht",
-            "per_user_ls",
-            "oracle",
-        )
-    ]
-    + [("floor", "amht_lrs"), ("floor", "oracle")]
-    + [("private", "amht_lrs"), ("private", "private_amht_lrs")]
+# the figures' sweeps, the acceptance runs and the targets: recrepro.papers.lrs.rules
+from recrepro.papers.lrs.rules import (
+    ACCEPTANCE_RUNS as LRS_ACCEPTANCE_RUNS,
+    FIGURE_SWEEPS as LRS_EXPERIMENTS,
+    acceptance_records as lrs_acceptance_records,
+    targets as lrs_targets,
 )
-
 
 LRS_TIERS = config.get("lrs", {}).get("tiers", {})
 
@@ -114,11 +93,7 @@ rule lrs_ml100k_figure:
 rule lrs_scorecard:
     input:
         redraw=REDRAW,
-        runs=lambda wc: [
-            f"results/{wc.tier}/lrs/runs/synthetic/{split}/{method}/seed{seed}/metrics.json"
-            for seed in LRS_TIERS.get(wc.tier, {}).get("seeds", [0])
-            for split, method in LRS_ACCEPTANCE_RUNS
-        ],
+        runs=lambda wc: lrs_acceptance_records(config, wc.tier),
     output:
         md="results/{tier}/lrs/scorecard.md",
         csv="results/{tier}/lrs/scorecard.csv",
@@ -142,11 +117,4 @@ rule lrs_scorecard:
         "--out-md {output.md:q} --out-csv {output.csv:q} {input.runs:q} > {log:q} 2>&1"
 
 
-PAPER_TARGETS["lrs"] = (
-    [f"results/{TIER}/lrs/figures/{figure}.pdf" for figure in LRS_EXPERIMENTS]
-    + [f"results/{TIER}/lrs/scorecard.md"]
-    if LRS_TIERS.get(TIER)
-    else []
-)
-if "ml100k" in LRS_TIERS.get(TIER, {}):
-    PAPER_TARGETS["lrs"].append(f"results/{TIER}/lrs/figures/fig6_ml100k.pdf")
+PAPER_TARGETS["lrs"] = lrs_targets(config, TIER)

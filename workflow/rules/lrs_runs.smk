@@ -25,7 +25,7 @@ rule lrs_sweep:
         ),
         device=config["device"],
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro lrs sweep "
+        "OMP_NUM_THREADS={threads:q} recrepro lrs train --mode sweep "
         "--experiment {wildcards.experiment:q} --seeds {params.seeds:q} "
         "--settings {params.settings:q} --device {params.device:q} --threads {threads:q} "
         "--out {output.rows:q} --out-timings {output.timings:q} > {log:q} 2>&1"
@@ -53,7 +53,7 @@ rule lrs_acceptance:
         device=config["device"],
         run_root="results/{tier}/lrs/runs",
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro lrs acceptance "
+        "OMP_NUM_THREADS={threads:q} recrepro lrs train --mode acceptance "
         "--seed {wildcards.seed:q} --settings {params.settings:q} --tier {wildcards.tier:q} "
         "--device {params.device:q} --threads {threads:q} --run-root {params.run_root:q} "
         "--done {output.done:q} > {log:q} 2>&1"
@@ -82,7 +82,7 @@ rule lrs_ml100k:
         ),
         raw_dir=lambda wc, input: str(Path(input.fetched).parent),
     shell:
-        "OMP_NUM_THREADS={threads:q} recrepro lrs ml100k "
+        "OMP_NUM_THREADS={threads:q} recrepro lrs train --mode ml100k "
         "--raw-dir {params.raw_dir:q} --seeds {params.seeds:q} --settings {params.settings:q} "
         "--tier {wildcards.tier:q} --threads {threads:q} --out {output.rows:q} "
         "--out-timings {output.timings:q} > {log:q} 2>&1"

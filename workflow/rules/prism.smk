@@ -3,7 +3,7 @@
 # Runs: results/<tier>/prism/runs/<dataset>/<protocol>/<split>/<method>/seed<k>/ with method
 # names from recrepro.papers.prism.methods (e.g. mf_directau_wd1em6, mf_ssm_prism).
 
-import recrepro.papers.prism.workflow as prism_wf  # noqa: E402  (helpers that read the config)
+import recrepro.papers.prism.rules as prism_wf  # noqa: E402  (helpers that read the config)
 
 
 localrules:
@@ -237,7 +237,7 @@ rule prism_table:
 
 
 # Every (λ, lr) point of Table 1's learning-rate pick (table.lr_search), on the selection's seeds:
-# its record or "not run", each arm's pick marked (recrepro.papers.prism.lr_search).
+# its record or "not run", each arm's pick marked (recrepro.papers.prism.tables.lr_search_table).
 rule prism_lr_search:
     input:
         redraw=REDRAW,

@@ -1,25 +1,45 @@
-"""``recrepro exadmm <verb>``: the verbs of the exADMM rules over :mod:`recrepro.papers.exadmm.experiments`.
+"""``recrepro exadmm <verb>``: the verbs of the exADMM rules over the paper's API.
 
-``train`` (one operating point, one seed), ``tradeoff`` (Fig. 1), ``convergence`` (Fig. 3),
-``table`` (Table 4), ``scalability`` and ``figure-scalability`` (Fig. 2), and ``drift`` (records made under
-other settings than today's configuration: :mod:`recrepro.papers.exadmm.drift`). The options are built from :mod:`recrepro.runtime.options`;
-the experiment module is imported only when a verb runs.
+``train`` (one operating point, one seed: :func:`~recrepro.papers.exadmm.run.run_point`; ``--mode
+scalability``: Fig. 2's timings, :func:`~recrepro.papers.exadmm.run.scalability`), ``tradeoff`` (Fig. 1),
+``convergence`` (Fig. 3), ``figure-scalability`` (Fig. 2: :mod:`recrepro.papers.exadmm.figures`), ``table``
+(Table 4: :mod:`recrepro.papers.exadmm.tables`) and ``drift`` (records made under other settings than
+today's configuration: :mod:`recrepro.papers.exadmm.drift`). The options are built from
+:mod:`recrepro.runtime.options`; the experiment modules are imported only when a verb runs.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 
-from recrepro.runtime.options import (add_device_argument, add_figure_outputs, add_json, add_run_arguments,
-                              add_table_outputs, add_tier)
+from recrepro.runtime.options import add_figure_outputs, add_json, add_run_arguments, add_table_outputs, add_tier
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 
 
+#: What each mode of ``train`` needs besides ``--split-dir`` (argparse requires an option of every mode or of none).
+TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
+    "point": ("--seed", "--out-dir", "--method", "--point", "--ks"),
+    "scalability": ("--entry", "--settings", "--out-json"),
+}
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """A usage error naming the options ``--mode`` needs that the command line lacks."""
+    missing = [flag for flag in TRAIN_MODES[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
+    if missing:
+        args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")
+
+
 def cmd_train(args: argparse.Namespace) -> None:
-    from recrepro.papers.exadmm.experiments import DEFAULT_METRICS, run_point
+    _check_mode(args)
+    if args.mode == "scalability":
+        _train_scalability(args)
+        return
+    from recrepro.papers.exadmm.run import DEFAULT_METRICS, run_point
 
     point = args.point
     run_point(split_dir=Path(args.split_dir), method=args.method, family=point["family"], params=point["params"],
@@ -30,34 +50,34 @@ def cmd_train(args: argparse.Namespace) -> None:
               benchmark_file=args.benchmark_file)
 
 
-def cmd_tradeoff(args: argparse.Namespace) -> None:
-    from recrepro.papers.exadmm.experiments import figure_tradeoff
-
-    figure_tradeoff(args.runs, args.out_pdf, args.out_png, tier=args.tier, ks=args.ks)
-
-
-def cmd_convergence(args: argparse.Namespace) -> None:
-    from recrepro.papers.exadmm.experiments import figure_convergence
-
-    figure_convergence(args.histories, args.out_pdf, args.out_png, tier=args.tier)
-
-
-def cmd_table(args: argparse.Namespace) -> None:
-    from recrepro.papers.exadmm.experiments import table_best
-
-    table_best(args.runs, args.out_md, args.out_csv, tier=args.tier, select=args.select, ks=args.ks)
-
-
-def cmd_scalability(args: argparse.Namespace) -> None:
-    from recrepro.papers.exadmm.experiments import scalability
+def _train_scalability(args: argparse.Namespace) -> None:
+    from recrepro.papers.exadmm.run import scalability
 
     s = args.settings
     scalability(args.split_dir, args.out_json, entry=args.entry, dims=s["dims"],
                 user_fractions=s["user_fractions"], epochs=int(s["epochs"]), device=args.device)
 
 
+def cmd_tradeoff(args: argparse.Namespace) -> None:
+    from recrepro.papers.exadmm.figures import figure_tradeoff
+
+    figure_tradeoff(args.runs, args.out_pdf, args.out_png, tier=args.tier, ks=args.ks)
+
+
+def cmd_convergence(args: argparse.Namespace) -> None:
+    from recrepro.papers.exadmm.figures import figure_convergence
+
+    figure_convergence(args.histories, args.out_pdf, args.out_png, tier=args.tier)
+
+
+def cmd_table(args: argparse.Namespace) -> None:
+    from recrepro.papers.exadmm.tables import table_best
+
+    table_best(args.runs, args.out_md, args.out_csv, tier=args.tier, select=args.select, ks=args.ks)
+
+
 def cmd_figure_scalability(args: argparse.Namespace) -> None:
-    from recrepro.papers.exadmm.experiments import figure_scalability
+    from recrepro.papers.exadmm.figures import figure_scalability
 
     figure_scalability(args.record, args.out_pdf, args.out_png, tier=args.tier)
 
@@ -65,13 +85,7 @@ def cmd_figure_scalability(args: argparse.Namespace) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add exADMM's verbs to ``verbs`` (the subparsers of ``recrepro exadmm``)."""
     add_drift_verb(verbs, "exADMM", "recrepro.papers.exadmm.drift")
-    p = verbs.add_parser("train", help="fit one operating point on one split seed and write its run record")
-    add_run_arguments(p, evaluation=False)
-    p.add_argument("--method", required=True, help="the operating point's name (ials, exadmm_sw1, fairrec_sw2, ...)")
-    add_json(p, "--point", required=True, help="the operating point: {family, params, record_part}")
-    add_json(p, "--ks", required=True, help="cut-offs, a JSON list")
-    add_json(p, "--metrics", help="metric names, a JSON list (default: the paper's)")
-    p.set_defaults(func=cmd_train)
+    _add_train(verbs)
 
     p = verbs.add_parser("tradeoff", help="Fig. 1: accuracy vs exposure concentration")
     add_tier(p)
@@ -94,16 +108,30 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", help="run records (metrics.json)")
     p.set_defaults(func=cmd_table)
 
-    p = verbs.add_parser("scalability", help="Fig. 2's timings: seconds per training epoch vs d and vs users")
-    p.add_argument("--split-dir", required=True)
-    add_json(p, "--entry", required=True, help="the dataset's config entry (ials/exadmm settings)")
-    add_json(p, "--settings", required=True, help="{dims, user_fractions, epochs}")
-    p.add_argument("--out-json", required=True, help="the timings record")
-    add_device_argument(p)
-    p.set_defaults(func=cmd_scalability)
-
-    p = verbs.add_parser("figure-scalability", help="Fig. 2 from the scalability verb's timings record")
+    p = verbs.add_parser("figure-scalability", help="Fig. 2 from the timings record of train --mode scalability")
     add_tier(p)
-    p.add_argument("--record", required=True, help="the JSON the scalability verb wrote")
+    p.add_argument("--record", required=True, help="the JSON train --mode scalability wrote")
     add_figure_outputs(p)
     p.set_defaults(func=cmd_figure_scalability)
+
+
+def _add_train(verbs: argparse._SubParsersAction) -> None:
+    """``train``: one operating point's run record (``--mode point``) or Fig. 2's timings (``--mode scalability``)."""
+    p = verbs.add_parser("train", help="fit one operating point on one split seed and write its run record "
+                                       "(--mode scalability: time training epochs vs d and vs users, Fig. 2)")
+    p.add_argument("--mode", choices=list(TRAIN_MODES), default="point",
+                   help="point (default): one operating point, one seed, its run record; scalability: Fig. 2's "
+                        "seconds per training epoch vs d and vs users, a timings record (--entry, --settings, "
+                        "--out-json)")
+    add_run_arguments(p, evaluation=False)
+    for action in p._actions:  # required by --mode point only (_check_mode)
+        if action.dest in ("seed", "out_dir"):
+            action.required = False
+    p.add_argument("--method", help="the operating point's name (ials, exadmm_sw1, fairrec_sw2, ...)")
+    add_json(p, "--point", help="the operating point: {family, params, record_part}")
+    add_json(p, "--ks", help="cut-offs, a JSON list")
+    add_json(p, "--metrics", help="metric names, a JSON list (default: the paper's)")
+    add_json(p, "--entry", help="--mode scalability: the dataset's config entry (ials/exadmm settings)")
+    add_json(p, "--settings", help="--mode scalability: {dims, user_fractions, epochs}")
+    p.add_argument("--out-json", help="--mode scalability: the timings record")
+    p.set_defaults(func=cmd_train, usage_error=p.error)

@@ -2,7 +2,7 @@
 
 An exADMM record keeps its operating point's family and model parameters, its cut-offs, metrics
 and the parts it fitted, folded in and scored (``provenance.json``: ``config``), as
-:func:`recrepro.papers.exadmm.experiments.run_point` writes them.  No difference is taken to leave
+:func:`recrepro.papers.exadmm.run.run_point` writes them.  No difference is taken to leave
 a record unchanged.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.records.drift import records_drift
-from recrepro.papers.exadmm.experiments import DEFAULT_KS, DEFAULT_METRICS, smk_point
+from recrepro.papers.exadmm.rules import DEFAULT_KS, DEFAULT_METRICS, smk_point
 
 __all__ = ["record_drift"]
 

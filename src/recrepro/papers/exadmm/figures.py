@@ -1,247 +1,34 @@
-"""exADMM (Togashi, Abe, Saito, WWW 2024): experiment drivers, figures, table and the rules' helpers.
+"""exADMM (Togashi, Abe, Saito, WWW 2024): Figures 1-3, drawn from the run records.
 
 The verbs ``recrepro exadmm <verb>`` (:mod:`recrepro.papers.exadmm.cli`, called by
-``workflow/rules/exadmm*.smk``) run these functions:
+``workflow/rules/exadmm.smk``) run these functions:
 
-``train`` (:func:`run_point`)
-    Fit one operating point (iALS, exADMM or FairRec on top of iALS) on a
-    strong-generalisation split's ``train`` part, fold in the held-out users of
-    ``validation_tr`` and ``test_tr`` (V fixed), evaluate both (exclude = fold-in part,
-    targets = ``*_te``) and write the run record (test metrics) plus ``validation.json``
-    (validation metrics, for model selection) and ``history.json`` (per-epoch seconds,
-    residuals, objective terms).
 ``tradeoff`` (:func:`figure_tradeoff`)
     Figure 1: accuracy (NDCG@K, Recall@K) vs exposure concentration (Gini@K, Coverage@K).
 ``convergence`` (:func:`figure_convergence`)
     Figure 3: ADMM residuals and objective per epoch.
-``table`` (:func:`table_best`)
-    Table 4: per family the validation-selected operating point with its test metrics.
-``scalability`` (:func:`scalability`)
-    Figure 2's timings: seconds per training epoch vs d and vs number of users (a JSON record).
 ``figure-scalability`` (:func:`figure_scalability`)
-    Figure 2, drawn from that record.
+    Figure 2, drawn from the timings record of ``train --mode scalability``
+    (:func:`recrepro.papers.exadmm.run.scalability`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from recrepro.io import read_json, write_json, write_parquet, write_text
-from recrepro.records import build_provenance, read_history, read_record_json, write_history
+from recrepro.io import read_json
+from recrepro.papers.exadmm.tables import _mean_over_seeds, load_runs
+from recrepro.records import read_history, read_record_json
 
-if TYPE_CHECKING:
-    from recrepro.evaluation.on_split import SplitData
+__all__ = ["FAMILIES", "family_colors", "figure_convergence", "figure_scalability", "figure_tradeoff"]
 
-# torch, the evaluation core and the models are imported where they are used, so the
-# Snakefile can import operating_points cheaply.
 
 FAMILIES = ("ials", "exadmm", "fairrec")
-DEFAULT_METRICS = ("recall_liang", "ndcg", "coverage", "gini", "gini_pos")
-#: Cut-offs a run record scores when the tier names none (``exadmm.ks``).
-DEFAULT_KS = (3, 5, 10, 20, 50, 100)
-MODEL_KEYS = {
-    "ials": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "log_losses", "solver", "cg_steps"),
-    "exadmm": ("dim", "alpha0", "l2", "l2_exp", "stdev", "epochs", "exposure_reg", "admm_penalty",
-               "learning_rate", "pred_iterations", "strength_scaling", "u_step_hessian", "u_step_size",
-               "log_losses"),
-}
-
-
-# ------------------------------------------------------------------ operating points
-def operating_points(entry: Mapping[str, Any], switches: Mapping[str, Any] | None = None) -> dict[str, dict]:
-    """Method name -> ``{"family", "params"}`` for one dataset entry of the config.
-
-    The base settings are methods ``ials`` and ``exadmm``; each ``sweep.<family>`` item
-    overrides them and is named ``<family>_sw<i>`` (i from 1) unless it gives a ``name``.
-    ``record_part`` (``test`` by default) is the held-out part whose metrics the run record
-    holds (the ML-1M fixture's published numbers are on ``validation``).  FairRec points post-process
-    the base iALS model: ``fairrec_sw<i>`` with ``min_assignment_prop`` from the sweep.
-    """
-    switches = dict(switches or {})
-    points: dict[str, dict] = {}
-    for family in ("ials", "exadmm"):
-        if family not in entry:
-            continue
-        base = dict(entry[family])
-        if family == "exadmm":
-            base = {**{k: v for k, v in switches.items() if k in MODEL_KEYS["exadmm"]}, **base}
-        points[family] = {"family": family, "params": base}
-        for i, override in enumerate(entry.get("sweep", {}).get(family, []), start=1):
-            override = dict(override)
-            name = override.pop("name", f"{family}_sw{i}")
-            points[name] = {"family": family, "params": {**base, **override}}
-    if "ials" in entry:
-        for i, override in enumerate(entry.get("sweep", {}).get("fairrec", []), start=1):
-            override = dict(override)
-            name = override.pop("name", f"fairrec_sw{i}")
-            points[name] = {"family": "fairrec", "params": {"base": dict(entry["ials"]), **override}}
-    record = entry.get("record_part", "test")
-    for point in points.values():
-        point["record_part"] = record
-    return points
-
-
-# ------------------------------------------------------------------ workflow helpers
-# (used by workflow/rules/exadmm.smk; they only read the config)
-def smk_entries(config: Mapping[str, Any], tier: str) -> list[dict]:
-    """The tier's dataset entries of the ``exadmm`` config block."""
-    return list(config.get("exadmm", {}).get("tiers", {}).get(tier, {}).get("datasets", []))
-
-
-def smk_switches(config: Mapping[str, Any]) -> dict[str, str]:
-    block = config.get("exadmm", {})
-    return {"strength_scaling": block.get("strength_scaling", "n2"),
-            "u_step_hessian": block.get("u_step_hessian", "full"),
-            "u_step_size": block.get("u_step_size", "lipschitz")}
-
-
-def smk_entry(config: Mapping[str, Any], tier: str, dataset: str) -> dict:
-    for entry in smk_entries(config, tier):
-        if entry["dataset"] == dataset:
-            return entry
-    raise ValueError(f"exadmm: no {tier} entry for dataset {dataset!r}")
-
-
-def smk_point(config: Mapping[str, Any], tier: str, dataset: str, method: str) -> dict:
-    return operating_points(smk_entry(config, tier, dataset), smk_switches(config))[method]
-
-
-def smk_manifest(config: Mapping[str, Any], data_root: str, tier: str, dataset: str) -> str:
-    """The split manifest an entry trains on (``<data>/splits/<dataset>/<protocol>/<split>/seed<k>``)."""
-    e = smk_entry(config, tier, dataset)
-    return f"{data_root}/splits/{dataset}/{e['protocol']}/{e['split']}/seed{e['split_seed']}/manifest.json"
-
-
-def smk_runs(config: Mapping[str, Any], tier: str) -> list[str]:
-    """metrics.json of every operating point and seed of the tier."""
-    out = []
-    for e in smk_entries(config, tier):
-        for method in operating_points(e, smk_switches(config)):
-            out += [f"results/{tier}/exadmm/runs/{e['dataset']}/{e['split']}/{method}/seed{s}/metrics.json"
-                    for s in e["seeds"]]
-    return out
-
-
-def smk_histories(config: Mapping[str, Any], tier: str) -> list[str]:
-    """history.json of the base exADMM runs (figure 3)."""
-    return [f"results/{tier}/exadmm/runs/{e['dataset']}/{e['split']}/exadmm/seed{s}/history.json"
-            for e in smk_entries(config, tier) if "exadmm" in e for s in e["seeds"]]
-
-
-def smk_targets(config: Mapping[str, Any], tier: str) -> list[str]:
-    """Default targets of the tier (empty when the tier has no exadmm entries)."""
-    if not smk_entries(config, tier):
-        return []
-    base = f"results/{tier}/exadmm"
-    targets = [f"{base}/figures/fig1_tradeoff.pdf", f"{base}/figures/fig3_convergence.pdf",
-               f"{base}/table4_best_points.md", f"{base}/scorecard.md"]
-    scal = config["exadmm"]["tiers"][tier].get("scalability")
-    if scal:
-        targets.append(f"{base}/figures/fig2_scalability_{scal['dataset']}.pdf")
-    return targets
-
-
-def make_model(family: str, params: Mapping[str, Any], seed: int, device: str = "cpu"):
-    from recrepro.papers.exadmm.exadmm import ExADMM
-    from recrepro.models.ials import IALS
-
-    kwargs = {k: v for k, v in params.items() if k in MODEL_KEYS[family]}
-    cls = IALS if family == "ials" else ExADMM
-    return cls(seed=seed, device=device, **kwargs)
-
-
-# ------------------------------------------------------------------ train + evaluate
-def _evaluate_part(model, split: SplitData, fold: str, target: str, ks, metrics, item_degree, device, batch_size,
-                   post=None):
-    from recrepro.evaluation import evaluate_full_ranking
-
-    history = split.csr([fold])
-    users_factors = model.fold_in(history)
-    target_frame = split.part(target)
-    users = np.unique(target_frame["user"].to_numpy())
-    source = (users_factors, model.V)
-    if post is not None:
-        source = post(users_factors, model.V, history, users)
-    return evaluate_full_ranking(source, history, split.csr([target]), ks, users=users, batch_size=batch_size,
-                                 device=device, item_degree=item_degree, metrics=list(metrics))
-
-
-def run_point(*, split_dir: Path, method: str, family: str, params: Mapping[str, Any], seed: int, out_dir: Path,
-              ks: Sequence[int], metrics: Sequence[str], meta: Mapping[str, Any], device: str = "cpu",
-              batch_size: int = 2048, benchmark_file: str | None = None,
-              record_part: str = "test", parts: Sequence[str] = ("validation", "test")) -> dict[str, Path]:
-    """Fit one operating point, fold in the held-out users of ``parts``, evaluate, write the record.
-
-    ``<part>.json`` holds each evaluated part's metrics; the run record holds ``record_part``'s.
-    """
-    import torch
-
-    from recrepro.evaluation.on_split import SplitData, write_split_record
-
-    started = time.time()
-    torch.manual_seed(seed)
-    split = SplitData(split_dir)
-    train = split.csr(["train"])
-    item_degree = np.asarray(train.sum(axis=0)).ravel()
-    post = None
-    if family == "fairrec":
-        from recrepro.papers.exadmm.fairrec import fairrec_scores
-
-        model = make_model("ials", params["base"], seed, device).fit(train)
-
-        def post(U, V, history, users):  # noqa: E306
-            return fairrec_scores(U, V, history, users, k=int(params.get("topk_fair", max(ks))),
-                                  prop=float(params["min_assignment_prop"]), seed=seed)
-    else:
-        model = make_model(family, params, seed, device).fit(train)
-    results = {}
-    for name in dict.fromkeys([*parts, record_part]):
-        results[name] = _evaluate_part(model, split, f"{name}_tr", f"{name}_te", ks, metrics, item_degree, device,
-                                       batch_size, post)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, result in results.items():  # validation.json selects operating points
-        write_json(out_dir / f"{name}.json", {"overall": result.overall, "counts": result.counts})
-        if name != record_part:  # the record's own part is per_user.parquet; a paired test of another part needs its own
-            columns = ["user", *[c for c in result.overall if c in result.per_user.columns]]
-            write_parquet(out_dir / f"{name}_per_user.parquet", result.per_user[columns])
-    write_history(out_dir, {"train": getattr(model, "history", []),
-                            "fold_in": getattr(model, "fold_in_history", [])})
-    return write_split_record(
-        out_dir, split, results[record_part], meta={"method": method, "family": family, **meta},
-        config_slice={"family": family, "params": dict(params), "ks": list(ks), "metrics": list(metrics),
-                      "fit": ["train"], "fold_in": f"{record_part}_tr", "target": f"{record_part}_te"},
-        seed=seed, device=device, started_at=started, benchmark_file=benchmark_file)
-
-
-# ------------------------------------------------------------------ reading runs
-def load_runs(run_files: Sequence[str | Path]) -> pd.DataFrame:
-    """One row per run: identity, family, test metrics (``test:<key>``), validation metrics (``val:<key>``)."""
-    rows = []
-    for f in run_files:
-        d = Path(f).parent if str(f).endswith(".json") else Path(f)
-        m = read_record_json(d / "metrics.json")
-        row = {"dir": str(d), "dataset": m["dataset"], "method": m["method"], "seed": m["seed"],
-               "family": m.get("family", m["method"].split("_")[0])}
-        row.update({f"test:{k}": v for k, v in m["overall"].items()})
-        if (d / "validation.json").exists():
-            row.update({f"val:{k}": v for k, v in read_record_json(d / "validation.json")["overall"].items()})
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _mean_over_seeds(frame: pd.DataFrame) -> pd.DataFrame:
-    numeric = [c for c in frame.columns if c.startswith(("test:", "val:"))]
-    return frame.groupby(["dataset", "family", "method"], as_index=False)[numeric].mean()
-
-
-# ------------------------------------------------------------------ figures and table
 #: Families in the paper's order (legends; their colours are fixed across exADMM's figures).
 FAMILY_LABELS = {"ials": "iALS", "exadmm": "exADMM", "fairrec": "FairRec"}
 #: Metric names as the paper writes them.
@@ -377,106 +164,6 @@ def figure_convergence(history_files, out_pdf, out_png, *, tier: str) -> None:
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=",".join(sorted(set(datasets))),
                 caption="exADMM convergence: ‖ΔV‖, ‖ΔU‖, ‖Δs‖, ‖Δw‖ = ‖ū−s‖ and objective terms per epoch"
                         + ("; line style: dataset" if len(datasets) > 1 else ""))
-
-
-def table_best(run_files, out_md, out_csv, *, tier: str, select: str,
-               ks: Sequence[int] = (20, 100)) -> pd.DataFrame:
-    """Table 4: per dataset and family, the operating point with the best validation ``select`` metric.
-
-    Columns: the test metrics of :data:`DEFAULT_METRICS` at the cut-offs ``ks``.
-    """
-    frame = _mean_over_seeds(load_runs(run_files))
-    rows = []
-    for (dataset, family), grp in frame.groupby(["dataset", "family"]):
-        key = f"val:{select}"
-        best = grp.loc[grp[key].idxmax()] if key in grp else grp.iloc[0]
-        rows.append({"dataset": dataset, "family": family, "method": best["method"],
-                     f"val {select}": best.get(key, np.nan),
-                     **{c[5:]: best[c] for c in grp.columns if c.startswith("test:")}})
-    table = pd.DataFrame(rows)
-    wanted = [f"{m}@{k}" for k in ks for m in DEFAULT_METRICS]
-    cols = ["dataset", "family", "method", f"val {select}"] + [c for c in wanted if c in table.columns]
-    table = table[cols]
-    write_text(out_csv, table.to_csv(index=False))
-    md = [f"# exADMM table 4 ({tier} tier): validation-selected operating points (by {select}), test metrics",
-          "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in table.iterrows():
-        md.append("| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.tolist()) + " |")
-    write_text(out_md, "\n".join(md) + "\n")
-    return table
-
-
-def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence[int],
-                user_fractions: Sequence[float], epochs: int, device: str = "cpu", seed: int = 0) -> dict:
-    """Figure 2's timings: mean seconds per training epoch of iALS and exADMM vs d and vs number of users.
-
-    FairRec's cost is iALS's epoch plus its post-processing (reported separately, once).
-    Users are subsampled (without replacement, seed ``seed``) from the training users. Writes
-    ``out_json``, the record :func:`figure_scalability` draws from: the timings, the dataset,
-    the epochs, FairRec's k, the device, the threads and a run record's provenance block
-    (:func:`recrepro.records.build_provenance`).
-    """
-    import torch
-
-    from recrepro.evaluation.on_split import SplitData
-
-    started_at = time.time()
-    split = SplitData(split_dir)
-    train = split.csr(["train"])
-    active = np.flatnonzero(np.diff(train.indptr) > 0)
-    rng = np.random.default_rng(seed)
-    records = []
-
-    fair = (entry.get("sweep") or {}).get("fairrec") or [{}]
-    fair_k, fair_prop = int(fair[0].get("topk_fair", 20)), float(fair[0].get("min_assignment_prop", 0.5))
-
-    def timed(family, params, matrix):
-        model = make_model(family, {**params, "epochs": epochs}, seed, device)
-        model.log_losses = False
-        model.fit(matrix)
-        return float(np.mean([h["seconds"] for h in model.history])), model
-
-    def fairrec_seconds(model, matrix):
-        """FairRec's post-processing of the fitted iALS for the matrix's users (one pass)."""
-        from recrepro.papers.exadmm.fairrec import fairrec_rankings
-
-        rows = np.flatnonzero(np.diff(matrix.indptr) > 0)
-        started = time.perf_counter()
-        scores = (model.U[torch.as_tensor(rows, device=model.U.device)] @ model.V.T).double().cpu().numpy()
-        fairrec_rankings(scores, matrix[rows], k=min(fair_k, matrix.shape[1]), prop=fair_prop, seed=seed)
-        return time.perf_counter() - started
-
-    base_d = int(entry["ials"]["dim"])
-    for family in ("ials", "exadmm"):
-        for d in dims:
-            seconds, model = timed(family, {**entry[family], "dim": d}, train)
-            records.append({"family": family, "axis": "dim", "dim": d, "n_users": active.size, "seconds": seconds})
-            if family == "ials":
-                post = fairrec_seconds(model, train)
-                records.append({"family": "fairrec", "axis": "dim", "dim": d, "n_users": active.size,
-                                "seconds": seconds + post, "post_seconds": post})
-        for frac in user_fractions:
-            keep = np.sort(rng.choice(active, size=max(2, int(frac * active.size)), replace=False))
-            sub = train[keep]
-            seconds, model = timed(family, {**entry[family], "dim": base_d}, sub)
-            records.append({"family": family, "axis": "users", "dim": base_d, "n_users": int(keep.size),
-                            "seconds": seconds})
-            if family == "ials":
-                post = fairrec_seconds(model, sub)
-                records.append({"family": "fairrec", "axis": "users", "dim": base_d, "n_users": int(keep.size),
-                                "seconds": seconds + post, "post_seconds": post})
-    dataset = split.describe().get("dataset", "?")
-    settings = {"dims": [int(d) for d in dims], "user_fractions": [float(f) for f in user_fractions],
-                "epochs": int(epochs)}
-    # The same provenance as a run record's (commit, versions, config hash, split hashes, threads,
-    # host, times): timings mean little without the machine and the code that took them.
-    provenance = build_provenance(
-        meta={"dataset": dataset, "kind": "exadmm_scalability"}, config_slice={"entry": dict(entry), **settings},
-        split_manifest=Path(split_dir) / "manifest.json", seed=seed, device=device, started_at=started_at)
-    record = {"dataset": dataset, "records": records, "epochs": epochs,
-              "fairrec_k": fair_k, "device": device, "threads": torch.get_num_threads(), "provenance": provenance}
-    write_json(out_json, record)
-    return record
 
 
 def figure_scalability(record_json, out_pdf, out_png, *, tier: str) -> None:

@@ -1,26 +1,49 @@
-"""``recrepro lambdaopt <verb>``: the verbs of the λOpt rules over :mod:`recrepro.papers.lambdaopt.experiments`.
+"""``recrepro lambdaopt <verb>``: the verbs of the λOpt rules over the paper's API.
 
-``run`` (one variant, one seed), ``sensitivity`` (MF-λFix per fixed λ), ``drift`` (records made
-under other settings than today's configuration: :mod:`recrepro.papers.lambdaopt.drift`), ``table``,
-``figure-trajectory``, ``figure-sensitivity`` and ``figure-groups``. The options are built from
-:mod:`recrepro.runtime.options`; the experiment module is imported only when a verb runs.
+``train`` (one variant, one seed: :func:`~recrepro.papers.lambdaopt.run.run_variant`; ``--mode
+sensitivity``: MF-λFix per fixed λ, :func:`~recrepro.papers.lambdaopt.run.sensitivity`), ``drift``
+(records made under other settings than today's configuration: :mod:`recrepro.papers.lambdaopt.drift`),
+``table`` (:mod:`recrepro.papers.lambdaopt.tables`), ``figure-trajectory``, ``figure-sensitivity`` and
+``figure-groups`` (:mod:`recrepro.papers.lambdaopt.figures`), and ``official`` (the released code's curves
+beside ours: :mod:`recrepro.papers.lambdaopt.official`). The options are built from
+:mod:`recrepro.runtime.options`; the run, table and figure modules are imported only when a verb runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
-from recrepro.runtime.options import (add_dataset, add_device_argument, add_figure_outputs, add_json, add_run_arguments,
-                              add_seed, add_table_outputs, add_threads, add_tier)
+from recrepro.runtime.options import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
+                                     add_threads, add_tier)
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 
 
-def cmd_run(args: argparse.Namespace) -> None:
-    from recrepro.papers.lambdaopt.experiments import run_variant
+#: What each mode of ``train`` needs besides ``--split-dir``, ``--seed``, ``--settings`` and ``--evaluation``
+#: (argparse requires an option of every mode or of none).
+TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
+    "variant": ("--variant", "--out-dir"),
+    "sensitivity": ("--lambdas", "--epochs", "--out"),
+}
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """A usage error naming the options ``--mode`` needs that the command line lacks."""
+    missing = [flag for flag in TRAIN_MODES[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
+    if missing:
+        args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    _check_mode(args)
+    if args.mode == "sensitivity":
+        _train_sensitivity(args)
+        return
+    from recrepro.papers.lambdaopt.run import run_variant
 
     runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.grid_runs if r]
     if runs:      # MF-λFix one job per λ: the record from its grid points' records
@@ -37,10 +60,10 @@ def cmd_run(args: argparse.Namespace) -> None:
     print(json.dumps(result, indent=1))
 
 
-def cmd_sensitivity(args: argparse.Namespace) -> None:
+def _train_sensitivity(args: argparse.Namespace) -> None:
     from recrepro.runtime.checkpoints import remove_checkpoint
     from recrepro.io import write_parquet
-    from recrepro.papers.lambdaopt.experiments import sensitivity, sensitivity_checkpoints
+    from recrepro.papers.lambdaopt.run import sensitivity, sensitivity_checkpoints
 
     table = sensitivity(split_dir=args.split_dir, settings=args.settings, lambdas=args.lambdas,
                         epochs=args.epochs, seed=args.seed, evaluation=args.evaluation, device=args.device,
@@ -54,7 +77,7 @@ def cmd_sensitivity(args: argparse.Namespace) -> None:
 
 def cmd_table(args: argparse.Namespace) -> None:
     from recrepro.io import write_text
-    from recrepro.papers.lambdaopt.experiments import paired_tests, results_table, stopping_summary, table_markdown
+    from recrepro.papers.lambdaopt.tables import paired_tests, results_table, stopping_summary, table_markdown
 
     runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.runs]
     agg = results_table(runs)
@@ -67,7 +90,7 @@ def cmd_table(args: argparse.Namespace) -> None:
 
 
 def cmd_figure_trajectory(args: argparse.Namespace) -> None:
-    from recrepro.papers.lambdaopt.experiments import figure_trajectory
+    from recrepro.papers.lambdaopt.figures import figure_trajectory
 
     figure_trajectory(args.run, args.out_pdf, args.out_png, args.tier, args.dataset)
 
@@ -75,7 +98,7 @@ def cmd_figure_trajectory(args: argparse.Namespace) -> None:
 def cmd_figure_sensitivity(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from recrepro.papers.lambdaopt.experiments import figure_sensitivity
+    from recrepro.papers.lambdaopt.figures import figure_sensitivity
 
     figure_sensitivity(pd.read_parquet(args.table), args.out_pdf, args.out_png, args.tier, args.dataset,
                        epochs=args.epochs)
@@ -83,7 +106,7 @@ def cmd_figure_sensitivity(args: argparse.Namespace) -> None:
 
 def cmd_figure_groups(args: argparse.Namespace) -> None:
     from recrepro.io import write_text
-    from recrepro.papers.lambdaopt.experiments import figure_groups
+    from recrepro.papers.lambdaopt.figures import figure_groups
 
     data = figure_groups(args.run_a, args.run_b, args.out_pdf, args.out_png, args.tier, args.dataset)
     write_text(args.out_csv, data.to_csv(index=False))
@@ -99,31 +122,7 @@ def cmd_official(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add λOpt's verbs to ``verbs`` (the subparsers of ``recrepro lambdaopt``)."""
-    p = verbs.add_parser("run", help="train one variant on one split seed and write its run record")
-    add_run_arguments(p, checkpoint="save the training state here after epochs (at most 2 %% of the time) and resume from it when rerun "
-                                    "(MF-λFix and λOpt; deleted once the run record is written); "
-                                    "default: no checkpointing")
-    p.add_argument("--variant", required=True)
-    add_json(p, "--settings", required=True, help="the variant's settings")
-    p.add_argument("--grid-runs", nargs="*", default=[], metavar="RUN",
-                   help="MF-λFix only: its grid points' run records (<variant>-gNN, in grid order); the record is "
-                        "assembled from them instead of trained (recrepro.papers.lambdaopt.grid)")
-    add_threads(p)
-    p.set_defaults(func=cmd_run)
-
-    p = verbs.add_parser("sensitivity", help="validation AUC per epoch of MF-λFix for each fixed λ")
-    p.add_argument("--split-dir", required=True)
-    add_json(p, "--settings", required=True, help="MF-λFix's settings")
-    add_json(p, "--lambdas", required=True, help="the fixed λ values, a JSON list")
-    p.add_argument("--epochs", type=int, required=True)
-    add_seed(p)
-    add_json(p, "--evaluation", required=True, help="the split's evaluation section as JSON")
-    add_device_argument(p)
-    add_threads(p)
-    p.add_argument("--out", required=True, help="the table (parquet)")
-    p.add_argument("--checkpoint", default=None, metavar="PATH",
-                   help="each λ's curve saves its state here after every epoch (<PATH>.lam<k>) and resumes from it")
-    p.set_defaults(func=cmd_sensitivity)
+    _add_train(verbs)
 
     add_drift_verb(verbs, "λOpt", "recrepro.papers.lambdaopt.drift")
 
@@ -163,3 +162,31 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_json(p, "--settings", required=True, help="the tier's λOpt settings (its stopping rule: patience, wait_for_gain)")
     p.add_argument("curves", nargs="+", help="official/<dataset>_<dui|fix>_seed<k>.jsonl")
     p.set_defaults(func=cmd_official)
+
+
+def _add_train(verbs: argparse._SubParsersAction) -> None:
+    """``train``: one variant's run record (``--mode variant``) or MF-λFix's sensitivity table (``--mode sensitivity``)."""
+    p = verbs.add_parser("train", help="train one variant on one split seed and write its run record "
+                                       "(--mode sensitivity: MF-λFix's validation AUC per epoch for each fixed λ)")
+    p.add_argument("--mode", choices=list(TRAIN_MODES), default="variant",
+                   help="variant (default): one variant, one seed, its run record (--variant, --out-dir); "
+                        "sensitivity: the validation AUC per epoch of MF-λFix for each fixed λ, a table "
+                        "(--lambdas, --epochs, --out; --settings: MF-λFix's)")
+    add_run_arguments(p, checkpoint="save the training state here after epochs (at most 2 %% of the time) and resume from it when rerun "
+                                    "(MF-λFix and λOpt; deleted once the run record is written; --mode sensitivity: "
+                                    "each λ's curve after every epoch, <PATH>.lam<k>); "
+                                    "default: no checkpointing")
+    for action in p._actions:  # required by --mode variant only (_check_mode)
+        if action.dest == "out_dir":
+            action.required = False
+    p.add_argument("--variant", help="--mode variant: the variant (a key of lambdaopt.variants, or its grid point "
+                                      "<variant>-gNN)")
+    add_json(p, "--settings", required=True, help="the variant's settings")
+    p.add_argument("--grid-runs", nargs="*", default=[], metavar="RUN",
+                   help="MF-λFix only: its grid points' run records (<variant>-gNN, in grid order); the record is "
+                        "assembled from them instead of trained (recrepro.papers.lambdaopt.grid)")
+    add_json(p, "--lambdas", help="--mode sensitivity: the fixed λ values, a JSON list")
+    p.add_argument("--epochs", type=int, help="--mode sensitivity: the epochs of each curve")
+    p.add_argument("--out", help="--mode sensitivity: the table (parquet)")
+    add_threads(p)
+    p.set_defaults(func=cmd_train, usage_error=p.error)

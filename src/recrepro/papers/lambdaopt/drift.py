@@ -28,7 +28,7 @@ import pandas as pd
 
 from recrepro.io import read_json
 from recrepro.records.drift import records_drift
-from recrepro.papers.lambdaopt.experiments import rule_settings
+from recrepro.papers.lambdaopt.rules import rule_settings
 
 __all__ = ["record_drift", "same_without_margin"]
 

@@ -1,7 +1,7 @@
 """MF-λFix's λ grid as one job per λ, and its record assembled from theirs.
 
 One job trains MF-λFix at every λ of ``lambdafix_grid`` in turn and keeps the λ with the best
-validation AUC (:func:`recrepro.papers.lambdaopt.experiments.run_variant`). Under the converging
+validation AUC (:func:`recrepro.papers.lambdaopt.run.run_variant`). Under the converging
 budget that job is the sum of eight stopped runs: on amazon-video about four CPU-hours, longer
 than a machine that stops jobs lets one job live. On the datasets a tier lists under
 ``lambdafix_per_lambda`` each λ is a job of its own, the grid point ``<variant>-gNN`` (the NN-th λ,

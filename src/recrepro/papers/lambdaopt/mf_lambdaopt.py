@@ -212,7 +212,7 @@ class MFLambdaOpt(MFBPR):
 
     name = "mf_lambdaopt"
     #: its λ step descends the validation loss: a stopping rule must not score on the same interactions
-    #: (recrepro.papers.lambdaopt.experiments.held_out_validation)
+    #: (recrepro.papers.lambdaopt.run.held_out_validation)
     learns_on_validation = True
 
     def __init__(self, config: LambdaOptConfig | Mapping[str, Any] | None = None, seed: int = 0) -> None:

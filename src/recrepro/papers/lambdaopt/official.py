@@ -31,8 +31,8 @@ import pandas as pd
 
 from recrepro.papers.lambdaopt.stopping import ValidationMonitor
 
-__all__ = ["OFFICIAL_VARIANTS", "METRICS", "best_by_validation", "epochs_per_official_epoch", "official_curve_files",
-           "official_curves", "our_curve", "official_table", "official_markdown", "official_figure"]
+__all__ = ["OFFICIAL_VARIANTS", "METRICS", "best_by_validation", "epochs_per_official_epoch", "official_curves",
+           "our_curve", "official_table", "official_markdown", "official_figure"]
 
 #: the released code's variant -> our runs it is set beside (the first: ours under its switches)
 OFFICIAL_VARIANTS = {"dui": ("lambdaopt_dui_code", "lambdaopt_dui"), "fix": ("lambdafix",)}
@@ -73,12 +73,6 @@ def best_by_validation(curve: Sequence[tuple[int, float]], patience: int | None 
             if monitor.update(model, epoch - 1):
                 return {"best_epoch": monitor.best_epoch, "best_val_auc": monitor.best_value, "stopped_at": epoch}
     return {"best_epoch": monitor.best_epoch, "best_val_auc": monitor.best_value, "stopped_at": None}
-
-
-def official_curve_files(tier: str) -> list[str]:
-    """The released code's curves committed for ``tier`` (``benchmarks/official_lambdaopt.py``)."""
-    folder = Path(f"results/{tier}/lambdaopt/official")
-    return sorted(str(p) for pattern in ("*.jsonl", "*.jsonl.gz") for p in folder.glob(pattern))
 
 
 def official_curves(files: Sequence[str | Path]) -> list[tuple[dict[str, str], pd.DataFrame]]:

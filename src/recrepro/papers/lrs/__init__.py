@@ -9,17 +9,14 @@ with ``x_ij ~ N(0, I_d)``, ``U*`` a ``d x r`` orthonormal basis shared by all us
 ``private``      the billboard-model private variant and its zCDP accountant;
 ``baselines``    per-user least squares, low-rank only AltMin, sparse only IHT, low-rank + ridge;
 ``movielens``    the ML-100K regression tasks of our own Figure 6;
-``experiments``  the experiment drivers, figures and run records the rules call;
+``run``          the training driver (sweeps, ML-100K rows, acceptance run records): ``recrepro lrs train``;
+``rules``        the rules' helpers (each figure's sweep, the acceptance runs, the targets);
+``figures``      Figs. 1-6 from the rows;
+``drift``        the acceptance records against today's configuration;
 ``cli``          the verbs of ``recrepro lrs <verb>`` over them.
 
 No official code exists and the paper's algorithm box could not be read: every design choice
 is listed under ``## lrs-...`` in ``docs/deviations.md``.
+
+The package itself imports nothing: the rules' helpers (``rules``) load without torch.
 """
-
-from recrepro.papers.lrs.amht_lrs import AMHTConfig, AMHTResult, amht_lrs, hard_threshold_topk
-from recrepro.papers.lrs.generator import LRSData, LRSSpec, generate, parameter_error, subspace_distance
-
-__all__ = [
-    "AMHTConfig", "AMHTResult", "LRSData", "LRSSpec", "amht_lrs", "generate", "hard_threshold_topk",
-    "parameter_error", "subspace_distance",
-]

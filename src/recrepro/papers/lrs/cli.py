@@ -1,27 +1,43 @@
-"""``recrepro lrs <verb>``: the verbs of the AMHT-LRS rules over :mod:`recrepro.papers.lrs.experiments`.
+"""``recrepro lrs <verb>``: the verbs of the AMHT-LRS rules over the paper's API.
 
-``sweep`` (one synthetic experiment over seeds), ``figures`` (Figs. 1-5 from the sweeps, Fig. 6 from the
-ML-100K rows), ``ml100k`` (our Fig. 6's rows) and ``acceptance`` (the run records the scorecard reads), ``drift`` (those records against today's configuration). The options are built from
-:mod:`recrepro.runtime.options`.
+``train`` (``--mode sweep``: one synthetic experiment over seeds; ``--mode ml100k``: our Fig. 6's rows;
+``--mode acceptance``: the run records the scorecard reads; :mod:`recrepro.papers.lrs.run`), ``figures``
+(Figs. 1-5 from the sweeps, Fig. 6 from the ML-100K rows: :mod:`recrepro.papers.lrs.figures`) and ``drift``
+(the acceptance records against today's configuration: :mod:`recrepro.papers.lrs.drift`). The options are
+built from :mod:`recrepro.runtime.options`.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 
-from recrepro.runtime.options import (add_device_argument, add_json, add_seed, add_threads, add_tier,
-                              int_list)
+from recrepro.runtime.options import add_device_argument, add_json, add_threads, add_tier, int_list
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
+
+#: What each mode of ``train`` needs besides ``--settings`` (argparse requires an option of every mode or of none).
+TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
+    "sweep": ("--experiment", "--seeds", "--out"),
+    "ml100k": ("--raw-dir", "--seeds", "--tier", "--out"),
+    "acceptance": ("--seed", "--tier", "--run-root", "--done"),
+}
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """A usage error naming the options ``--mode`` needs that the command line lacks."""
+    missing = [flag for flag in TRAIN_MODES[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
+    if missing:
+        args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")
 
 
 def _write_rows(frame, out: str, out_timings: str | None) -> None:
     """The rows at ``out`` without their wall seconds, which go to ``out_timings`` (when given): a rerun
     of the same seeds leaves ``out`` byte-identical, as a run record's metrics.json beside the timings in its provenance.json."""
     from recrepro.io import write_parquet
-    from recrepro.papers.lrs.experiments import split_timings
+    from recrepro.papers.lrs.run import split_timings
 
     rows, timings = split_timings(frame)
     write_parquet(out, rows)
@@ -29,10 +45,15 @@ def _write_rows(frame, out: str, out_timings: str | None) -> None:
         write_parquet(out_timings, timings)
 
 
-def cmd_sweep(args: argparse.Namespace) -> None:
+def cmd_train(args: argparse.Namespace) -> None:
+    _check_mode(args)
+    {"sweep": _train_sweep, "ml100k": _train_ml100k, "acceptance": _train_acceptance}[args.mode](args)
+
+
+def _train_sweep(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from recrepro.papers.lrs.experiments import run_sweep
+    from recrepro.papers.lrs.run import run_sweep
 
     frame = pd.concat([run_sweep(args.experiment, args.settings, seed, args.device) for seed in args.seeds],
                       ignore_index=True)
@@ -43,7 +64,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_figures(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from recrepro.papers.lrs.experiments import FIGURES, REALDATA_FIGURES, make_figure
+    from recrepro.papers.lrs.figures import FIGURES, REALDATA_FIGURES, make_figure
 
     drawn = {**FIGURES, **REALDATA_FIGURES}
     for item in args.rows:
@@ -54,10 +75,11 @@ def cmd_figures(args: argparse.Namespace) -> None:
         make_figure(drawn[figure], pd.read_parquet(path), f"{out}.pdf", f"{out}.png", args.tier)
 
 
-def cmd_ml100k(args: argparse.Namespace) -> None:
+def _train_ml100k(args: argparse.Namespace) -> None:
     from recrepro.datasets import get_dataset
     from recrepro.datasets.download import verify_raw_files
-    from recrepro.papers.lrs.experiments import make_figure, run_ml100k
+    from recrepro.papers.lrs.figures import make_figure
+    from recrepro.papers.lrs.run import run_ml100k
 
     # u.data is read straight from data/raw/: check it against fetch.json first
     verify_raw_files(get_dataset("ml-100k"), args.raw_dir)
@@ -70,9 +92,9 @@ def cmd_ml100k(args: argparse.Namespace) -> None:
     print(frame.groupby(["method", "m"])["heldout_mse"].mean().unstack().to_string())
 
 
-def cmd_acceptance(args: argparse.Namespace) -> None:
+def _train_acceptance(args: argparse.Namespace) -> None:
     from recrepro.io import write_text
-    from recrepro.papers.lrs.experiments import run_acceptance
+    from recrepro.papers.lrs.run import run_acceptance
 
     runs = run_acceptance(args.settings, args.seed, args.tier, args.run_root, args.device, args.settings)
     write_text(args.done, "".join(f"{run}\n" for run in runs))
@@ -81,44 +103,37 @@ def cmd_acceptance(args: argparse.Namespace) -> None:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add AMHT-LRS's verbs to ``verbs`` (the subparsers of ``recrepro lrs``)."""
-    from recrepro.papers.lrs.experiments import EXPERIMENTS, FIGURES, REALDATA_FIGURES
+    from recrepro.papers.lrs.figures import FIGURES, REALDATA_FIGURES
+    from recrepro.papers.lrs.run import EXPERIMENTS
 
     add_drift_verb(verbs, "AMHT-LRS", "recrepro.papers.lrs.drift")
 
-    p = verbs.add_parser("sweep", help="one synthetic experiment over seeds: one row per (method, x value)")
-    p.add_argument("--experiment", required=True, choices=EXPERIMENTS)
-    p.add_argument("--seeds", type=int_list, required=True, help="comma-separated: 0,1,2")
+    p = verbs.add_parser("train", help="--mode sweep: one synthetic experiment over seeds, one row per (method, x "
+                                       "value); --mode ml100k: our Fig. 6, the ML-100K regression tasks; --mode "
+                                       "acceptance: the acceptance settings' run records (what the scorecard reads)")
+    p.add_argument("--mode", required=True, choices=list(TRAIN_MODES),
+                   help="sweep (--experiment, --seeds, --out), ml100k (--raw-dir, --seeds, --tier, --out) or "
+                        "acceptance (--seed, --tier, --run-root, --done)")
     add_json(p, "--settings", required=True, help="the tier's lrs settings")
+    p.add_argument("--experiment", choices=EXPERIMENTS, help="--mode sweep: the synthetic experiment")
+    p.add_argument("--seeds", type=int_list, help="--mode sweep, ml100k: comma-separated: 0,1,2")
+    p.add_argument("--seed", type=int, help="--mode acceptance: the seed")
+    p.add_argument("--tier", help="--mode ml100k, acceptance: the tier the outputs belong to (smoke, paper)")
     add_device_argument(p)
-    p.add_argument("--out", required=True, help="the rows (parquet), without wall times")
-    p.add_argument("--out-timings", help="each row's wall seconds (parquet)")
-    p.set_defaults(func=cmd_sweep)
+    p.add_argument("--out", help="--mode sweep, ml100k: the rows (parquet), without wall times")
+    p.add_argument("--out-timings", help="--mode sweep, ml100k: each row's wall seconds (parquet)")
+    p.add_argument("--raw-dir", help="--mode ml100k: data/raw/ml-100k (checked against its fetch.json)")
+    p.add_argument("--out-pdf", help="--mode ml100k: also draw Fig. 6 here (with --out-png)")
+    p.add_argument("--out-png", help="--mode ml100k: also draw Fig. 6 here (with --out-pdf)")
+    p.add_argument("--run-root", help="--mode acceptance: results/<tier>/lrs/runs")
+    p.add_argument("--done", help="--mode acceptance: the list of records written")
+    p.set_defaults(func=cmd_train, usage_error=p.error)
 
     p = verbs.add_parser("figures", help="Figs. 1-5 from the sweeps' rows, Fig. 6 from the ML-100K rows")
     add_tier(p)
     p.add_argument("--out-dir", required=True, help="writes <out-dir>/<figure>.pdf and .png")
     p.add_argument("rows", nargs="+", help="FIGURE=rows.parquet, FIGURE one of " + ", ".join({**FIGURES, **REALDATA_FIGURES}))
     p.set_defaults(func=cmd_figures)
-
-    p = verbs.add_parser("ml100k", help="our Fig. 6: the ML-100K regression tasks")
-    p.add_argument("--raw-dir", required=True, help="data/raw/ml-100k (checked against its fetch.json)")
-    p.add_argument("--seeds", type=int_list, required=True, help="comma-separated: 0,1,2")
-    add_json(p, "--settings", required=True, help="the tier's lrs settings")
-    add_tier(p)
-    p.add_argument("--out", required=True, help="the rows (parquet), without wall times")
-    p.add_argument("--out-timings", help="each row's wall seconds (parquet)")
-    p.add_argument("--out-pdf", help="also draw Fig. 6 here (with --out-png)")
-    p.add_argument("--out-png", help="also draw Fig. 6 here (with --out-pdf)")
-    p.set_defaults(func=cmd_ml100k)
-
-    p = verbs.add_parser("acceptance", help="the acceptance settings' run records (what the scorecard reads)")
-    add_seed(p, required=True)
-    add_json(p, "--settings", required=True, help="the tier's lrs settings")
-    add_tier(p)
-    add_device_argument(p)
-    p.add_argument("--run-root", required=True, help="results/<tier>/lrs/runs")
-    p.add_argument("--done", required=True, help="the list of records written")
-    p.set_defaults(func=cmd_acceptance)
 
     for p in verbs.choices.values():
         add_threads(p, default=1, help="torch threads (1 is fastest for the small batched ops of the smoke tier)")

@@ -1,7 +1,7 @@
 """AMHT-LRS's acceptance run records against the configuration they would be made under today.
 
 An acceptance record keeps the tier's whole ``lrs`` block it ran under (``provenance.json``:
-``config``), but each record reads only part of it (:func:`recrepro.papers.lrs.experiments.run_acceptance`):
+``config``), but each record reads only part of it (:func:`recrepro.papers.lrs.run.run_acceptance`):
 its own setting of ``acceptance`` (``noiseless``, ``noisy``, ``floor`` or ``private``), the
 run-to-convergence override ``acceptance.algorithm`` (not for ``private``), the tier's ``algorithm``
 and the ridge of the low-rank + ridge baseline.  Only those are compared, so a change to the sweeps'

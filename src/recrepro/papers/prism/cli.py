@@ -1,11 +1,11 @@
 """``recrepro prism <verb>``: the verbs of the PRISM rules over the paper's API.
 
-``train`` (:func:`~recrepro.papers.prism.experiments.run_method`), ``figure-wd``, ``figure-magnitudes``,
+``train`` (:func:`~recrepro.papers.prism.run.run_method`), ``figure-wd``, ``figure-magnitudes``,
 ``select-wd``, ``table``, ``lr-search`` (every grid point of Table 1's learning-rate pick:
-:mod:`recrepro.papers.prism.lr_search`), ``figure`` (Figs. 3-11 from a workflow spec), ``figure-theory`` (Fig. 7) and
-``drift`` (records made under other settings than today's configuration: :mod:`recrepro.papers.prism.drift`).
-The options are built from :mod:`recrepro.runtime.options`; the experiment and figure modules are imported
-only when a verb runs.
+:func:`~recrepro.papers.prism.tables.lr_search_table`), ``figure`` (Figs. 3-11 from a spec of
+:mod:`recrepro.papers.prism.rules`), ``figure-theory`` (Fig. 7) and ``drift`` (records made under other
+settings than today's configuration: :mod:`recrepro.papers.prism.drift`). The options are built from
+:mod:`recrepro.runtime.options`; the run, table and figure modules are imported only when a verb runs.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _run_dirs(paths: list[str]) -> list[Path]:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from recrepro.papers.prism.experiments import run_method
+    from recrepro.papers.prism.run import run_method
 
     run_method(split_dir=Path(args.split_dir), method=args.method, seed=args.seed, out_dir=Path(args.out_dir),
                tier_conf=args.tier_conf, switches=args.switches, evaluation=args.evaluation, meta=args.meta,
@@ -56,7 +56,7 @@ def cmd_figure_magnitudes(args: argparse.Namespace) -> None:
 
 def cmd_table(args: argparse.Namespace) -> None:
     from recrepro.io import read_json
-    from recrepro.papers.prism.experiments import table_prism
+    from recrepro.papers.prism.tables import table_prism
 
     frame = table_prism(_run_dirs(args.runs), Path(args.out_md), Path(args.out_csv),
                         Path(args.tuned_root) if args.tuned_root else None, tier=args.tier, dataset=args.dataset,
@@ -69,7 +69,7 @@ def cmd_table(args: argparse.Namespace) -> None:
 
 def cmd_lr_search(args: argparse.Namespace) -> None:
     from recrepro.io import read_json
-    from recrepro.papers.prism.lr_search import lr_search_table
+    from recrepro.papers.prism.tables import lr_search_table
 
     frame = lr_search_table(_run_dirs(args.runs), Path(args.out_md), Path(args.out_csv), tier=args.tier,
                             dataset=args.dataset, backbones=args.backbones, losses=args.losses,
@@ -81,7 +81,7 @@ def cmd_lr_search(args: argparse.Namespace) -> None:
 
 def cmd_select_wd(args: argparse.Namespace) -> None:
     from recrepro.io import write_json
-    from recrepro.papers.prism.experiments import select_weight_decay
+    from recrepro.papers.prism.tables import select_weight_decay
 
     selection = select_weight_decay(_run_dirs(args.runs), backbones=args.backbones, losses=args.losses,
                                     weight_decays=args.weight_decays, alpha=args.alpha, lr_search=args.lr_search)
@@ -182,7 +182,7 @@ def _add_table_options(p: argparse.ArgumentParser, *, lr_search: bool) -> None:
 
 def _add_figures(verbs: argparse._SubParsersAction) -> None:
     """Figs. 3-11 from a spec, and Fig. 7's theory curve."""
-    p = verbs.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.workflow)")
+    p = verbs.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.rules)")
     add_json(p, "--spec", required=True)
     add_tier(p)
     add_dataset(p)

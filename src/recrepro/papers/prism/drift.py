@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from recrepro.records.drift import records_drift
-from recrepro.papers.prism.experiments import settings_for
-from recrepro.papers.prism.workflow import tier_conf
+from recrepro.papers.prism.rules import tier_conf
+from recrepro.papers.prism.run import settings_for
 
 __all__ = ["record_drift"]
 

@@ -1,7 +1,7 @@
 """PRISM Figs. 1-11 (Loveland et al., KDD 2025) from run records, and Fig. 7 from Theorem 3.1.
 
 Each figure is described by a JSON-able *spec* (built by
-:mod:`recrepro.papers.prism.workflow` from the config) and drawn by :func:`draw_figure`
+:mod:`recrepro.papers.prism.rules` from the config) and drawn by :func:`draw_figure`
 from the run directories the rule hands over.  Figures never train: they read
 ``metrics.json`` / ``history.json`` / ``magnitudes.parquet`` of runs that other figures
 share (one run directory per distinct setting).
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recrepro.papers.prism.experiments import load_prism_runs
+from recrepro.papers.prism.tables import load_prism_runs
 from recrepro.papers.prism.methods import method_name
 from recrepro.records import read_history
 

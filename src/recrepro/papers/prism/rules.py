@@ -1,4 +1,4 @@
-"""Helpers of ``workflow/rules/prism.smk``: which runs, figures and tables a tier builds.
+"""Helpers of ``workflow/rules/prism*.smk``: which runs, figures and tables a tier builds.
 
 Every function takes the (validated) Snakemake ``config`` and a tier name.
 """

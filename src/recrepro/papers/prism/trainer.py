@@ -220,7 +220,6 @@ def checkpoint_key(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None
                          "data": data_fingerprint(train_matrix, validation)})
 
 
-# Long on purpose: seeding, resume and the epoch loop share RNG and early-stopping state whose order a resumed run must replay exactly
 def _train_epoch(net: torch.nn.Module, optimizer: torch.optim.Optimizer, e_users: torch.Tensor,
                  e_items: torch.Tensor, settings: TrainSettings, margins: tuple[torch.Tensor, torch.Tensor] | None,
                  item_deg_t: torch.Tensor, gen: torch.Generator, n_neg: int, epoch: int) -> float:
@@ -256,6 +255,163 @@ def _train_epoch(net: torch.nn.Module, optimizer: torch.optim.Optimizer, e_users
     return total / max(batches, 1)
 
 
+@dataclass
+class _Fit:
+    """What one run trains: the net (on its device), Adam, MAWU's margins, the training edges, the items'
+    training degrees (IPL's ``Q_i``), the explicit generator (negatives, edge order) and the negatives per edge."""
+
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    margins: tuple[torch.nn.Parameter, torch.nn.Parameter] | None
+    e_users: torch.Tensor
+    e_items: torch.Tensor
+    item_deg_t: torch.Tensor
+    gen: torch.Generator
+    n_neg: int
+
+
+@dataclass
+class _Progress:
+    """Where a run stands, as a checkpoint saves it: the history so far, the best validation score, its
+    epoch and the epochs since (``bad``), the best epoch's net and margins, and the epoch to go on with
+    (``finished``: the saved run had stopped)."""
+
+    history: dict[str, Any]
+    best_state: dict[str, Any]
+    best: float = -np.inf
+    best_epoch: int = 0
+    bad: int = 0
+    best_margins: tuple[torch.Tensor, torch.Tensor] | None = None
+    start_epoch: int = 1
+    finished: bool = False
+
+
+def _setup(train_matrix: sp.csr_matrix, settings: TrainSettings) -> _Fit:
+    """Seed torch and the explicit generator, build the net (PRISM's init, MACR's wrapper) on the device,
+    MAWU's margins and Adam, in the order every run draws its random numbers in."""
+    torch.manual_seed(settings.seed)
+    gen = torch.Generator().manual_seed(settings.seed)
+    n_users, n_items = train_matrix.shape
+    net = build_net(settings.backbone, n_users, n_items, settings.dim, settings.seed, train=train_matrix,
+                    nlmf_relu=settings.nlmf_relu, layers=settings.layers)
+    user_deg = np.diff(train_matrix.indptr).astype(np.float64)
+    item_deg = np.bincount(train_matrix.indices, minlength=n_items).astype(np.float64)
+    if settings.alpha is not None:
+        net.apply_prism(user_deg, item_deg, settings.alpha)
+    if settings.loss == "macr":
+        net = D.MACRNet(net, settings.dim, c=settings.macr_c, seed=settings.seed)
+    device = torch.device(settings.device)
+    item_deg_t = torch.as_tensor(item_deg, dtype=torch.float32, device=device)
+    net = net.to(device)
+    params = list(net.parameters())
+    margins = None
+    if settings.loss == "mawu":
+        margins = (torch.nn.Parameter(torch.zeros(n_users, device=device)),
+                   torch.nn.Parameter(torch.zeros(n_items, device=device)))
+        params += list(margins)
+    optimizer = _make_optimizer(params, settings)
+    e_users, e_items = _edges(train_matrix)
+    n_neg = 0 if settings.loss in ("directau", "mawu") else max(1, settings.n_negatives if settings.loss == "ssm" else 1)
+    return _Fit(net, optimizer, margins, e_users, e_items, item_deg_t, gen, n_neg)
+
+
+def _restore(saved: dict[str, Any], fit: _Fit, progress: _Progress) -> None:
+    """Put a checkpoint's state back: the net, Adam, MAWU's margins, both generators and the progress."""
+    fit.net.load_state_dict(saved["net"])
+    fit.optimizer.load_state_dict(saved["optimizer"])
+    if fit.margins is not None:
+        with torch.no_grad():
+            fit.margins[0].copy_(saved["margins"][0])
+            fit.margins[1].copy_(saved["margins"][1])
+    fit.gen.set_state(saved["gen"])
+    set_global_rng_state(saved["global_rng"])
+    progress.history = saved["history"]
+    progress.best, progress.best_epoch, progress.bad = saved["best"], saved["best_epoch"], saved["bad"]
+    progress.best_state = saved["best_state"]
+    progress.best_margins = saved["best_margins"]
+    progress.start_epoch, progress.finished = saved["epoch"] + 1, saved["finished"]
+
+
+def _state(fit: _Fit, progress: _Progress, epoch: int, stop: bool) -> dict[str, Any]:
+    """The checkpoint of the run after ``epoch`` (:func:`_restore` reads it back)."""
+    return {"epoch": epoch, "finished": stop, "net": fit.net.state_dict(), "optimizer": fit.optimizer.state_dict(),
+            "margins": None if fit.margins is None else (fit.margins[0].detach(), fit.margins[1].detach()),
+            "gen": fit.gen.get_state(), "global_rng": global_rng_state(), "history": progress.history,
+            "best": progress.best, "best_epoch": progress.best_epoch, "bad": progress.bad,
+            "best_state": progress.best_state, "best_margins": progress.best_margins}
+
+
+def _train_checked(fit: _Fit, settings: TrainSettings, epoch: int, progress: _Progress,
+                   ckpt: Checkpointer | None) -> bool:
+    """Train ``epoch`` and record its seconds and mean loss; ``False`` when it diverged (recorded in the
+    history, and the checkpoint of the epoch before marked finished)."""
+    started = time.perf_counter()
+    try:
+        mean_loss = _train_epoch(fit.net, fit.optimizer, fit.e_users, fit.e_items, settings, fit.margins,
+                                 fit.item_deg_t, fit.gen, fit.n_neg, epoch)
+        check_finite("user embeddings", fit.net.user_emb, f"epoch {epoch}")
+        check_finite("item embeddings", fit.net.item_emb, f"epoch {epoch}")
+    except NonFiniteError as err:
+        # a learning rate that blows the run up is a result of the search (the paper's lr grid
+        # reaches 0.1): the record keeps the epochs before it, says where and why, and is never
+        # picked (tables.select_weight_decay); the model is the best validated one before it
+        progress.history["diverged"] = {"epoch": int(epoch), "error": str(err)}
+        log.warning("diverged in epoch %d: %s; recorded as diverged (never picked)", epoch, err)
+        if ckpt is not None:
+            ckpt.save(lambda: _state(fit, progress, epoch - 1, True), final=True)
+        return False
+    progress.history["epoch_seconds"].append(time.perf_counter() - started)
+    progress.history["loss"].append(mean_loss)
+    return True
+
+
+def _validate(fit: _Fit, train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings,
+              epoch: int, progress: _Progress, on_epoch: Any) -> bool:
+    """Score ``epoch`` on validation and keep the best epoch's state; whether the run stops after it
+    (the epoch limit, or ``patience`` epochs without a better score)."""
+    history = progress.history
+    stop = epoch == settings.epochs
+    if validation is None:
+        progress.best_epoch = epoch
+        return stop
+    score = validation_ndcg(fit.net, train_matrix, validation, settings.eval_k, settings.eval_batch_size,
+                            settings.device)
+    history["val_ndcg"].append(score)
+    if settings.record_cosine:
+        history["val_ndcg_cosine"].append(validation_ndcg(fit.net, train_matrix, validation, settings.eval_k,
+                                                          settings.eval_batch_size, settings.device, cosine=True))
+    if on_epoch is not None:
+        on_epoch(epoch, score)
+    log.info("epoch %d loss %.5f val ndcg@%d %.5f (%.2fs)", epoch, history["loss"][-1], settings.eval_k,
+             score, history["epoch_seconds"][-1])
+    if score > progress.best:
+        progress.best, progress.best_epoch, progress.bad = score, epoch, 0
+        progress.best_state = copy.deepcopy(fit.net.state_dict())
+        if fit.margins is not None:
+            progress.best_margins = (fit.margins[0].detach().clone(), fit.margins[1].detach().clone())
+    else:
+        progress.bad += 1
+        stop = stop or progress.bad >= settings.patience
+    return stop
+
+
+def _finish(fit: _Fit, validation: sp.csr_matrix | None, progress: _Progress) -> dict[str, Any]:
+    """Restore the best epoch's net (when validated), and add the run's summary to its history."""
+    history, best, best_epoch = progress.history, progress.best, progress.best_epoch
+    if validation is not None:
+        fit.net.load_state_dict(progress.best_state)
+    fit.net.eval()
+    history.update({
+        "best_epoch": int(best_epoch),
+        "epochs_run": len(history["epoch_seconds"]),
+        "best_val_ndcg": float(best) if np.isfinite(best) else None,
+        "seconds_per_epoch": float(np.mean(history["epoch_seconds"])) if history["epoch_seconds"] else None,
+        "seconds_to_best": float(np.sum(history["epoch_seconds"][:best_epoch])),
+        "margins_restored": progress.best_margins is not None,
+    })
+    return history
+
+
 def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, settings: TrainSettings,
           *, on_epoch: Any = None, checkpoint: str | Path | None = None,
           checkpoint_min_seconds: float = 0.0) -> tuple[torch.nn.Module, dict[str, Any]]:
@@ -282,122 +438,31 @@ def train(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None, setting
         ``val_ndcg`` (per epoch), ``epoch_seconds`` (training time per epoch, evaluation
         excluded), ``loss``, ``best_epoch`` (1-based: epochs to the best validation
         score), ``epochs_run``, ``seconds_per_epoch`` and ``init_item_norms`` summary.
-    """
-    torch.manual_seed(settings.seed)
-    gen = torch.Generator().manual_seed(settings.seed)
-    n_users, n_items = train_matrix.shape
-    net = build_net(settings.backbone, n_users, n_items, settings.dim, settings.seed, train=train_matrix,
-                    nlmf_relu=settings.nlmf_relu, layers=settings.layers)
-    user_deg = np.diff(train_matrix.indptr).astype(np.float64)
-    item_deg = np.bincount(train_matrix.indices, minlength=n_items).astype(np.float64)
-    if settings.alpha is not None:
-        net.apply_prism(user_deg, item_deg, settings.alpha)
-    if settings.loss == "macr":
-        net = D.MACRNet(net, settings.dim, c=settings.macr_c, seed=settings.seed)
-    device = torch.device(settings.device)
-    item_deg_t = torch.as_tensor(item_deg, dtype=torch.float32, device=device)
-    net = net.to(device)
-    params = list(net.parameters())
-    margins = None
-    if settings.loss == "mawu":
-        margins = (torch.nn.Parameter(torch.zeros(n_users, device=device)),
-                   torch.nn.Parameter(torch.zeros(n_items, device=device)))
-        params += list(margins)
-    optimizer = _make_optimizer(params, settings)
-    e_users, e_items = _edges(train_matrix)
-    n_neg = 0 if settings.loss in ("directau", "mawu") else max(1, settings.n_negatives if settings.loss == "ssm" else 1)
 
+    Seeding, resuming and the epoch loop share the RNG and early-stopping state (:class:`_Fit`,
+    :class:`_Progress`) in the order a resumed run replays exactly.
+    """
+    fit = _setup(train_matrix, settings)
     history: dict[str, Any] = {"val_ndcg": [], "epoch_seconds": [], "loss": [], "settings": settings.as_dict()}
     if settings.record_cosine:
         history["val_ndcg_cosine"] = []
-    best, best_epoch, bad = -np.inf, 0, 0
-    best_state = copy.deepcopy(net.state_dict())
-    best_margins = None
-    start_epoch, finished = 1, False
+    progress = _Progress(history=history, best_state=copy.deepcopy(fit.net.state_dict()))
     ckpt = None
     if checkpoint is not None:
         ckpt = Checkpointer(checkpoint, checkpoint_key(train_matrix, validation, settings),
                             min_seconds=checkpoint_min_seconds)
         saved = ckpt.load()
         if saved is not None:
-            net.load_state_dict(saved["net"])
-            optimizer.load_state_dict(saved["optimizer"])
-            if margins is not None:
-                with torch.no_grad():
-                    margins[0].copy_(saved["margins"][0])
-                    margins[1].copy_(saved["margins"][1])
-            gen.set_state(saved["gen"])
-            set_global_rng_state(saved["global_rng"])
-            history = saved["history"]
-            best, best_epoch, bad = saved["best"], saved["best_epoch"], saved["bad"]
-            best_state = saved["best_state"]
-            best_margins = saved["best_margins"]
-            start_epoch, finished = saved["epoch"] + 1, saved["finished"]
-
-    def state(epoch: int, stop: bool) -> dict[str, Any]:
-        return {"epoch": epoch, "finished": stop, "net": net.state_dict(), "optimizer": optimizer.state_dict(),
-                "margins": None if margins is None else (margins[0].detach(), margins[1].detach()),
-                "gen": gen.get_state(), "global_rng": global_rng_state(), "history": history,
-                "best": best, "best_epoch": best_epoch, "bad": bad, "best_state": best_state,
-                "best_margins": best_margins}
-
-    for epoch in range(start_epoch, settings.epochs + 1):
-        if finished:
+            _restore(saved, fit, progress)
+    for epoch in range(progress.start_epoch, settings.epochs + 1):
+        if progress.finished:
             break
-        started = time.perf_counter()
-        try:
-            mean_loss = _train_epoch(net, optimizer, e_users, e_items, settings, margins, item_deg_t, gen, n_neg,
-                                     epoch)
-            check_finite("user embeddings", net.user_emb, f"epoch {epoch}")
-            check_finite("item embeddings", net.item_emb, f"epoch {epoch}")
-        except NonFiniteError as err:
-            # a learning rate that blows the run up is a result of the search (the paper's lr grid
-            # reaches 0.1): the record keeps the epochs before it, says where and why, and is never
-            # picked (experiments.select_weight_decay); the model is the best validated one before it
-            history["diverged"] = {"epoch": int(epoch), "error": str(err)}
-            log.warning("diverged in epoch %d: %s; recorded as diverged (never picked)", epoch, err)
-            if ckpt is not None:
-                ckpt.save(lambda: state(epoch - 1, True), final=True)
+        if not _train_checked(fit, settings, epoch, progress, ckpt):
             break
-        history["epoch_seconds"].append(time.perf_counter() - started)
-        history["loss"].append(mean_loss)
-        stop = epoch == settings.epochs
-        if validation is None:
-            best_epoch = epoch
-        else:
-            score = validation_ndcg(net, train_matrix, validation, settings.eval_k, settings.eval_batch_size,
-                                    settings.device)
-            history["val_ndcg"].append(score)
-            if settings.record_cosine:
-                history["val_ndcg_cosine"].append(validation_ndcg(net, train_matrix, validation, settings.eval_k,
-                                                                  settings.eval_batch_size, settings.device,
-                                                                  cosine=True))
-            if on_epoch is not None:
-                on_epoch(epoch, score)
-            log.info("epoch %d loss %.5f val ndcg@%d %.5f (%.2fs)", epoch, history["loss"][-1], settings.eval_k,
-                     score, history["epoch_seconds"][-1])
-            if score > best:
-                best, best_epoch, bad = score, epoch, 0
-                best_state = copy.deepcopy(net.state_dict())
-                if margins is not None:
-                    best_margins = (margins[0].detach().clone(), margins[1].detach().clone())
-            else:
-                bad += 1
-                stop = stop or bad >= settings.patience
+        stop = _validate(fit, train_matrix, validation, settings, epoch, progress, on_epoch)
         if ckpt is not None:
             # the state *after* this epoch's bookkeeping: a restart continues with epoch + 1
-            ckpt.save(lambda: state(epoch, stop), final=stop)
+            ckpt.save(lambda: _state(fit, progress, epoch, stop), final=stop)
         if stop:
             break
-    if validation is not None:
-        net.load_state_dict(best_state)
-    net.eval()
-    history.update({
-        "best_epoch": int(best_epoch),
-        "epochs_run": len(history["epoch_seconds"]),
-        "best_val_ndcg": float(best) if np.isfinite(best) else None,
-        "seconds_per_epoch": float(np.mean(history["epoch_seconds"])) if history["epoch_seconds"] else None,
-        "seconds_to_best": float(np.sum(history["epoch_seconds"][:best_epoch])),
-        "margins_restored": best_margins is not None,
-    })
-    return net, history
+    return fit.net, _finish(fit, validation, progress)
