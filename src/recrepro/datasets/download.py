@@ -32,32 +32,31 @@ setting that raises it (``data.unverified_archive`` in config.yaml), and nothing
 When the canonical files cannot be had, a mirror's **reconstructed form** of the dataset
 (:class:`recrepro.datasets.registry.ReconstructedForm`, pinned by its own sha256) is taken
 instead, with a WARNING naming what it lacks; ``fetch.json`` names it (``"form"``).
+
+Published digests and the checks of a file against them (:mod:`recrepro.datasets.digests`) and the
+download of one URL (:mod:`recrepro.datasets.url_download`) are modules of their own; their public
+names are importable from here too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import http.client
 import json
 import logging
 import shutil
-import sys
 import tempfile
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from recrepro import __version__
 from recrepro.datasets.archives import archive_member_names, find_member, safe_extract
 # where a dataset's files are to be had (re-exported: the CLI and the scorecard summary use them)
 from recrepro.datasets.availability import dataset_availability, mirror_form, mirror_holds, reachable
+from recrepro.datasets.digests import Expected, copy_verified, verify_file
 from recrepro.datasets.errors import ArchiveTooLargeError, ChecksumError, DatasetUnavailableError
 from recrepro.datasets.registry import DatasetSpec, ReconstructedForm, get_dataset, raw_members
-from recrepro.io import atomic_path, sha256_file, write_json
+from recrepro.datasets.url_download import download_url
+from recrepro.io import sha256_file, write_json
 
 __all__ = ["FETCH_RECORD", "ExpansionCap", "dataset_availability", "download_url", "fetch_dataset", "mirror_form",
            "mirror_holds", "reachable", "verify_file", "verify_raw_files"]
@@ -68,10 +67,6 @@ _NONE = "none"
 _FIRST_USE = "sha256 recorded on first use"
 
 FETCH_RECORD = "fetch.json"
-_CHUNK = 1 << 20
-# HTTP statuses worth retrying; anything else (404, 403, ...) will not change on retry.
-_TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
-_USER_AGENT = f"recrepro/{__version__} (+dataset fetch)"
 
 
 # --------------------------------------------------------------------------- caps
@@ -109,173 +104,6 @@ def _size(n: float) -> str:
             return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
         n /= 1000
     return f"{n} GB"  # pragma: no cover
-
-
-# --------------------------------------------------------------------------- digests
-@dataclass(frozen=True)
-class Expected:
-    """Published digests a file must match (either may be None)."""
-
-    sha256: str | None = None
-    md5: str | None = None
-
-    @property
-    def known(self) -> bool:
-        return bool(self.sha256 or self.md5)
-
-    @property
-    def method(self) -> str:
-        return "+".join(n for n, v in (("sha256", self.sha256), ("md5", self.md5)) if v) or "none"
-
-
-class _Hasher:
-    """sha256 (always) and md5 (when asked) over one stream of bytes."""
-
-    def __init__(self, want_md5: bool) -> None:
-        self.sha256 = hashlib.sha256()
-        self.md5 = hashlib.md5() if want_md5 else None
-
-    def update(self, block: bytes) -> None:
-        self.sha256.update(block)
-        if self.md5 is not None:
-            self.md5.update(block)
-
-    def check(self, label: str, expected: Expected) -> str:
-        """Raise ChecksumError on mismatch; return the sha256 hex digest."""
-        actual_sha = self.sha256.hexdigest()
-        if expected.sha256 and actual_sha != expected.sha256:
-            raise ChecksumError(f"{label}: sha256 mismatch: expected {expected.sha256}, actual {actual_sha}")
-        if expected.md5 and self.md5 is not None:
-            actual_md5 = self.md5.hexdigest()
-            if actual_md5 != expected.md5:
-                raise ChecksumError(f"{label}: md5 mismatch: expected {expected.md5}, actual {actual_md5}")
-        return actual_sha
-
-
-def verify_file(path: str | Path, expected: Expected, label: str | None = None) -> str:
-    """Check ``path`` against ``expected`` (ChecksumError on mismatch); return its sha256."""
-    hasher = _Hasher(want_md5=bool(expected.md5))
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            hasher.update(block)
-    return hasher.check(label or str(path), expected)
-
-
-class _ShortRead(Exception):
-    """Fewer bytes arrived than the server announced."""
-
-
-def _copy_verified(
-    src: BinaryIO,
-    dest: Path,
-    expected: Expected,
-    label: str,
-    progress_bar=None,
-    expected_size: int | None = None,
-) -> str:
-    """Stream ``src`` into ``dest`` atomically, verifying on the way; return sha256.
-
-    The size (when announced) and the digests are checked before the rename; on any
-    failure the temporary file is removed and ``dest`` is left as it was.
-    """
-    hasher = _Hasher(want_md5=bool(expected.md5))
-    size = 0
-    with atomic_path(dest) as tmp:
-        with open(tmp, "wb") as out:
-            for block in iter(lambda: src.read(_CHUNK), b""):
-                out.write(block)
-                hasher.update(block)
-                size += len(block)
-                if progress_bar is not None:
-                    progress_bar.update(len(block))
-        # A truncated transfer is a network failure (retried), not corruption.
-        if expected_size is not None and size != expected_size:
-            raise _ShortRead(f"short read: {size} of {expected_size} bytes")
-        return hasher.check(label, expected)
-
-
-# --------------------------------------------------------------------------- download
-class _TransientError(Exception):
-    """A failure worth retrying (server error, timeout, dropped connection)."""
-
-
-def _show_progress(progress: bool | None) -> bool:
-    return sys.stderr.isatty() if progress is None else progress
-
-
-def download_url(
-    url: str,
-    dest: str | Path,
-    expected: Expected = Expected(),
-    *,
-    progress: bool | None = None,
-    tries: int = 3,
-    backoff_s: float = 1.0,
-    timeout_s: float = 60.0,
-) -> str:
-    """Download ``url`` to ``dest`` (atomically, verified); return the file's sha256.
-
-    Parameters
-    ----------
-    url:
-        http(s) (or file) URL.
-    dest:
-        Final path; only a complete, verified file is ever renamed onto it.
-    expected:
-        Published digests; a mismatch raises :class:`ChecksumError` (not retried).
-    progress:
-        tqdm progress bar on stderr; None shows it when stderr is a terminal.
-    tries, backoff_s:
-        Transient failures (timeouts, dropped connections, HTTP 5xx/429) are retried,
-        ``tries`` attempts in all, sleeping ``backoff_s``, then twice as long, ... in between.
-    timeout_s:
-        Socket timeout per attempt.
-
-    Raises
-    ------
-    ChecksumError
-        The downloaded bytes do not match ``expected``.
-    OSError
-        (``urllib.error.URLError`` and friends) the URL could not be read.
-    """
-    dest = Path(dest)
-    last_error: BaseException | None = None
-    for attempt in range(tries):
-        if attempt:
-            time.sleep(backoff_s * 2 ** (attempt - 1))
-        try:
-            return _download_once(url, dest, expected, progress=progress, timeout_s=timeout_s)
-        except _TransientError as exc:
-            last_error = exc.__cause__ or exc
-    assert last_error is not None
-    raise OSError(f"{url}: failed after {tries} attempts: {last_error}") from last_error
-
-
-def _download_once(url: str, dest: Path, expected: Expected, *, progress: bool | None, timeout_s: float) -> str:
-    request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-    try:
-        response = urllib.request.urlopen(request, timeout=timeout_s)
-    except urllib.error.HTTPError as exc:
-        if exc.code in _TRANSIENT_HTTP:
-            raise _TransientError() from exc
-        raise
-    except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-        raise _TransientError() from exc
-    with response:
-        length = response.headers.get("Content-Length")
-        total = int(length) if length and length.isdigit() else None
-        bar = None
-        if _show_progress(progress):
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=dest.name, file=sys.stderr)
-        try:
-            return _copy_verified(response, dest, expected, f"{dest.name} (from {url})", bar, expected_size=total)
-        except (_ShortRead, TimeoutError, ConnectionError, http.client.HTTPException, urllib.error.URLError) as exc:
-            raise _TransientError() from exc
-        finally:
-            if bar is not None:
-                bar.close()
 
 
 # --------------------------------------------------------------------------- fetch
@@ -451,7 +279,7 @@ def _take_form(state: _Fetch, mirror: Path) -> ReconstructedForm | None:
         for member, sha256 in form.members.items():
             src = folder / member
             with open(src, "rb") as fh:
-                sha = _copy_verified(fh, state.raw_dir / member, Expected(sha256=sha256), str(src))
+                sha = copy_verified(fh, state.raw_dir / member, Expected(sha256=sha256), str(src))
             state.members[member] = _member_entry(state.raw_dir / member, sha, str(src), "sha256 (form)")
         log.warning(
             "%s: the canonical %s could not be had (%s); took the mirror's reconstructed form %r from %s "
@@ -604,7 +432,7 @@ def _take_from_mirror(state: _Fetch, folder: Path) -> None:
             if not expected.known and not state.may_take_unverified(f"{src} (no published digest)"):
                 continue  # strict: the release archive (verified) may still be in the mirror
             with open(src, "rb") as fh:
-                sha = _copy_verified(fh, state.raw_dir / member, expected, str(src))
+                sha = copy_verified(fh, state.raw_dir / member, expected, str(src))
             state.members[member] = _member_entry(state.raw_dir / member, sha, str(src), state.label(member))
             if not expected.known:
                 state.trust_on_first_use(member, str(src))
@@ -652,7 +480,7 @@ def _extract_members(state: _Fetch, archive: Path, source: str, archive_record: 
         for member, inner in wanted.items():
             expected = state.expected(member)
             with open(extracted[inner], "rb") as fh:
-                sha = _copy_verified(fh, state.raw_dir / member, expected, f"{member} (in {source})")
+                sha = copy_verified(fh, state.raw_dir / member, expected, f"{member} (in {source})")
             # A member without a digest of its own is as verified as the archive it came from.
             label = state.label(member)
             if label in (_NONE, _FIRST_USE) and archive_record["verified"] != _NONE:

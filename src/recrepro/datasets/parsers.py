@@ -11,21 +11,21 @@ which files each dataset uses; :class:`RawParser` ties the two together.
 Frames have columns ``user``, ``item`` (int64 when every id is an integer, else str),
 ``rating`` (float32), ``timestamp`` (int64; the 0-based row order where the data has
 no time) and, for datasets published already split, ``part`` (``"train"``/``"test"``).
+
+The line formats and the reading of a delimited file (:mod:`recrepro.datasets.text_formats`) are a
+module of their own.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import gzip
 import io
-import math
 import re
 import tarfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,16 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from recrepro.datasets.container import RAW_COLUMNS, DataFormatError, RawInteractions
+from recrepro.datasets.text_formats import (
+    Field,
+    LineFormat,
+    field_problem,
+    file_opener,
+    format_error,
+    range_text,
+    read_delimited,
+    shown,
+)
 
 __all__ = [
     "RawParser",
@@ -54,8 +64,6 @@ __all__ = [
     "read_trustlet_ratings",
 ]
 
-Opener = Callable[[], BinaryIO]
-_MAX_SHOWN = 200  # characters of an offending line quoted in an error message
 
 
 # --------------------------------------------------------------------------- parser object
@@ -100,251 +108,6 @@ class RawParser:
         extras = {"form": self.form, "lacks": tuple(self.lacks)} if self.form else {}
         return RawInteractions(self.dataset, frame, has_timestamps=self.has_timestamps, implicit=self.implicit,
                                extras=extras)
-
-
-# --------------------------------------------------------------------------- line formats
-@dataclass(frozen=True)
-class Field:
-    """One field of a delimited line: ``kind`` is int, float, str (non-empty), mdy_date or any.
-
-    ``low``/``high`` bound a numeric field (inclusive; None: unbounded on that side).
-    """
-
-    name: str
-    kind: str
-    low: float | None = None
-    high: float | None = None
-
-    def out_of_range(self, number: float) -> str | None:
-        """Why ``number`` is outside this field's range, or None."""
-        if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
-            return f"{number:g} is outside the range {_range_text(self.low, self.high)}"
-        return None
-
-
-def _range_text(low: float | None, high: float | None) -> str:
-    if high is None:
-        return f">= {low:g}"
-    if low is None:
-        return f"<= {high:g}"
-    return f"{low:g}-{high:g}"
-
-
-@dataclass(frozen=True)
-class LineFormat:
-    """A delimited text format: what the fast reader is told and what the slow scan checks.
-
-    ``delimiter`` may be several characters (MovieLens ``::``); ``header`` is the exact
-    first line expected (None: no header); ``quoted`` enables CSV double-quote rules.
-    """
-
-    delimiter: str
-    fields: tuple[Field, ...]
-    header: tuple[str, ...] | None = None
-    quoted: bool = False
-
-    def describe(self) -> str:
-        return f"{len(self.fields)} fields separated by {self.delimiter!r}"
-
-
-_INT_RE = re.compile(r"-?\d+")
-_MDY_RE = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
-
-
-def _field_problem(value: str, kind: str, spec: Field | None = None) -> str | None:
-    """Why ``value`` is not a valid ``kind`` field (within ``spec``'s range), or None when it is."""
-    if kind == "any":
-        return None
-    if kind == "str":
-        return None if value else "empty id"
-    if kind == "int":
-        if _INT_RE.fullmatch(value) and -(2**63) <= int(value) < 2**63:
-            return spec.out_of_range(int(value)) if spec is not None else None
-        return f"{value!r} is not an integer"
-    if kind == "float":
-        try:
-            number = float(value)
-        except ValueError:
-            return f"{value!r} is not a number"
-        if value != value.strip() or not math.isfinite(number):
-            return f"{value!r} is not a finite number"
-        return spec.out_of_range(number) if spec is not None else None
-    if kind == "mdy_date":
-        match = _MDY_RE.fullmatch(value)
-        if match:
-            month, day, year = (int(g) for g in match.groups())
-            try:
-                dt.date(year, month, day)
-                return None
-            except ValueError:
-                pass
-        return f"{value!r} is not a month/day/year date"
-    raise ValueError(f"unknown field kind {kind!r}")
-
-
-def _line_problem(fields: Sequence[str], fmt: LineFormat) -> str | None:
-    if len(fields) != len(fmt.fields):
-        return f"expected {fmt.describe()}, found {len(fields)}"
-    for value, spec in zip(fields, fmt.fields):
-        problem = _field_problem(value, spec.kind, spec)
-        if problem:
-            return f"field {spec.name!r}: {problem}"
-    return None
-
-
-def _shown(text: str) -> str:
-    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
-
-
-def _iter_records(opener: Opener, fmt: LineFormat) -> Iterator[tuple[int, str, list[str] | None, str | None]]:
-    """Yield ``(line_no, text, fields, decode_problem)`` for every non-empty record."""
-    with opener() as fh:
-        if fmt.quoted:
-            text_stream = io.TextIOWrapper(fh, encoding="utf-8-sig", errors="replace", newline="")
-            reader = csv.reader(text_stream, delimiter=fmt.delimiter, quotechar='"', doublequote=True, strict=True)
-            line_no = 1
-            while True:
-                try:
-                    fields = next(reader)
-                except StopIteration:
-                    return
-                except csv.Error as exc:
-                    yield line_no, "", None, f"CSV quoting error: {exc}"
-                    return
-                if fields:
-                    yield line_no, fmt.delimiter.join(fields), fields, None
-                line_no = reader.line_num + 1
-        else:
-            for line_no, raw in enumerate(fh, start=1):
-                raw = raw.rstrip(b"\r\n")
-                if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]
-                if not raw:
-                    continue  # the fast reader skips empty lines too
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    yield line_no, raw.decode("utf-8", "replace"), None, "not valid UTF-8"
-                    continue
-                yield line_no, text, text.split(fmt.delimiter), None
-
-
-def _first_bad_line(opener: Opener, fmt: LineFormat) -> tuple[int, str, str] | None:
-    """The slow scan: ``(line_no, text, problem)`` of the first malformed line, or None."""
-    for line_no, text, fields, decode_problem in _iter_records(opener, fmt):
-        if decode_problem:
-            return line_no, text, decode_problem
-        assert fields is not None
-        if fmt.header is not None and line_no == 1:
-            if tuple(f.strip() for f in fields) != fmt.header:
-                return line_no, text, f"expected header {fmt.delimiter.join(fmt.header)!r}"
-            continue
-        problem = _line_problem(fields, fmt)
-        if problem:
-            return line_no, text, problem
-    return None
-
-
-def _format_error(label: str, opener: Opener, fmt: LineFormat, fallback: str) -> DataFormatError:
-    """Locate the first bad line (slow) and build the error; ``fallback`` when none is found."""
-    bad = _first_bad_line(opener, fmt)
-    if bad is None:
-        return DataFormatError(f"{label}: {fallback}")
-    line_no, text, problem = bad
-    return DataFormatError(f'{label}: line {line_no}: {problem}: "{_shown(text)}"')
-
-
-def _file_opener(path: Path) -> Opener:
-    return lambda: open(path, "rb")
-
-
-def _read_delimited(opener: Opener, label: str, fmt: LineFormat, types: dict[str, pa.DataType]) -> pa.Table:
-    """Read the ``types`` columns of a delimited file with pyarrow; malformed input raises
-    :class:`DataFormatError` naming the first bad line.
-
-    A multi-character delimiter made of one repeated character (``::``) is read as that
-    character with empty filler columns in between, which are then checked to be empty.
-    """
-    sep = fmt.delimiter
-    if len(sep) > 1 and sep != sep[0] * len(sep):
-        raise ValueError(f"unsupported delimiter {sep!r}")
-    names, fillers = _column_names(fmt)
-    column_types = {**types, **{f: pa.string() for f in fillers}}
-    # Check the header ourselves (exact names), then let pyarrow skip it.
-    if fmt.header is not None:
-        _check_header(opener, label, fmt)
-    read_options = pacsv.ReadOptions(column_names=names, skip_rows=1 if fmt.header is not None else 0)
-    parse_options = pacsv.ParseOptions(
-        delimiter=sep[0],
-        quote_char='"' if fmt.quoted else False,
-        double_quote=fmt.quoted,
-        escape_char=False,
-        newlines_in_values=fmt.quoted,
-        ignore_empty_lines=True,
-    )
-    # No null markers: an empty numeric field must fail conversion, not become null.
-    convert_options = pacsv.ConvertOptions(
-        column_types=column_types,
-        include_columns=list(types) + fillers,
-        null_values=[],
-        strings_can_be_null=False,
-        quoted_strings_can_be_null=False,
-    )
-    try:
-        with opener() as fh:
-            table = pacsv.read_csv(
-                fh, read_options=read_options, parse_options=parse_options, convert_options=convert_options
-            )
-    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise _format_error(label, opener, fmt, f"cannot parse ({exc})") from None
-    if _suspicious(table, fmt, types, fillers):
-        raise _format_error(label, opener, fmt, "malformed field (not located)")
-    return table.select(list(types))
-
-
-def _column_names(fmt: LineFormat) -> tuple[list[str], list[str]]:
-    """The column names pyarrow reads (fields and the filler columns of a repeated delimiter), and the fillers."""
-    sep = fmt.delimiter
-    names: list[str] = []
-    fillers: list[str] = []
-    for i, spec in enumerate(fmt.fields):
-        if i:
-            for j in range(len(sep) - 1):
-                fillers.append(f"__gap{i}_{j}")
-                names.append(fillers[-1])
-        names.append(spec.name)
-    return names, fillers
-
-
-def _check_header(opener: Opener, label: str, fmt: LineFormat) -> None:
-    """Raise :class:`DataFormatError` unless the first line is exactly ``fmt.header``."""
-    sep = fmt.delimiter
-    with opener() as fh:
-        first = fh.readline().decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
-    got = tuple(next(csv.reader([first], delimiter=sep[0])) if fmt.quoted else first.split(sep))
-    if tuple(g.strip().strip('"') for g in got) != fmt.header:
-        raise DataFormatError(f'{label}: line 1: expected header {sep.join(fmt.header)!r}: "{_shown(first)}"')
-
-
-def _suspicious(table: pa.Table, fmt: LineFormat, types: dict[str, pa.DataType], fillers: list[str]) -> bool:
-    """Whether ``table`` holds what pyarrow accepts but the format forbids (the bad line is then searched for)."""
-    # Conditions pyarrow accepts but the format forbids: text between the ':' of '::',
-    # empty string ids, NaN/inf ratings, values outside the field's range.
-    suspicious = any(pc.max(pc.utf8_length(table[f])).as_py() for f in fillers)
-    specs = {spec.name: spec for spec in fmt.fields}
-    for name in types:
-        column = table[name]
-        spec = specs[name]
-        if spec.kind == "str" and len(column) and pc.min(pc.utf8_length(column)).as_py() == 0:
-            suspicious = True
-        if pa.types.is_floating(column.type) and len(column) and not pc.all(pc.is_finite(column)).as_py():
-            suspicious = True
-        if (spec.low is not None or spec.high is not None) and len(column) and not suspicious:
-            extremes = pc.min_max(column)
-            low, high = extremes["min"].as_py(), extremes["max"].as_py()
-            if spec.out_of_range(low) or spec.out_of_range(high):
-                suspicious = True
-    return suspicious
 
 
 # --------------------------------------------------------------------------- frame helpers
@@ -405,13 +168,13 @@ MOVIELENS_CSV = LineFormat(
 
 def read_movielens_u_data(path: Path) -> pd.DataFrame:
     """ML-100K ``u.data``: ``user \\t item \\t rating \\t unix_time``, no header."""
-    t = _read_delimited(_file_opener(path), str(path), ML100K_U_DATA, _RATING_TYPES)
+    t = read_delimited(file_opener(path), str(path), ML100K_U_DATA, _RATING_TYPES)
     return _frame(t["user"], t["item"], t["rating"], t["timestamp"])
 
 
 def read_movielens_dat(path: Path) -> pd.DataFrame:
     """ML-1M ``ratings.dat``: ``UserID::MovieID::Rating::Timestamp``, no header; whole stars 1-5."""
-    t = _read_delimited(_file_opener(path), str(path), MOVIELENS_DAT, _RATING_TYPES)
+    t = read_delimited(file_opener(path), str(path), MOVIELENS_DAT, _RATING_TYPES)
     return _frame(t["user"], t["item"], t["rating"], t["timestamp"])
 
 
@@ -426,13 +189,13 @@ def read_movielens_pairs_tsv(path: Path) -> pd.DataFrame:
     Protocols that need the missing columns refuse this form before reading a rating.
     """
     types = {"UserID": pa.int64(), "MovieID": pa.int64()}
-    t = _read_delimited(_file_opener(path), str(path), MOVIELENS_PAIRS_TSV, types)
+    t = read_delimited(file_opener(path), str(path), MOVIELENS_PAIRS_TSV, types)
     return _frame(t["UserID"], t["MovieID"], np.ones(t.num_rows, np.float32), _file_order(t.num_rows))
 
 
 def read_movielens_10m_dat(path: Path) -> pd.DataFrame:
     """ML-10M ``ratings.dat``: as ML-1M's, with half stars 0.5-5."""
-    t = _read_delimited(_file_opener(path), str(path), MOVIELENS_10M_DAT, _RATING_TYPES)
+    t = read_delimited(file_opener(path), str(path), MOVIELENS_10M_DAT, _RATING_TYPES)
     return _frame(t["user"], t["item"], t["rating"], t["timestamp"])
 
 
@@ -443,7 +206,7 @@ def read_movielens_csv(path: Path) -> pd.DataFrame:
     (about 0.6 GB for the frame).
     """
     types = {"userId": pa.int64(), "movieId": pa.int64(), "rating": pa.float32(), "timestamp": pa.int64()}
-    t = _read_delimited(_file_opener(path), str(path), MOVIELENS_CSV, types)
+    t = read_delimited(file_opener(path), str(path), MOVIELENS_CSV, types)
     return _frame(t["userId"], t["movieId"], t["rating"], t["timestamp"])
 
 
@@ -463,7 +226,7 @@ def read_hetrec_user_artists(path: Path) -> pd.DataFrame:
     is the file order.
     """
     types = {"userID": pa.int64(), "artistID": pa.int64(), "weight": pa.float32()}
-    t = _read_delimited(_file_opener(path), str(path), HETREC_USER_ARTISTS, types)
+    t = read_delimited(file_opener(path), str(path), HETREC_USER_ARTISTS, types)
     return _frame(t["userID"], t["artistID"], t["weight"], _file_order(t.num_rows))
 
 
@@ -475,7 +238,7 @@ def read_msd_triplets(path: Path) -> pd.DataFrame:
     ``timestamp`` the file order.
     """
     types = {"user": pa.string(), "song": pa.string(), "play_count": pa.float32()}
-    t = _read_delimited(_file_opener(path), str(path), MSD_TRIPLETS, types)
+    t = read_delimited(file_opener(path), str(path), MSD_TRIPLETS, types)
     return _frame(t["user"], t["song"], t["play_count"], _file_order(t.num_rows))
 
 
@@ -491,7 +254,7 @@ def read_amazon_ratings_csv(path: Path) -> pd.DataFrame:
     """Amazon ratings-only CSV (PFedRec's Amazon-Video ``ratings.dat``):
     ``user,item,rating,unix_time``, no header, CRLF."""
     types = {"user": pa.string(), "item": pa.string(), "rating": pa.float32(), "timestamp": pa.int64()}
-    t = _read_delimited(_file_opener(path), str(path), AMAZON_RATINGS, types)
+    t = read_delimited(file_opener(path), str(path), AMAZON_RATINGS, types)
     return _frame(t["user"], t["item"], t["rating"], t["timestamp"])
 
 
@@ -513,7 +276,7 @@ def read_trustlet_ratings(path: Path) -> pd.DataFrame:
     except (tarfile.TarError, KeyError, OSError, EOFError) as exc:
         raise DataFormatError(f"{path}: not a bz2 tar with member {TRUSTLET_MEMBER!r} ({exc})") from None
     types = {"user": pa.int64(), "item": pa.int64(), "rating": pa.float32()}
-    t = _read_delimited(lambda: io.BytesIO(data), label, TRUSTLET_RATINGS, types)
+    t = read_delimited(lambda: io.BytesIO(data), label, TRUSTLET_RATINGS, types)
     return _frame(t["user"], t["item"], t["rating"], _file_order(t.num_rows))
 
 
@@ -538,7 +301,7 @@ def _read_adjacency_lines(path: Path) -> tuple[np.ndarray, np.ndarray]:
             if line.strip() and not _ADJACENCY_LINE.fullmatch(line):
                 text = line.decode("utf-8", "replace")
                 raise DataFormatError(
-                    f'{path}: line {line_no}: expected "user item item ..." (integers): "{_shown(text)}"'
+                    f'{path}: line {line_no}: expected "user item item ..." (integers): "{shown(text)}"'
                 ) from None
         raise DataFormatError(f"{path}: cannot parse integers") from None
     lengths = lengths[lengths > 0]
@@ -580,7 +343,7 @@ def read_exadmm_given_split(train: Path, validation_tr: Path, validation_te: Pat
     """
     users, items, part = [], [], []
     for name, path in zip(EXADMM_GIVEN_PARTS, (train, validation_tr, validation_te, test_tr, test_te), strict=True):
-        tab = _read_delimited(_file_opener(path), str(path), EXADMM_UID_SID, {"uid": pa.int64(), "sid": pa.int64()})
+        tab = read_delimited(file_opener(path), str(path), EXADMM_UID_SID, {"uid": pa.int64(), "sid": pa.int64()})
         users.append(tab["uid"].to_numpy())
         items.append(tab["sid"].to_numpy())
         part.append(np.full(tab.num_rows, name, dtype=object))
@@ -614,14 +377,14 @@ def read_tafeng_csv(path: Path) -> pd.DataFrame:
     (month/day/year) as Unix seconds at 00:00 UTC.
     """
     types = {"TRANSACTION_DT": pa.string(), "CUSTOMER_ID": pa.string(), "PRODUCT_ID": pa.string()}
-    opener = _file_opener(path)
-    t = _read_delimited(opener, str(path), TAFENG_CSV, types)
+    opener = file_opener(path)
+    t = read_delimited(opener, str(path), TAFENG_CSV, types)
     # About 120 distinct days: parse each distinct string once, strictly (pyarrow's
     # strptime would roll 2/30 over into March).
     days = pc.dictionary_encode(t["TRANSACTION_DT"]).combine_chunks()
     distinct = days.dictionary.to_pylist()
-    if any(_field_problem(d, "mdy_date") for d in distinct):
-        raise _format_error(str(path), opener, TAFENG_CSV, "bad TRANSACTION_DT (not located)")
+    if any(field_problem(d, "mdy_date") for d in distinct):
+        raise format_error(str(path), opener, TAFENG_CSV, "bad TRANSACTION_DT (not located)")
     epoch = dt.datetime(1970, 1, 1)
     day_seconds = np.array(
         [int((dt.datetime.strptime(d, "%m/%d/%Y") - epoch).total_seconds()) for d in distinct], dtype=np.int64
@@ -647,12 +410,12 @@ def read_tenrec_csv(path: Path) -> pd.DataFrame:
         first = fh.readline().decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
     header = tuple(h.strip() for h in first.split(","))
     if not set(TENREC_REQUIRED) <= set(header):
-        raise DataFormatError(f'{path}: line 1: header must contain {",".join(TENREC_REQUIRED)}: "{_shown(first)}"')
+        raise DataFormatError(f'{path}: line 1: header must contain {",".join(TENREC_REQUIRED)}: "{shown(first)}"')
     kinds = {"user_id": Field("user_id", "str"), "item_id": Field("item_id", "str"),
              "click": Field("click", "float", 0, 1)}
     fmt = LineFormat(",", tuple(kinds.get(h, Field(h, "any")) for h in header), header=header)
     types = {"user_id": pa.string(), "item_id": pa.string(), "click": pa.float32()}
-    t = _read_delimited(_file_opener(path), str(path), fmt, types)
+    t = read_delimited(file_opener(path), str(path), fmt, types)
     return _frame(t["user_id"], t["item_id"], t["click"], _file_order(t.num_rows))
 
 
@@ -726,7 +489,7 @@ def _finefoods_frame(path: Path, positions: dict[str, np.ndarray], values: dict)
             k = int(np.flatnonzero(~ok)[0])
             bad = values[column][k].as_py()
             raise DataFormatError(
-                f'{path}: line {at[k] + 1}: {_FINEFOODS_KEYS[column]}"{_shown(bad)}" ' f"is not a number"
+                f'{path}: line {at[k] + 1}: {_FINEFOODS_KEYS[column]}"{shown(bad)}" ' f"is not a number"
             )
     scores = pc.cast(values["rating"], pa.float64()).to_numpy(zero_copy_only=False)
     outside = np.flatnonzero((scores < FINEFOODS_SCORE.low) | (scores > FINEFOODS_SCORE.high))
@@ -772,7 +535,7 @@ def read_synthetic_parquet(path: Path) -> pd.DataFrame:
     if bad.size:
         k = int(bad[0])
         raise DataFormatError(f"{path}: row {k}: rating {rating[k]:g} is not a finite number in the range "
-                              f"{_range_text(SYNTHETIC_RATING.low, SYNTHETIC_RATING.high)}")
+                              f"{range_text(SYNTHETIC_RATING.low, SYNTHETIC_RATING.high)}")
     return frame
 
 

@@ -354,7 +354,3 @@ def write_split(split: Split, out_dir: str | Path, meta: dict[str, Any]) -> Path
     path = out_dir / "manifest.json"
     write_json(path, manifest)
     return path
-
-
-def read_split_part(split_dir: str | Path, part: str) -> pd.DataFrame:
-    return pd.read_parquet(Path(split_dir) / f"{part}.parquet")

@@ -19,12 +19,42 @@ never appear in a top-K list and never count as hits.  A user with fewer than ``
 candidates gets a shorter list, padded with item ``-1`` (which is never a hit); metrics
 use only the real entries (their denominators are unchanged, e.g. precision still divides
 by ``K``).  ``NaN`` scores raise ``ValueError``.
+
+Metrics
+-------
+The keys of :func:`evaluate_full_ranking`'s result (``K`` from its ``ks``):
+
+- ``recall_liang@K`` = hits@K / min(K, |T_u|)  (Liang et al. 2018, exADMM);
+- ``recall_lgcn@K`` = hits@K / |T_u|  (LightGCN/NGCF);
+- ``precision@K`` = hits@K / K  (LightGCN);
+- ``ndcg@K`` = DCG@K / IDCG@K, gains 1/log2(r+1), IDCG over min(K, |T_u|);
+- ``hr@K`` = 1[hits@K > 0];
+- ``coverage@K``, ``gini@K`` (uniform exposure), ``gini_pos@K`` (exposure
+  1/log2(r+1) per appearance) over all ``n_items`` items;
+- ``auc`` = per user, the fraction of (target, negative) pairs in which the target
+  ranks above the negative (negatives = candidates that are not targets),
+  averaged over the user's targets (an excluded target contributes 0); users
+  without negatives get NaN and are left out of the mean;
+- ``pp_hr@K`` / ``pp_ndcg@K``: λOpt's per-positive metrics — every target is
+  ranked alone against the negatives; HR = 1[rank <= K], NDCG = 1/log2(rank+1)
+  if rank <= K; averaged over the user's targets, then **over users (default,
+  as λOpt's code)**; ``pp_hr_micro@K`` / ``pp_ndcg_micro@K`` average over all
+  targets instead;
+- ``ndcg_popular@K`` / ``ndcg_neutral@K`` / ``ndcg_unpopular@K`` (with
+  ``item_degree``): DCG of the hits on the stratum's items over the user's full
+  IDCG, so the three sum to ``ndcg@K``.
+
+Means are over evaluated users (at least one target).
+
+The top-K lists (:mod:`recrepro.evaluation.topk`) and the ranks of the targets among the
+negatives (:mod:`recrepro.evaluation.positive_ranks`) are modules of their own; their
+functions are importable from here too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,9 +64,10 @@ import torch
 from recrepro.evaluation import metrics as M
 from recrepro.evaluation.exposure import STRATA, coverage, exposure_counts, gini, item_strata
 from recrepro.evaluation.inputs import canonical_csr
+from recrepro.evaluation.positive_ranks import RankTies, rank_positives
 from recrepro.evaluation.results import EvaluationResult, TopKResult
 from recrepro.evaluation.scoring import ScoreSource, resolve_backend, resolve_score_source
-from recrepro.records import NonFiniteError  # a ValueError: NaN scores mean a diverged model
+from recrepro.evaluation.topk import select_topk, select_topk_refined
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -48,8 +79,6 @@ __all__ = [
     "evaluate_full_ranking",
 ]
 
-RankTies = Literal["item_id", "optimistic", "pessimistic"]
-
 #: Metric families computed from the top-K hit matrix (cheap).
 HIT_METRICS: tuple[str, ...] = ("recall_liang", "recall_lgcn", "ndcg", "hr", "precision")
 #: Metric families computed from item exposure over all top-K lists (global, no per-user value).
@@ -59,283 +88,6 @@ EXPOSURE_METRICS: tuple[str, ...] = ("coverage", "gini", "gini_pos")
 RANK_METRICS: tuple[str, ...] = ("auc", "pp_hr", "pp_ndcg")
 DEFAULT_METRICS: tuple[str, ...] = HIT_METRICS + EXPOSURE_METRICS
 ALL_METRICS: tuple[str, ...] = DEFAULT_METRICS + RANK_METRICS
-
-# Rows per chunk in the tie fix-up of select_topk and in rank_positives: bounds their
-# temporaries to a few tens of MB whatever the batch size.
-_TIE_CHUNK_ROWS = 512
-_RANK_CHUNK_ROWS = 128
-
-
-# --------------------------------------------------------------------------- top-K
-
-
-def select_topk(scores: np.ndarray | torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` items of every row under the tie rule (score desc, item id asc).
-
-    Parameters
-    ----------
-    scores:
-        ``[b, n_items]`` float scores (NumPy or torch, any device); ``-inf`` marks a
-        non-candidate.  Not modified.
-    k:
-        List length.
-
-    Returns
-    -------
-    items, values:
-        int64 ``[b, k]`` item ids (``-1`` padding) and float32 ``[b, k]`` scores
-        (``-inf`` padding), in ranking order.
-
-    Notes
-    -----
-    ``torch.topk`` with ``k + 1`` gives the k-th and (k+1)-th largest values.  If they
-    differ (or the k-th is ``-inf``), the set of the first ``k`` is unambiguous.  Otherwise
-    a tie straddles the boundary; for those rows only, the items strictly above the k-th
-    value are kept and the remaining places go to the lowest ids among the items equal to
-    it (a second ``topk`` over an id key).  The ``k`` chosen items are then sorted by
-    (score desc, id asc).
-    """
-    if not isinstance(scores, torch.Tensor):
-        scores = torch.from_numpy(np.ascontiguousarray(scores, dtype=np.float32))
-    if scores.ndim != 2:
-        raise ValueError(f"scores must be 2-D, got shape {tuple(scores.shape)}")
-    b, n = scores.shape
-    if k < 1:
-        raise ValueError("k must be >= 1")
-    k_eff = min(k, n)
-    if b == 0 or n == 0:
-        return np.full((b, k), -1, dtype=np.int64), np.full((b, k), -np.inf, dtype=np.float32)
-    n_fetch = min(k_eff + 1, n)
-    values, indices = torch.topk(scores, n_fetch, dim=1, largest=True, sorted=True)
-    if torch.isnan(values).any():  # topk orders NaN above everything, so any NaN shows up here
-        raise NonFiniteError("scores contain NaN: the model diverged or its input holds NaN")
-    kth = values[:, k_eff - 1]
-    chosen_items = indices[:, :k_eff].clone()
-    chosen_values = values[:, :k_eff].clone()
-    if n_fetch > k_eff:
-        ambiguous = torch.nonzero((values[:, k_eff] == kth) & (kth > -torch.inf)).flatten()
-        if ambiguous.numel():
-            # Key that is larger for lower ids; int32 is exact for any realistic n_items.
-            id_key = torch.arange(n, 0, -1, device=scores.device, dtype=torch.int32)
-            positions = torch.arange(k_eff, device=scores.device)
-            for start in range(0, ambiguous.numel(), _TIE_CHUNK_ROWS):
-                rows = ambiguous[start : start + _TIE_CHUNK_ROWS]
-                threshold = kth[rows].unsqueeze(1)
-                n_above = (values[rows, :k_eff] > threshold).sum(dim=1, keepdim=True)
-                tie_key = torch.where(scores[rows] == threshold, id_key, torch.zeros_like(id_key))
-                lowest_tied = torch.topk(tie_key, k_eff, dim=1, largest=True, sorted=True).indices
-                take_above = positions.unsqueeze(0) < n_above
-                tie_slot = (positions.unsqueeze(0) - n_above).clamp(min=0)
-                chosen_items[rows] = torch.where(take_above, indices[rows, :k_eff], lowest_tied.gather(1, tie_slot))
-                chosen_values[rows] = torch.where(take_above, values[rows, :k_eff], threshold)
-    items = chosen_items.cpu().numpy().astype(np.int64, copy=False)
-    vals = chosen_values.cpu().numpy().astype(np.float32, copy=False)
-    # Final order: score desc, id asc; -inf (padding) sorts last.
-    order = np.lexsort((items, -vals), axis=-1)
-    items = np.take_along_axis(items, order, axis=1)
-    vals = np.take_along_axis(vals, order, axis=1)
-    items[vals == -np.inf] = -1
-    if k_eff < k:
-        items = np.pad(items, ((0, 0), (0, k - k_eff)), constant_values=-1)
-        vals = np.pad(vals, ((0, 0), (0, k - k_eff)), constant_values=-np.inf)
-    return items, vals
-
-
-# How many extra items the fast path fetches beyond k.  Rows whose error window reaches
-# past them fall back to exact full rows, so this only trades speed, never correctness.
-_REFINE_MARGIN = 8
-
-
-def select_topk_refined(approx: torch.Tensor, k: int, source: Any, user_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Exact tie-rule top-``k`` from fast float32 scores plus exact re-scoring.
-
-    ``approx`` are float32-sgemm scores (masked with ``-inf``) whose last bits depend on
-    the batch; ``source`` (a NumPy embedding source) bounds their error per user by ``B``
-    and re-scores chosen items exactly (float64 accumulation, rounded to float32).
-
-    Any item of the exact top-``k`` has an approximate score of at least
-    ``v_k - 2B`` (``v_k`` = k-th largest approximate score), so it suffices to re-score
-    the items above that window and apply the tie rule to the exact values.  ``torch.topk``
-    fetches ``k + _REFINE_MARGIN`` items; rows whose window extends past the fetched
-    items (many near-equal scores) are recomputed exactly in full and go through
-    :func:`select_topk`.  The result is therefore identical to :func:`select_topk` on
-    exact full rows, at the cost of one sgemm instead of a float64 dgemm.
-    """
-    b, n = approx.shape
-    k_eff = min(k, n)
-    if b == 0 or n == 0:
-        return select_topk(approx, k)
-    n_fetch = min(k_eff + _REFINE_MARGIN, n)
-    values_t, indices_t = torch.topk(approx, n_fetch, dim=1, largest=True, sorted=True)
-    if torch.isnan(values_t).any():
-        raise NonFiniteError("scores contain NaN: the model diverged or its input holds NaN")
-    values = values_t.cpu().numpy()
-    fetched = indices_t.cpu().numpy()
-    kth = values[:, k_eff - 1].astype(np.float64)
-    window_low = kth - 2.0 * source.error_bound(user_ids)
-    if n_fetch < n:
-        overflow = (values[:, -1] >= window_low) & (kth > -np.inf)
-    else:
-        overflow = np.zeros(b, dtype=bool)
-    # Only the columns that some row's window reaches need exact scores (usually k or
-    # k + 1 of them); re-scoring fewer items keeps the float64 gather small.
-    n_rescore = max(k_eff, int((values >= window_low[:, None]).sum(axis=1).max()))
-    fetched = np.ascontiguousarray(fetched[:, :n_rescore])
-    values = values[:, :n_rescore]
-    exact = source.exact_scores_at(user_ids, fetched)
-    exact[values == -np.inf] = -np.inf
-    order = np.lexsort((fetched, -exact), axis=-1)[:, :k_eff]
-    items = np.take_along_axis(fetched, order, axis=1).astype(np.int64)
-    vals = np.take_along_axis(exact, order, axis=1)
-    items[vals == -np.inf] = -1
-    if overflow.any():
-        rows = np.flatnonzero(overflow)
-        full = source.exact_rows(user_ids[rows])
-        full[approx[torch.from_numpy(rows)].cpu().numpy() == -np.inf] = -np.inf
-        items[rows], vals[rows] = select_topk(full, k_eff)
-    if k_eff < k:
-        items = np.pad(items, ((0, 0), (0, k - k_eff)), constant_values=-1)
-        vals = np.pad(vals, ((0, 0), (0, k - k_eff)), constant_values=-np.inf)
-    return items, vals
-
-
-# --------------------------------------------------------------------------- ranks of targets
-
-
-def _ordered_int(values: np.ndarray, out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
-    """Map float32 to int32 so that integer order equals float order (equal floats → equal ints).
-
-    The standard trick: reinterpret the bits as a signed int and flip the 31 magnitude
-    bits of negatives.  Adding 1 to negatives then makes ``-0.0`` (which would land on
-    -1) equal to ``+0.0`` (0), as float comparison has it; no other float lies between
-    them, so the order is otherwise unchanged.  ``out``/``scratch`` (int32, same shape)
-    avoid allocations in the hot loop; ``values`` is not modified.
-    """
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.int32)
-    if out is None:
-        out = bits.copy()
-    else:
-        np.copyto(out, bits)
-    if scratch is None:
-        scratch = np.empty_like(out)
-    np.right_shift(out, 31, out=scratch)  # -1 for negatives, 0 otherwise
-    np.bitwise_and(scratch, 0x7FFFFFFF, out=scratch)  # magnitude mask of negatives
-    np.bitwise_xor(out, scratch, out=out)  # flip the magnitude bits of negatives
-    np.right_shift(out, 31, out=scratch)  # the flip left the sign bit alone
-    np.subtract(out, scratch, out=out)  # +1 for negatives: -0.0 meets +0.0
-    return out
-
-
-# Long on purpose: the int64 key packing, buffer reuse and chunked searchsorted share bounds that must stay together to stay exact
-def rank_positives(
-    scores: np.ndarray,
-    positive_rows: np.ndarray,
-    positive_items: np.ndarray,
-    ties: RankTies = "item_id",
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rank of every positive among the row's negatives, without materialising pairs.
-
-    For user row ``r`` the *negatives* are the candidates (finite score) that are not
-    positives of ``r``.  Each positive is ranked alone against them (λOpt,
-    ``measure_user_wise_vectorized``): ``rank = 1 + #negatives ranked above it``, where
-    "above" follows ``ties``:
-
-    - ``"item_id"`` (default): the global tie rule — equal score and lower item id;
-    - ``"optimistic"``: only strictly higher scores (λOpt HR/NDCG: ties favour the positive);
-    - ``"pessimistic"``: higher or equal scores (ties count against the positive).
-
-    Parameters
-    ----------
-    scores:
-        float32 ``[b, n_items]`` masked scores (``-inf`` = not a candidate).  Not modified.
-    positive_rows, positive_items:
-        ``[m]`` row index (into ``scores``) and item id of every positive.  Each (row,
-        item) pair must appear once.
-    ties:
-        See above.
-
-    Returns
-    -------
-    ranks:
-        float64 ``[m]``; ``np.inf`` for a positive whose own score is ``-inf`` (excluded).
-    n_negatives:
-        int64 ``[b]`` number of negatives of each row.
-
-    Notes
-    -----
-    Scores are turned into int64 keys ``row · 2**(32+B) + ordered_float · 2**B +
-    reversed_item_id`` (``B`` bits for item ids), whose order is the tie-rule order; each
-    row of keys is sorted once and every count is a ``searchsorted`` on the flattened
-    chunk (``O(n log n)`` per row instead of ``O(n · |T_u|)`` comparisons).  The same
-    counts among the positives themselves are subtracted.
-    """
-    scores = np.asarray(scores)
-    if ties not in ("item_id", "optimistic", "pessimistic"):
-        raise ValueError(f"ties must be 'item_id', 'optimistic' or 'pessimistic', got {ties!r}")
-    b, n = scores.shape
-    rows = np.asarray(positive_rows, dtype=np.int64)
-    items = np.asarray(positive_items, dtype=np.int64)
-    ranks = np.full(rows.size, np.inf)
-    n_negatives = np.zeros(b, dtype=np.int64)
-    if b == 0 or n == 0:
-        return ranks, n_negatives
-    id_bits = max(1, int(n - 1).bit_length())
-    row_shift = 32 + id_bits
-    if row_shift > 60:
-        raise ValueError("too many items for 64-bit rank keys")
-    # Keys of a row lie in [-2**(31+B), 2**(31+B)); rows are 2**(32+B) apart, so the row
-    # count r needs (r + 1) * 2**(32+B) < 2**63.
-    chunk = max(1, min(_RANK_CHUNK_ROWS, (1 << (62 - row_shift)) - 1))
-    id_part = np.int64((1 << id_bits) - 1) - np.arange(n, dtype=np.int64)
-    row_step = np.int64(1) << np.int64(row_shift)
-    lowest = int(_ordered_int(np.array([-np.inf], dtype=np.float32))[0])
-    first_finite = np.int64(lowest + 1) << np.int64(id_bits)  # smallest key of a finite score
-    order = np.argsort(rows, kind="stable")
-    bounds = np.searchsorted(rows[order], np.arange(0, b + chunk, chunk))
-    rows_cap = min(chunk, b)
-    ordered_buf = np.empty((rows_cap, n), dtype=np.int32)
-    scratch_buf = np.empty((rows_cap, n), dtype=np.int32)
-    keys_buf = np.empty((rows_cap, n), dtype=np.int64)
-    shift = np.int64(id_bits)
-    for c, start in enumerate(range(0, b, chunk)):
-        stop = min(b, start + chunk)
-        r = stop - start
-        ordered = _ordered_int(scores[start:stop], ordered_buf[:r], scratch_buf[:r])
-        keys = keys_buf[:r]
-        np.copyto(keys, ordered, casting="safe")
-        np.left_shift(keys, shift, out=keys)
-        np.bitwise_or(keys, id_part, out=keys)
-        keys.sort(axis=1)
-        row_base = np.arange(r, dtype=np.int64) * row_step
-        keys += row_base[:, None]
-        flat = keys.reshape(-1)
-        row_end = np.arange(1, r + 1, dtype=np.int64) * n
-        n_candidates = row_end - np.searchsorted(flat, row_base + first_finite, side="left")
-
-        sel = order[bounds[c] : bounds[c + 1]]
-        local = rows[sel] - start
-        pos_ordered = _ordered_int(scores[rows[sel], items[sel]]).astype(np.int64)
-        finite = pos_ordered > lowest
-        base = local * row_step
-        key_self = base + ((pos_ordered << shift) | id_part[items[sel]])
-        key_ge = base + (pos_ordered << shift)
-        key_gt = base + ((pos_ordered + 1) << shift)
-        positives_sorted = np.sort(key_self[finite])
-        n_finite_pos = np.bincount(local[finite], minlength=r)
-        n_negatives[start:stop] = n_candidates - n_finite_pos
-
-        end_all = row_end[local]
-        end_pos = np.searchsorted(positives_sorted, (local + 1) * row_step - (row_step >> 1), side="left")
-        if ties == "item_id":
-            query, side = key_self, "right"
-        elif ties == "optimistic":
-            query, side = key_gt, "left"
-        else:  # pessimistic; ">=" counts the positive itself on both sides, so it cancels
-            query, side = key_ge, "left"
-        above = (end_all - np.searchsorted(flat, query, side=side)) - (
-            end_pos - np.searchsorted(positives_sorted, query, side=side))
-        ranks[sel[finite]] = 1.0 + above[finite]
-    return ranks, n_negatives
 
 
 # --------------------------------------------------------------------------- batching
@@ -474,6 +226,41 @@ def _membership(keys_sorted: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return keys_sorted[np.minimum(pos, keys_sorted.size - 1)] == queries
 
 
+
+def _check_settings(ks: Sequence[int], metrics: Sequence[str], rank_ties: str) -> tuple[list[int], list[str]]:
+    """The cut-offs, sorted and distinct, and the metric families, in order and distinct (ValueError when
+    one is unknown)."""
+    ks = sorted({int(k) for k in ks})
+    if not ks or ks[0] < 1:
+        raise ValueError("ks must be a non-empty list of positive integers")
+    families = list(dict.fromkeys(metrics))
+    unknown = [m for m in families if m not in ALL_METRICS]
+    if unknown:
+        raise ValueError(f"unknown metrics {unknown}; known: {list(ALL_METRICS)}")
+    if rank_ties not in ("item_id", "optimistic", "pessimistic"):
+        raise ValueError(f"rank_ties must be 'item_id', 'optimistic' or 'pessimistic', got {rank_ties!r}")
+    return ks, families
+
+
+def _evaluated_users(targets_csr: sp.csr_matrix, users: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requested users (default: every row), those of them with at least one target, and their targets'
+    counts."""
+    requested = _check_users(users, targets_csr.shape[0])
+    target_counts = np.diff(targets_csr.indptr)[requested]
+    return requested, requested[target_counts > 0], target_counts[target_counts > 0]
+
+
+def _strata_labels(item_degree: np.ndarray | None, n_items: int) -> np.ndarray | None:
+    """Each item's popularity stratum (:func:`~recrepro.evaluation.exposure.item_strata`), or ``None``
+    without item degrees."""
+    if item_degree is None:
+        return None
+    item_degree = np.asarray(item_degree)
+    if item_degree.shape != (n_items,):
+        raise ValueError(f"item_degree must have shape ({n_items},), got {item_degree.shape}")
+    return item_strata(item_degree)
+
+
 # Long on purpose: one batch pass feeds every metric family; splitting it would spread the per_user/overall key order the records depend on
 def _per_user_metrics(
     eval_users: np.ndarray,
@@ -568,6 +355,25 @@ def _counts_and_settings(
     return counts, settings
 
 
+def _overall_and_strata(per_user_frame: pd.DataFrame, overall: dict[str, float], topk: np.ndarray, n_items: int,
+                        ks: list[int], families: list[str], strata_labels: np.ndarray | None
+                        ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """The overall values (``overall`` so far, then the per-user columns' means and the exposure metrics),
+    in key order, and the stratified NDCG by stratum."""
+    strata: dict[str, dict[str, float]] = {}
+    metric_columns = [c for c in per_user_frame.columns if c not in ("user", "n_targets")]
+    for column in metric_columns:
+        values = per_user_frame[column].to_numpy(dtype=np.float64)
+        overall[column] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+    overall.update(_exposure_metrics(topk, n_items, ks, families))
+    if strata_labels is not None:
+        for k in ks:
+            for stratum in STRATA:
+                strata.setdefault(stratum, {})[f"ndcg@{k}"] = overall[f"ndcg_{stratum}@{k}"]
+    overall = dict(sorted(overall.items(), key=lambda kv: _sort_key(kv[0])))
+    return overall, strata
+
+
 def evaluate_full_ranking(
     score_source: Any,
     exclude: sp.spmatrix | None,
@@ -632,55 +438,17 @@ def evaluate_full_ranking(
     Returns
     -------
     EvaluationResult
-        Metric keys (``K`` from ``ks``):
-
-        - ``recall_liang@K`` = hits@K / min(K, |T_u|)  (Liang et al. 2018, exADMM);
-        - ``recall_lgcn@K`` = hits@K / |T_u|  (LightGCN/NGCF);
-        - ``precision@K`` = hits@K / K  (LightGCN);
-        - ``ndcg@K`` = DCG@K / IDCG@K, gains 1/log2(r+1), IDCG over min(K, |T_u|);
-        - ``hr@K`` = 1[hits@K > 0];
-        - ``coverage@K``, ``gini@K`` (uniform exposure), ``gini_pos@K`` (exposure
-          1/log2(r+1) per appearance) over all ``n_items`` items;
-        - ``auc`` = per user, the fraction of (target, negative) pairs in which the target
-          ranks above the negative (negatives = candidates that are not targets),
-          averaged over the user's targets (an excluded target contributes 0); users
-          without negatives get NaN and are left out of the mean;
-        - ``pp_hr@K`` / ``pp_ndcg@K``: λOpt's per-positive metrics — every target is
-          ranked alone against the negatives; HR = 1[rank <= K], NDCG = 1/log2(rank+1)
-          if rank <= K; averaged over the user's targets, then **over users (default,
-          as λOpt's code)**; ``pp_hr_micro@K`` / ``pp_ndcg_micro@K`` average over all
-          targets instead;
-        - ``ndcg_popular@K`` / ``ndcg_neutral@K`` / ``ndcg_unpopular@K`` (with
-          ``item_degree``): DCG of the hits on the stratum's items over the user's full
-          IDCG, so the three sum to ``ndcg@K``.
-
-        Means are over evaluated users (at least one target).
+        The metrics listed in the module docstring (*Metrics*), overall and per user.
     """
-    ks = sorted({int(k) for k in ks})
-    if not ks or ks[0] < 1:
-        raise ValueError("ks must be a non-empty list of positive integers")
-    families = list(dict.fromkeys(metrics))
-    unknown = [m for m in families if m not in ALL_METRICS]
-    if unknown:
-        raise ValueError(f"unknown metrics {unknown}; known: {list(ALL_METRICS)}")
-    if rank_ties not in ("item_id", "optimistic", "pessimistic"):
-        raise ValueError(f"rank_ties must be 'item_id', 'optimistic' or 'pessimistic', got {rank_ties!r}")
+    ks, families = _check_settings(ks, metrics, rank_ties)
     targets_csr = canonical_csr(targets)
     n_users, n_items = targets_csr.shape
-    requested = _check_users(users, n_users)
-    target_counts = np.diff(targets_csr.indptr)[requested]
-    eval_users = requested[target_counts > 0]
-    n_targets = target_counts[target_counts > 0]
+    requested, eval_users, n_targets = _evaluated_users(targets_csr, users)
     source, exclude_csr, resolved = _prepare(score_source, exclude, n_users, n_items, batch_size,
                                              eval_users.size, device, backend)
     k_max = ks[-1]
     want_rank = any(m in RANK_METRICS for m in families)
-    strata_labels = None
-    if item_degree is not None:
-        item_degree = np.asarray(item_degree)
-        if item_degree.shape != (n_items,):
-            raise ValueError(f"item_degree must have shape ({n_items},), got {item_degree.shape}")
-        strata_labels = item_strata(item_degree)
+    strata_labels = _strata_labels(item_degree, n_items)
 
     topk, hits, n_excluded_targets, ranks, rank_users, auc = _ranked_hits(
         source, eval_users, n_targets, exclude_csr, targets_csr, k_max, batch_size,
@@ -689,19 +457,8 @@ def evaluate_full_ranking(
 
     per_user, overall = _per_user_metrics(eval_users, n_targets, topk, hits, ranks, rank_users, auc, ks, families,
                                           strata_labels)
-    strata: dict[str, dict[str, float]] = {}
-
     per_user_frame = pd.DataFrame(per_user)
-    metric_columns = [c for c in per_user_frame.columns if c not in ("user", "n_targets")]
-    for column in metric_columns:
-        values = per_user_frame[column].to_numpy(dtype=np.float64)
-        overall[column] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
-    overall.update(_exposure_metrics(topk, n_items, ks, families))
-    if strata_labels is not None:
-        for k in ks:
-            for stratum in STRATA:
-                strata.setdefault(stratum, {})[f"ndcg@{k}"] = overall[f"ndcg_{stratum}@{k}"]
-    overall = dict(sorted(overall.items(), key=lambda kv: _sort_key(kv[0])))
+    overall, strata = _overall_and_strata(per_user_frame, overall, topk, n_items, ks, families, strata_labels)
 
     counts, settings = _counts_and_settings(requested, n_eval, n_items, n_targets, n_excluded_targets, topk, per_user,
                                             families, ks, rank_ties if want_rank else None, resolved, device,

@@ -43,7 +43,7 @@ import torch
 from recrepro.models.base import TorchFactorModel
 from recrepro.records import check_finite
 
-__all__ = ["IALS", "RowGroups", "build_row_groups", "cg_rows", "gather_history", "normal_equations", "scatter_rows",
+__all__ = ["IALS", "RowGroups", "build_row_groups", "cg_rows", "gather_history", "scatter_rows",
            "solve_rows", "frequency_l2", "zero_cold_rows"]
 
 #: Floats a group's gathered history ``[b, L, d]`` may hold: 1 MiB in float32 on CPU, so that a
@@ -141,19 +141,6 @@ def build_row_groups(matrix: sp.csr_matrix, d: int, device: str = "cpu",
 def frequency_l2(degree: np.ndarray, l2: float, alpha0: float, n_other: int, nu: float) -> np.ndarray:
     """``λ = l2 · (degree + α0 · n_other)^ν`` (the official ``RegularizationValue``)."""
     return l2 * np.power(np.asarray(degree, dtype=np.float64) + alpha0 * n_other, nu)
-
-
-def normal_equations(other: torch.Tensor, idx: torch.Tensor, padded: bool = False
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(Σ_{j∈h} x_j x_jᵀ, Σ_{j∈h} x_j)`` for each padded history row of ``idx``.
-
-    ``other`` is ``[n_cols, d]`` (or ``[n_cols + 1, d]`` with a zero last row when
-    ``padded``); ``idx`` ``[b, L]`` with padding ``n_cols``.  Returns ``A [b, d, d]`` and
-    ``rhs [b, d]``.
-    """
-    ext = other if padded else torch.cat([other, other.new_zeros(1, other.shape[1])], dim=0)
-    gathered = gather_history(ext, idx)  # [b, L, d]
-    return torch.bmm(gathered.transpose(1, 2), gathered), gathered.sum(dim=1)
 
 
 def solve_rows(other: torch.Tensor, groups: RowGroups, constant: torch.Tensor, lam: torch.Tensor,

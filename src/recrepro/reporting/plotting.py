@@ -23,20 +23,17 @@ The house style, in one place:
 * published values drawn as **hollow markers** beside ours (:func:`plot_published`), the legend
   saying which is which (:func:`published_handles`);
 * dense scatters rasterised (:func:`scatter`), so the PDFs stay small.
+
+The style's settings (:mod:`.figure_style`), the methods' colours (:mod:`.method_colors`) and saving
+(:mod:`.figure_save`) are modules of their own; everything is importable from here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import io
 import math
-import textwrap
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colorbar import Colorbar
@@ -45,85 +42,30 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 
-from recrepro.io import atomic_path
-
-#: Okabe-Ito colour-blind-safe palette; methods are hashed onto these six.
-PALETTE: tuple[str, ...] = (
-    "#0072B2",  # blue
-    "#D55E00",  # vermillion
-    "#009E73",  # bluish green
-    "#E69F00",  # orange
-    "#CC79A7",  # reddish purple
-    "#56B4E9",  # sky blue
+# callers reach save_figure through this module (the tests stand in for it here)
+from recrepro.reporting.figure_save import caption_line, save_figure
+from recrepro.reporting.figure_style import (
+    CAPTION_COLOR,
+    CAPTION_GID,
+    CAPTION_SEPARATOR,
+    COLORS,
+    DEFAULT_WIDTH_IN,
+    DENSE_POINTS,
+    FIXED_METHOD_COLORS,
+    FONT_SIZES,
+    HOUSE_RC,
+    LINESTYLES,
+    MARKERS,
+    MAX_WIDTH_IN,
+    OVERFLOW_COLORS,
+    PALETTE,
+    PANEL_ASPECT,
+    PNG_COLORS,
+    PNG_DPI,
+    house_style,
+    style_axes,
 )
-#: Used only when a figure has more methods than PALETTE (black is close to the
-#: baselines' greys and yellow is weak on white, so neither is a first choice).
-OVERFLOW_COLORS: tuple[str, ...] = ("#000000", "#F0E442")
-#: Reference baselines always get the same neutral colours.
-FIXED_METHOD_COLORS: Mapping[str, str] = {"random": "#999999", "mostpop": "#555555"}
-
-#: Every colour a figure may use, in the order :func:`fixed_colors` hands them out.
-COLORS: tuple[str, ...] = (*PALETTE, *OVERFLOW_COLORS)
-#: Markers and dashes that tell methods apart beyond the colours (and in greyscale print).
-MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
-LINESTYLES: tuple[str, ...] = ("-", "--", ":", "-.")
-
-#: Default figure width in inches (a full text width); height follows a 4:3 panel.
-DEFAULT_WIDTH_IN = 6.0
-#: Widest figure: a wider one is shrunk to this (at 100 % zoom its PNG is still about a laptop
-#: screen wide, so 8 pt text stays readable); more panels go into more rows (:func:`panel_grid`).
-MAX_WIDTH_IN = 7.5
-PANEL_ASPECT = 0.75
-#: PNG resolution (the report shows the PNGs; at least 150 dpi).
-PNG_DPI = 200
-#: PNG palette size (:func:`_save_png`).
-PNG_COLORS = 256
-#: A scatter with more points than this is rasterised (:func:`scatter`).
-DENSE_POINTS = 500
-FONT_SIZES = {"tick": 8, "label": 9, "title": 10, "legend": 8, "caption": 7, "annotation": 7}
-CAPTION_COLOR = "#444444"
-CAPTION_SEPARATOR = " · "
-CAPTION_GID = "recrepro-caption"
-
-#: rcParams for the house style, for code that draws through pyplot: ``with house_style(): ...``.
-HOUSE_RC: Mapping[str, Any] = {
-    "font.size": FONT_SIZES["label"],
-    "axes.titlesize": FONT_SIZES["title"],
-    "axes.labelsize": FONT_SIZES["label"],
-    "xtick.labelsize": FONT_SIZES["tick"],
-    "ytick.labelsize": FONT_SIZES["tick"],
-    "legend.fontsize": FONT_SIZES["legend"],
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "axes.prop_cycle": matplotlib.cycler(color=[*PALETTE, *OVERFLOW_COLORS]),
-}
-
-#: Settings that make saved files byte-identical across runs (svg ids, embedded fonts).
-_DETERMINISTIC_SAVE_RC: Mapping[str, Any] = {"svg.hashsalt": "recrepro", "pdf.fonttype": 42}
-_PDF_METADATA: Mapping[str, Any] = {"CreationDate": None, "ModDate": None, "Creator": "recrepro", "Producer": "recrepro"}
-_PNG_METADATA: Mapping[str, Any] = {"Software": "recrepro"}
-
-
-@contextlib.contextmanager
-def house_style() -> Iterator[None]:
-    """Temporarily apply :data:`HOUSE_RC` (for pyplot-based code; restored on exit)."""
-    with matplotlib.rc_context(HOUSE_RC):
-        yield
-
-
-def style_axes(ax: Axes) -> None:
-    """Apply the house style to one axes (spines, grid, font sizes)."""
-    ax.spines["top"].set_visible(False)
-    ax.spines["right"].set_visible(False)
-    ax.grid(True, alpha=0.3, linewidth=0.6)
-    ax.set_axisbelow(True)
-    ax.tick_params(labelsize=FONT_SIZES["tick"])
-    ax.xaxis.label.set_size(FONT_SIZES["label"])
-    ax.yaxis.label.set_size(FONT_SIZES["label"])
-    ax.title.set_size(FONT_SIZES["title"])
-
+from recrepro.reporting.method_colors import fixed_colors, method_color, method_colors, method_styles, ordered
 
 def new_figure(
     ncols: int = 1,
@@ -206,98 +148,6 @@ def panel_grid(
     for ax in flat[n_panels:]:
         ax.set_visible(False)
     return figure, flat[:n_panels]
-
-
-# -------------------------------------------------------------------------- colours
-
-
-def method_color(method: str) -> str:
-    """Colour of one method: fixed for reference baselines, otherwise a stable hash of the name.
-
-    Two methods may share a hashed colour; use :func:`method_colors` for a figure.
-    """
-    if method in FIXED_METHOD_COLORS:
-        return FIXED_METHOD_COLORS[method]
-    return PALETTE[_palette_index(method)]
-
-
-def _palette_index(method: str) -> int:
-    # sha256 rather than hash(): Python salts str hashes per process.
-    return int.from_bytes(hashlib.sha256(method.encode("utf-8")).digest()[:4], "big") % len(PALETTE)
-
-
-def method_colors(methods: Sequence[str]) -> dict[str, str]:
-    """Distinct colours for the methods of one figure, stable across figures where possible.
-
-    Each method gets :func:`method_color` unless another method of this figure already
-    has that colour; then the next free palette colour. Methods are resolved in sorted
-    order, so the mapping does not depend on the order they are plotted in.
-    """
-    colors: dict[str, str] = {}
-    used: set[str] = set()
-    for method in sorted(set(methods)):
-        if method in FIXED_METHOD_COLORS:
-            colors[method] = FIXED_METHOD_COLORS[method]
-            used.add(colors[method])
-    for method in sorted(set(methods) - set(colors)):
-        start = _palette_index(method)
-        candidates = [PALETTE[(start + step) % len(PALETTE)] for step in range(len(PALETTE))]
-        free = [color for color in (*candidates, *OVERFLOW_COLORS) if color not in used]
-        # More methods than colours: reuse (a legend still tells them apart by marker).
-        colors[method] = free[0] if free else candidates[0]
-        used.add(colors[method])
-    return {method: colors[method] for method in methods}
-
-
-def fixed_colors(order: Sequence[str]) -> dict[str, str]:
-    """The colour of every method of a paper: the i-th method of the paper's order gets the i-th of :data:`COLORS`.
-
-    Every figure of a paper looks its methods up in the same mapping, so a method keeps its
-    colour from figure to figure whichever subset a figure shows (unlike :func:`method_colors`,
-    which resolves clashes per figure). Reference baselines keep :data:`FIXED_METHOD_COLORS`.
-    Past :data:`COLORS` the colours repeat; :func:`method_styles` adds marker and dash.
-
-    Parameters
-    ----------
-    order:
-        The paper's methods (or series) in its own order: the order of its tables and legends.
-
-    Returns
-    -------
-    dict
-        ``{method: colour}`` in ``order``.
-    """
-    colors: dict[str, str] = {}
-    index = 0
-    for method in dict.fromkeys(order):
-        if method in FIXED_METHOD_COLORS:
-            colors[method] = FIXED_METHOD_COLORS[method]
-            continue
-        colors[method] = COLORS[index % len(COLORS)]
-        index += 1
-    return colors
-
-
-def method_styles(order: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Line keywords (``color``, ``marker``, ``linestyle``) per method of a paper's method order.
-
-    Colours as :func:`fixed_colors`; the marker follows the position too and the dash changes
-    each time the colours wrap around, so even a paper with more methods than colours has a
-    distinct style per method.
-    """
-    colors = fixed_colors(order)
-    styles: dict[str, dict[str, Any]] = {}
-    for position, method in enumerate(dict.fromkeys(order)):
-        styles[method] = {"color": colors[method], "marker": MARKERS[position % len(MARKERS)],
-                          "linestyle": LINESTYLES[(position // len(COLORS)) % len(LINESTYLES)]}
-    return styles
-
-
-def ordered(methods: Sequence[str], order: Sequence[str]) -> list[str]:
-    """``methods`` (deduplicated) in the paper's ``order``; methods it does not list follow, sorted."""
-    present = list(dict.fromkeys(methods))
-    known = [m for m in order if m in present]
-    return known + sorted(m for m in present if m not in order)
 
 
 # ----------------------------------------------------------------------------- plots
@@ -548,114 +398,4 @@ def figure_legend(
         ncols = math.ceil(len(labels) / math.ceil(len(labels) / fit))  # balanced rows
     return figure.legend(handles, labels, loc=loc, ncols=ncols, fontsize=FONT_SIZES["legend"], frameon=False,
                          title=title, title_fontsize=FONT_SIZES["legend"])
-
-
-# ---------------------------------------------------------------------------- saving
-
-
-def caption_line(tier: str, dataset: str, caption: str = "") -> str:
-    """``"tier: <tier> · dataset: <dataset> · <caption>"`` (caption part omitted if empty)."""
-    parts = [f"tier: {tier}", f"dataset: {dataset}"]
-    if caption:
-        parts.append(caption)
-    return CAPTION_SEPARATOR.join(parts)
-
-
-def _add_caption(figure: Figure, text: str) -> None:
-    # Saving twice must not stack two captions.
-    for old in [t for t in figure.texts if t.get_gid() == CAPTION_GID]:
-        old.remove()
-    # Place the caption just under everything already drawn (axes, tick and axis labels),
-    # so it never overlaps them; bbox_inches="tight" then includes it in the saved file.
-    figure.draw_without_rendering()
-    content = figure.get_tightbbox()
-    width_in, height_in = figure.get_size_inches()
-    chars_per_line = max(40, int(content.width * 72 / (FONT_SIZES["caption"] * 0.55)))
-    figure.text(
-        (content.x0 + content.x1) / 2 / width_in, (content.y0 - 0.06) / height_in,
-        textwrap.fill(text, chars_per_line), ha="center", va="top",
-        fontsize=FONT_SIZES["caption"], color=CAPTION_COLOR, gid=CAPTION_GID,
-    )
-
-
-def save_figure(
-    fig: Figure,
-    out_pdf: str | Path | None,
-    out_png: str | Path | None = None,
-    *,
-    tier: str,
-    dataset: str,
-    caption: str = "",
-) -> str:
-    """Add the tier/dataset caption and write the figure as PDF (and PNG) atomically.
-
-    Both files are rendered to temporary siblings first and renamed only when both
-    succeeded, so an interrupted or failing save leaves neither file (nor a temporary).
-
-    Parameters
-    ----------
-    fig:
-        The figure (from :func:`new_figure`).
-    out_pdf:
-        PDF path, or ``None`` for PNG only.
-    out_png:
-        PNG path (``PNG_DPI`` dpi), or ``None`` for PDF only (one of the two is needed).
-    tier, dataset:
-        Shown in the caption so plots of different tiers cannot be confused.
-    caption:
-        Free text appended to the caption line.
-
-    Raises
-    ------
-    ValueError
-        The figure has more than one legend (one per figure: :func:`figure_legend`).
-
-    Returns
-    -------
-    str
-        The caption line added to the figure.
-    """
-    if out_pdf is None and out_png is None:
-        raise ValueError("save_figure: neither a PDF nor a PNG path given")
-    legends = len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes)
-    if legends > 1:
-        raise ValueError(f"{Path(out_pdf or out_png).name}: {legends} legends; the house style has one per figure "
-                         "(recrepro.reporting.plotting.figure_legend)")
-    text = caption_line(tier, dataset, caption)
-    _add_caption(fig, text)
-    with contextlib.ExitStack() as stack:
-        pdf_tmp = stack.enter_context(atomic_path(out_pdf)) if out_pdf is not None else None
-        png_tmp = stack.enter_context(atomic_path(out_png)) if out_png is not None else None
-        with matplotlib.rc_context(_DETERMINISTIC_SAVE_RC):
-            # format= is explicit because the temporary files end in ".tmp".
-            if pdf_tmp is not None:
-                fig.savefig(pdf_tmp, format="pdf", metadata=dict(_PDF_METADATA), bbox_inches="tight",
-                            pad_inches=0.05)
-            if png_tmp is not None:
-                _save_png(fig, png_tmp)
-    return text
-
-
-def _save_png(fig: Figure, path: str | Path) -> None:
-    """Write ``fig`` as a PNG with a palette of at most :data:`PNG_COLORS` colours.
-
-    A plot has few colours besides its lines' anti-aliasing: the palette keeps every figure under
-    the committed reproduction's size budget at about a third of the bytes of a full-colour PNG,
-    while fewer than 1 % of the pixels of the densest figures (heat maps, many overlaid curves)
-    move by more than a tenth of one channel's range. The quantiser (median cut) is deterministic.
-    """
-    from PIL import Image, PngImagePlugin  # matplotlib's own dependency; only PNG saving needs it
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.05)
-    buffer.seek(0)
-    with Image.open(buffer) as rendered:
-        rgba = rendered.convert("RGBA")
-    opaque = Image.new("RGBA", rgba.size, "white")
-    opaque.alpha_composite(rgba)  # a figure is drawn on white: nothing is lost by dropping alpha
-    palette = opaque.convert("RGB").quantize(colors=PNG_COLORS, method=Image.Quantize.MEDIANCUT)
-    info = PngImagePlugin.PngInfo()
-    for key, value in _PNG_METADATA.items():
-        info.add_text(key, value)
-    palette.save(path, format="png", optimize=True, pnginfo=info, dpi=(PNG_DPI, PNG_DPI))
 

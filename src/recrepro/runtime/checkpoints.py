@@ -99,28 +99,38 @@ always written.
 from __future__ import annotations
 
 import contextlib
-import errno
-import functools
-import glob
-import hashlib
-import json
 import logging
-import os
-import secrets
-import shutil
-import subprocess
 import time
-import zipfile
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+import torch  # noqa: F401  (``checkpoints.torch``: the tests reach torch's writer through this module)
 
-from recrepro.io import read_json, sha256_file, write_json
+from recrepro.io import write_json
+# What a checkpoint is keyed by, random generator states, the run's lock, the archive format and the
+# usage ledger live in modules of their own; their public names stay importable from here.
+from recrepro.runtime.checkpoint_archive import (
+    FORMAT_VERSION,
+    CheckpointWriteError,
+    encode_state,
+    read_payload,
+    read_state,
+    side_files,
+    write_payload,
+)
+from recrepro.runtime.fingerprints import code_fingerprint, data_fingerprint, is_computing, settings_key
+from recrepro.runtime.rng_state import generator_state, global_rng_state, set_generator_state, set_global_rng_state
+from recrepro.runtime.run_lock import CheckpointLockedError, acquire_lock, lock_path, release_lock
+from recrepro.runtime.usage_ledger import (
+    NO_EARLIER_PIECES,
+    UNMEASURED_PIECE,
+    earlier_usage,
+    read_ledger,
+    sum_usage,
+    usage_path,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -145,319 +155,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-_NDARRAY = "__ndarray__"
-_NPSCALAR = "__npscalar__"
-_SIDE = ".ckpt-"  # side files and temporaries: ``<name>.ckpt-<token>...`` beside the checkpoint
+# The code that saves, loads and keeps the ledger calls ``code_fingerprint`` and ``save_checkpoint``
+# through this module's names (tests stand in for them here), and :class:`Throttle` reads
+# ``WRITE_OVERHEAD`` here: all three stay in this module.
 
 
-# ----------------------------------------------------------------------------- keys
-
-
-def _json_default(obj: Any) -> Any:
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return asdict(obj)
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj, key=repr)
-    if isinstance(obj, (Path, torch.device, torch.dtype)):
-        return str(obj)
-    raise TypeError(f"settings_key: cannot encode {type(obj).__name__} {obj!r}")
-
-
-def settings_key(obj: Any) -> str:
-    """sha256 (hex) of the canonical JSON of ``obj`` (sorted keys, no whitespace).
-
-    Dataclasses, numpy scalars/arrays, paths and sets are encoded; tuples become lists.
-    Put everything that changes the trajectory in ``obj`` (settings, seed, device,
-    :func:`data_fingerprint` of the training data): a checkpoint is resumed only under the
-    very same key.
-    """
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True,
-                      default=_json_default)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def data_fingerprint(*matrices: Any) -> str:
-    """sha256 over the shape and CSR arrays of each matrix (``None`` allowed).
-
-    Cheap next to training (~40 ms for 10M interactions) and tells two datasets of the
-    same shape apart, so a checkpoint of another split is never resumed.
-    """
-    import scipy.sparse as sp
-
-    h = hashlib.sha256()
-    for m in matrices:
-        if m is None:
-            h.update(b"none;")
-            continue
-        csr = sp.csr_matrix(m)
-        csr.sort_indices()
-        h.update(repr(csr.shape).encode())
-        for part in (csr.indptr.astype(np.int64), csr.indices.astype(np.int64), csr.data.astype(np.float64)):
-            h.update(np.ascontiguousarray(part).data)
-        h.update(b";")
-    return h.hexdigest()
-
-
-#: What a run computes with, by path under the package (a folder ends in ``/``): a change in one of
-#: these can change what a run trains. Everything else reads, draws or reports (``cli/``,
-#: ``records/``, ``reporting/``, ``scorecard/``, ``paperlist.py``), or is the data stage, whose output
-#: every checkpoint key holds already (``datasets/``: :func:`data_fingerprint`).
-_COMPUTING_PATHS = ("__init__.py", "config.py", "io.py", "runtime/", "models/", "evaluation/", "baselines/",
-                    "papers/")
-#: Inside those, what only reads or draws: a figure, the record checks of each paper (``drift.py``),
-#: the rule helpers and the leak audit.
-_NOT_COMPUTING_PATHS = ("baselines/figure.py", "papers/rules.py", "papers/leaks.py", "papers/*/drift.py",
-                        "papers/*/figures.py")
-#: Modules of a paper package that every ``recrepro`` process loads or that never train: the command
-#: line registers each paper's verbs (``cli``), the drift checks read records.
-_PAPER_MODULES_NOT_TRAINING = frozenset({"cli", "drift"})
-
-
-def is_computing(path: str) -> bool:
-    """Whether the module at ``path`` (relative to the package, POSIX) is code a run computes with."""
-    from fnmatch import fnmatchcase
-
-    inside = any(path == p or (p.endswith("/") and path.startswith(p)) for p in _COMPUTING_PATHS)
-    return inside and not any(fnmatchcase(path, p) for p in _NOT_COMPUTING_PATHS)
-
-
-def _papers_in_use() -> frozenset[str]:
-    """The paper packages (``recrepro.papers.<name>``) this process has loaded a module of, other than
-    the ones every process loads to register its verbs.
-
-    A paper's code never imports another paper (the import-linter contract ``papers-independent``),
-    and one process trains one paper's run (or none: the strong baselines sit below the papers), so
-    the code of a paper it has not loaded cannot change what it trains.
-    """
-    import sys
-
-    used = set()
-    for name in list(sys.modules):
-        parts = name.split(".")
-        if len(parts) >= 4 and parts[:2] == ["recrepro", "papers"] and parts[3] not in _PAPER_MODULES_NOT_TRAINING:
-            used.add(parts[2])
-    return frozenset(used)
-
-
-def _git_commit(folder: Path) -> str | None:
-    try:
-        done = subprocess.run(["git", "-C", str(folder), "rev-parse", "--verify", "HEAD"], capture_output=True,
-                              text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
-
-
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> dict[str, Any]:
-    """The code this process trains with: ``{"source_sha256", "commit", "recrepro"}``.
-
-    ``source_sha256`` is the sha256 over the relative path and bytes of every ``.py`` file of
-    the installed ``recrepro`` package that a run computes with (:func:`is_computing`: by package
-    and path, ``_COMPUTING_PATHS`` less ``_NOT_COMPUTING_PATHS``), less the packages of the papers
-    this process does not train (:func:`_papers_in_use`: an edit to λOpt leaves a FedRAP
-    checkpoint resumable), sorted by path: it changes with any edit to
-    what trains, committed or not.  ``commit`` is the checkout's git commit (``None`` outside a
-    checkout).  Taken once per process, at the first save or load, when the run's paper is
-    loaded (the code a process runs is the code it loaded), ~10 ms.
-    """
-    import recrepro
-
-    root = Path(recrepro.__file__).resolve().parent
-    papers = _papers_in_use()
-    h = hashlib.sha256()
-    for file in sorted(root.rglob("*.py")):
-        rel = file.relative_to(root)
-        if not is_computing(rel.as_posix()):
-            continue
-        if len(rel.parts) > 2 and rel.parts[0] == "papers" and rel.parts[1] not in papers:
-            continue
-        h.update(rel.as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
-    return {"source_sha256": h.hexdigest(), "commit": _git_commit(root),
-            "recrepro": getattr(recrepro, "__version__", None)}
-
-
-# ----------------------------------------------------------------------------- RNG states
-
-
-def generator_state(gen: np.random.Generator | torch.Generator) -> Any:
-    """The state of one explicit generator: numpy's ``bit_generator.state`` or torch's ByteTensor."""
-    if isinstance(gen, np.random.Generator):
-        return gen.bit_generator.state
-    return gen.get_state()
-
-
-def set_generator_state(gen: np.random.Generator | torch.Generator, state: Any) -> None:
-    """Restore a state from :func:`generator_state` into ``gen`` (in place)."""
-    if isinstance(gen, np.random.Generator):
-        gen.bit_generator.state = state
-    else:
-        gen.set_state(state)
-
-
-def global_rng_state() -> dict[str, Any]:
-    """torch's global CPU generator (and CUDA's when initialised) and numpy's legacy global state."""
-    state: dict[str, Any] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(legacy=False)}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_global_rng_state(state: Mapping[str, Any]) -> None:
-    """Inverse of :func:`global_rng_state`."""
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-# ----------------------------------------------------------------------------- errors, lock
-
-
-class CheckpointWriteError(OSError):
-    """A checkpoint could not be written (no space left); the previous one is kept."""
-
-
-class CheckpointLockedError(RuntimeError):
-    """Another live process holds the lock of this run's checkpoint."""
-
-
-#: Locks this process holds: lock file (resolved) -> open descriptor.
-_HELD_LOCKS: dict[str, int] = {}
-
-
-def lock_path(path: str | Path) -> Path:
-    """The lock file of the checkpoint ``path``: ``<name>.lock`` beside it."""
-    path = Path(path)
-    return path.with_name(path.name + ".lock")
-
-
-def _lock_holder(fd: int) -> str:
-    with contextlib.suppress(OSError, ValueError):
-        os.lseek(fd, 0, os.SEEK_SET)
-        text = os.read(fd, 64).decode("ascii", "replace").strip()
-        if text:
-            return text
-    return "unknown"
-
-
-def acquire_lock(path: str | Path) -> Path:
-    """Take the exclusive lock of the run whose checkpoint is ``path`` (kept until :func:`release_lock`).
-
-    Re-entrant within one process (a killed piece in a test, several models of one run).
-
-    Raises
-    ------
-    CheckpointLockedError
-        "another process (pid N) is training this run", naming the lock file.
-    """
-    import fcntl
-
-    lock = lock_path(path)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    name = str(lock.resolve())
-    if name in _HELD_LOCKS:
-        return lock
-    while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _lock_holder(fd)
-            os.close(fd)
-            raise CheckpointLockedError(
-                f"another process (pid {holder}) is training this run: {lock} is locked; wait for it to end "
-                "(or stop it) before training this run again") from None
-        try:  # the holder may have removed the file between our open and our lock: lock the new one
-            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    _HELD_LOCKS[name] = fd
-    return lock
-
-
-def release_lock(path: str | Path) -> None:
-    """Give back the lock taken by :func:`acquire_lock` and remove its file (no-op if not held)."""
-    lock = lock_path(path)
-    fd = _HELD_LOCKS.pop(str(lock.resolve()), None) if lock.parent.exists() else None
-    if fd is None:
-        return
-    with contextlib.suppress(FileNotFoundError):
-        lock.unlink()
-    os.close(fd)
-
-
-# ----------------------------------------------------------------------------- encoding
-
-
-def _encode(obj: Any, where: str) -> Any:
-    """Make ``obj`` loadable with ``weights_only=True`` (numpy -> tagged tensors)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach()
-    if isinstance(obj, np.ndarray):
-        if obj.dtype == object or obj.dtype.kind in "USV":
-            raise TypeError(f"checkpoint: {where} is a numpy array of dtype {obj.dtype}, which cannot be stored")
-        return {_NDARRAY: torch.from_numpy(np.array(obj, copy=True, order="C"))}
-    if isinstance(obj, (np.str_, np.bytes_)):
-        return obj.item()
-    if isinstance(obj, np.generic):
-        return {_NPSCALAR: torch.from_numpy(np.array(obj).reshape(1))}
-    if isinstance(obj, (bool, int, float, str, bytes, type(None))):
-        return obj
-    if isinstance(obj, Mapping):
-        # numpy keys (e.g. np.int64 round numbers) become Python scalars: weights_only loads no numpy
-        items = [(k.item() if isinstance(k, np.generic) else k, _encode(v, f"{where}[{k!r}]"))
-                 for k, v in obj.items()]
-        return OrderedDict(items) if isinstance(obj, OrderedDict) else dict(items)
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        values = [_encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-        return values if isinstance(obj, list) else type(obj)(values)
-    raise TypeError(f"checkpoint: {where} is a {type(obj).__name__}, which cannot be stored "
-                    "(use tensors, numpy arrays, numbers, strings and containers of them)")
-
-
-def _decode(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if len(obj) == 1 and _NDARRAY in obj:
-            return obj[_NDARRAY].numpy()
-        if len(obj) == 1 and _NPSCALAR in obj:
-            return obj[_NPSCALAR].numpy()[0]
-        items = [(k, _decode(v)) for k, v in obj.items()]
-        return OrderedDict(items) if isinstance(obj, OrderedDict) else dict(items)
-    if isinstance(obj, list):
-        return [_decode(v) for v in obj]
-    if isinstance(obj, (tuple, set, frozenset)):
-        return type(obj)(_decode(v) for v in obj)
-    return obj
-
-
-# ----------------------------------------------------------------------------- files
-
-
-def _fsync_dir(folder: Path) -> None:
-    # the rename itself must reach the disk, or a crash may forget it (best effort: not on every FS)
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _side_files(path: Path) -> list[Path]:
-    return [Path(p) for p in glob.glob(glob.escape(str(path)) + _SIDE + "*")]
+# ----------------------------------------------------------------------------- save, load, remove
 
 
 def save_checkpoint(path: str | Path, state: Mapping[str, Any], *, key: str,
@@ -493,76 +196,8 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any], *, key: str,
     if clash:
         raise ValueError(f"checkpoint: {clash} given both in state and in arrays")
     payload = {"format": FORMAT_VERSION, "key": key, "saved_at": time.time(), "code": code_fingerprint(),
-               "state": _encode(dict(state), "state"), "arrays": {}, "arrays_sha256": {}}
-    token = secrets.token_hex(6)
-    keep: set[Path] = set()
-    tmp = path.with_name(f"{path.name}{_SIDE}{token}.tmp")
-    try:
-        for name, array in arrays.items():
-            side = path.with_name(f"{path.name}{_SIDE}{token}.{name}.npy")
-            keep.add(side)
-            with open(side, "wb") as fh:
-                hashing = _HashingWriter(fh)
-                np.save(hashing, np.asarray(array), allow_pickle=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            payload["arrays"][name] = side.name
-            payload["arrays_sha256"][name] = hashing.sha256.hexdigest()
-        with open(tmp, "wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        for leftover in (tmp, *keep):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
-        if _is_disk_full(exc):
-            free = shutil.disk_usage(path.parent).free / 2**20
-            raise CheckpointWriteError(
-                f"no space left while writing checkpoint {path} ({free:.0f} MiB free there; "
-                f"{type(exc).__name__}: {str(exc)[:120]}); the previous checkpoint is kept: free some space "
-                "(or set `checkpoints:` to a folder on another disk) and rerun, the run resumes from it") from exc
-        raise
-    _fsync_dir(path.parent)
-    # older side files and temporaries of killed writers are garbage now
-    for stale in _side_files(path):
-        if stale not in keep:
-            with contextlib.suppress(FileNotFoundError):
-                stale.unlink()
-    return path
-
-
-class _HashingWriter:
-    """A write-only file object that takes the sha256 of what passes through it."""
-
-    def __init__(self, fh: Any) -> None:
-        self.fh, self.sha256 = fh, hashlib.sha256()
-
-    def write(self, data: Any) -> int:
-        self.sha256.update(data)
-        return self.fh.write(data)
-
-
-def _is_disk_full(exc: BaseException) -> bool:
-    """An error of a write that ran out of space (torch reports it as a RuntimeError of its zip writer)."""
-    if isinstance(exc, OSError):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and any(
-        sign in text for sign in ("unexpected pos", "file write failed", "No space left"))
-
-
-class _DamagedCheckpoint(ValueError):
-    """A checkpoint's bytes differ from what was written (a CRC or digest does not match)."""
-
-
-def _verify_archive(path: Path) -> None:
-    """Check every member of the checkpoint's zip archive against its CRC-32 (``torch.load`` does not)."""
-    with zipfile.ZipFile(path) as archive:
-        bad = archive.testzip()
-    if bad is not None:
-        raise _DamagedCheckpoint(f"damaged: member {bad} fails its CRC-32 check")
+               "state": encode_state(dict(state), "state"), "arrays": {}, "arrays_sha256": {}}
+    return write_payload(path, payload, arrays)
 
 
 def load_checkpoint(path: str | Path, *, key: str) -> dict[str, Any] | None:
@@ -573,38 +208,10 @@ def load_checkpoint(path: str | Path, *, key: str) -> dict[str, Any] | None:
     read (truncated, corrupt, missing side file).  Tensors are loaded on the CPU.
     """
     path = Path(path)
-    if not path.exists():
+    payload = read_payload(path, key=key)
+    if payload is None or not _same_code(path, payload.get("code")):
         return None
-    try:
-        _verify_archive(path)
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION or "state" not in payload:
-            raise ValueError(f"not a recrepro checkpoint of format {FORMAT_VERSION}")
-    except Exception as exc:  # any unreadable file: starting over is always correct
-        reason = str(exc).split(". ")[0][:160]  # torch's zip errors run to several sentences
-        log.warning("checkpoint %s is unreadable or damaged (%s: %s); ignoring it, the run starts from scratch",
-                    path, type(exc).__name__, reason)
-        return None
-    if payload.get("key") != key:
-        log.warning("checkpoint %s was written for other settings or data (key %.12s, expected %.12s); "
-                    "ignoring it, the run starts from scratch and will overwrite it",
-                    path, str(payload.get("key")), key)
-        return None
-    if not _same_code(path, payload.get("code")):
-        return None
-    state = _decode(payload["state"])
-    digests = payload.get("arrays_sha256") or {}
-    for name, file_name in payload.get("arrays", {}).items():
-        side = path.with_name(file_name)
-        try:
-            if name in digests and sha256_file(side) != digests[name]:
-                raise _DamagedCheckpoint(f"sha256 differs from {digests[name]:.12s} taken when it was written")
-            state[name] = np.load(side, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            log.warning("checkpoint %s: side file %s is unreadable or damaged (%s); ignoring the checkpoint, "
-                        "the run starts from scratch", path, file_name, exc)
-            return None
-    return state
+    return read_state(path, payload)
 
 
 def _same_code(path: Path, code: Any) -> bool:
@@ -632,13 +239,13 @@ def remove_checkpoint(path: str | Path | None) -> None:
     if path is None:
         return
     path = Path(path)
-    for p in (path, *_side_files(path), usage_path(path)):
+    for p in (path, *side_files(path), usage_path(path)):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
     release_lock(path)
 
 
-# ----------------------------------------------------------------------------- helpers
+# ----------------------------------------------------------------------------- when to write
 
 
 #: The share of the wall time checkpoint writes may take (:class:`Throttle`); 0 writes after every
@@ -684,71 +291,7 @@ class Throttle:
         return False
 
 
-# ----------------------------------------------------------------------------- usage ledger
-
-#: Earlier pieces of a run that has none (not resumed).
-NO_EARLIER_PIECES: dict[str, Any] = {"pieces": 0, "wall_seconds": 0.0, "cpu_seconds": 0.0}
-
-
-def usage_path(path: str | Path) -> Path:
-    """The usage ledger of the checkpoint ``path``: ``<name>.usage.json`` beside it."""
-    path = Path(path)
-    return path.with_name(path.name + ".usage.json")
-
-
-def _read_ledger(path: Path) -> dict[str, Any] | None:
-    try:
-        ledger = read_json(path)
-    except (OSError, ValueError):  # missing or half-written by an older writer: not measured
-        return None
-    return ledger if isinstance(ledger, dict) else None
-
-
-def _sum_seconds(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """Two usages' wall and CPU seconds added (``None`` if either was not measured)."""
-    out: dict[str, Any] = {}
-    for field in ("wall_seconds", "cpu_seconds"):
-        x, y = a.get(field), b.get(field)
-        out[field] = None if x is None or y is None else round(float(x) + float(y), 3)
-    return out
-
-
-def _sum_usage(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """Two successive usages of one checkpoint added: their pieces and their seconds."""
-    return {"pieces": int(a.get("pieces", 0)) + int(b.get("pieces", 0)), **_sum_seconds(a, b)}
-
-
-#: One earlier piece whose times were not measured (its checkpoint predates the ledger).
-_UNMEASURED_PIECE: dict[str, Any] = {"pieces": 1, "wall_seconds": None, "cpu_seconds": None}
-
-
-def earlier_usage(*paths: str | Path | None) -> dict[str, Any] | None:
-    """What the earlier pieces of a resumed run spent, over its checkpoints ``paths``.
-
-    A run may train several models one after another, each with its own checkpoint (λ-Fix's
-    grid); their seconds add up, while the run's earlier pieces are those of the checkpoint
-    resumed most often.  Returns ``{"pieces", "wall_seconds", "cpu_seconds"}`` (the seconds
-    ``None`` where a piece was not measured), or ``None`` when no path has a ledger (no
-    checkpointing); a resumed run adds ``"code"``: the :func:`code_fingerprint` of each
-    earlier piece (``None`` where its checkpoint did not record it), in order, repeats dropped.
-    Read it before :func:`remove_checkpoint`; the current piece is not in it.
-    """
-    ledgers = [ledger for ledger in (_read_ledger(usage_path(path)) for path in paths if path is not None)
-               if ledger is not None]
-    found = [ledger.get("earlier") or NO_EARLIER_PIECES for ledger in ledgers]
-    if not found:
-        return None
-    seconds: dict[str, Any] = dict(NO_EARLIER_PIECES)
-    for earlier in found:
-        seconds = _sum_seconds(seconds, earlier)
-    out = {"pieces": max(int(earlier.get("pieces", 0)) for earlier in found), **seconds}
-    codes: list[Any] = []
-    for code in (code for ledger in ledgers for code in ledger.get("earlier_code") or []):
-        if code not in codes:
-            codes.append(code)
-    if codes:
-        out["code"] = codes
-    return out
+# ----------------------------------------------------------------------------- the run's checkpoint
 
 
 class Checkpointer:
@@ -789,15 +332,15 @@ class Checkpointer:
         if state is None:
             self.earlier = dict(NO_EARLIER_PIECES)
         else:
-            ledger = _read_ledger(usage_path(self.path))
+            ledger = read_ledger(usage_path(self.path))
             if ledger is None or ledger.get("key") != self.key:
-                self.earlier = dict(_UNMEASURED_PIECE)  # a checkpoint from before the ledger
+                self.earlier = dict(UNMEASURED_PIECE)  # a checkpoint from before the ledger
                 self.earlier_code = [None]
             else:
                 self.earlier = dict(ledger.get("earlier") or NO_EARLIER_PIECES)
                 self.earlier_code = list(ledger.get("earlier_code") or [None] * int(self.earlier["pieces"]))
                 if ledger.get("current") is not None:
-                    self.earlier = _sum_usage(self.earlier, {"pieces": 1, **ledger["current"]})
+                    self.earlier = sum_usage(self.earlier, {"pieces": 1, **ledger["current"]})
                     self.earlier_code.append(ledger.get("code"))
         self._write_ledger(None)
         if state is not None:

@@ -15,6 +15,7 @@ from recrepro.scorecard.expected import ExpectedFile, load_expected
 from recrepro.scorecard.judge import (
     DEFAULT_BASELINES,
     VERDICT_NOT_RUN,
+    Judgement,
     judge_entry,
     judge_smoke_checks,
     judge_unmatched,
@@ -73,6 +74,24 @@ def _smoke_page(paper: str, expected: ExpectedFile, runs: RunIndex, rows: pd.Dat
     if smoke_csv:
         rows = scorecard_frame(smoke_csv, before=rows)
     return _SmokePage(rows=rows, md_rows=md_rows, smoke_md=smoke_md, hidden_not_run=hidden_not_run)
+
+
+def _unmatched_with_tests(tidy: pd.DataFrame, judged: Sequence[Judgement], runs: RunIndex,
+                          default_baselines: Mapping[str, str]) -> tuple[pd.DataFrame, list[list[PairedTest]]]:
+    """Our runs without an expected entry, each with its paired test against its default baseline (the
+    ``paired_test`` column), and those tests row by row."""
+    unmatched = unmatched_runs(tidy, [j.cell for j in judged])
+    unmatched_tests = judge_unmatched(unmatched, runs, default_baselines)
+    return unmatched.assign(paired_test=unmatched_test_notes(unmatched_tests)), unmatched_tests
+
+
+def _stamp(tidy: pd.DataFrame, generated_on: dt.date | None) -> tuple[dt.date, list[str], bool]:
+    """The page's date (``generated_on``, else the runs' latest ``finished_at``, else today) and the runs'
+    code commit(s) and whether any was dirty: the same records give the same page wherever it is drawn."""
+    last_date, commits, dirty = records_stamp(sorted(set(tidy["run_dir"])))
+    if generated_on is None:
+        generated_on = dt.date.fromisoformat(last_date) if last_date else dt.date.today()
+    return generated_on, commits, dirty
 
 
 def build_scorecard(
@@ -156,9 +175,7 @@ def build_scorecard(
     deviations = DeviationDoc.for_page(deviations_doc, out_md)
     csv_rows, md_rows = entry_rows(paper, judged, seeds_required, deviations)
     rows = scorecard_frame(csv_rows)
-    unmatched = unmatched_runs(tidy, [j.cell for j in judged])
-    unmatched_tests = judge_unmatched(unmatched, runs, default_baselines)
-    unmatched = unmatched.assign(paired_test=unmatched_test_notes(unmatched_tests))
+    unmatched, unmatched_tests = _unmatched_with_tests(tidy, judged, runs, default_baselines)
     tests = [t for j in judged for t in j.tests] + [t for row_tests in unmatched_tests for t in row_tests]
 
     smoke_md, hidden_not_run = None, 0
@@ -166,9 +183,7 @@ def build_scorecard(
         smoke = _smoke_page(paper, expected, runs, rows, csv_rows, md_rows, seeds_required)
         rows, md_rows, smoke_md, hidden_not_run = smoke.rows, smoke.md_rows, smoke.smoke_md, smoke.hidden_not_run
 
-    last_date, commits, dirty = records_stamp(sorted(set(tidy["run_dir"])))
-    if generated_on is None:
-        generated_on = dt.date.fromisoformat(last_date) if last_date else dt.date.today()
+    generated_on, commits, dirty = _stamp(tidy, generated_on)
     md_text = render_markdown(
         paper=paper, tier=tier, expected=expected, md_rows=md_rows, unmatched=unmatched,
         generated_on=generated_on, commits=commits, dirty=dirty, n_runs=int(tidy["run_dir"].nunique()),
