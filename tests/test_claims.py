@@ -840,18 +840,26 @@ def test_two_claims_may_not_share_an_id(tmp_path):
 
 
 def test_packaged_files_give_every_entry_a_kind_and_every_paper_claims():
-    counts = {"printed": 0, "other": 0}
     for paper in PAPERS:
         raw = yaml.safe_load(expected_path(paper).read_text())
         assert all("kind" in entry for entry in raw["entries"]), paper  # written out, never defaulted
+        # every paper declares its counts, which load_expected holds its entries to
+        assert set(raw["counts"]) == {"printed", "other"}, paper
         expected = load_expected(expected_path(paper))
-        for entry in expected.entries:
-            if entry.published is not None:
-                counts["printed" if entry.kind == "printed" else "other"] += 1
         ids = [c.id for c in expected.claims]
         assert ids and any(k.kind == "beats_strongest_baseline" for c in expected.claims for k in c.checks), paper
     # the count: 128 values the papers print, 27 other targets (official code, a log, our thresholds)
-    assert counts == {"printed": 128, "other": 27}
+    totals = [yaml.safe_load(expected_path(p).read_text())["counts"] for p in PAPERS]
+    assert (sum(c["printed"] for c in totals), sum(c["other"] for c in totals)) == (128, 27)
+
+
+def test_declared_counts_hold_the_entries_to_them(tmp_path):
+    src = expected_path("lrs").read_text()
+    assert "counts: {printed: 0, other: 7}" in src
+    bad = tmp_path / "lrs.yaml"
+    bad.write_text(src.replace("counts: {printed: 0, other: 7}", "counts: {printed: 0, other: 8}"))
+    with pytest.raises(ExpectedFileError, match="counts says"):
+        load_expected(bad)
 
 
 def test_packaged_claims_link_to_what_exists():

@@ -12,6 +12,8 @@ identical, which keeps this file's code exercised on every machine.
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -41,46 +43,10 @@ def _planted(n_users: int = 60, n_items: int = 40, seed: int = 0) -> tuple[sp.cs
 
 
 def run_paper(paper: str, device: str) -> np.ndarray:
-    """The scores (all users × all items, or LRS's parameters) of one paper's small run on ``device``."""
+    """The scores (all users × all items, or LRS's parameters) of one paper's small run on ``device``:
+    ``tests/gpu_runs/<paper>.py``."""
     train, val = _planted()
-    users = np.arange(train.shape[0])
-    if paper == "prism":
-        from recrepro.papers.prism.trainer import TrainSettings, train as train_prism
-
-        net, _ = train_prism(train, val, TrainSettings(loss="directau", dim=8, lr=0.01, epochs=3, patience=3,
-                                                       batch_size=128, seed=0, alpha=1.0, device=device))
-        with torch.no_grad():
-            u, i = net.final_tables()
-            return (u @ i.T).cpu().numpy()
-    if paper == "exadmm":
-        from recrepro.papers.exadmm.exadmm import ExADMM
-
-        model = ExADMM(dim=4, epochs=3, seed=0, exposure_reg=1e-3, admm_penalty=0.1, device=device,
-                       dtype=torch.float64).fit(train)
-        return model.score(users)
-    if paper == "lambdaopt":
-        from recrepro.papers.lambdaopt.mf_lambdaopt import MFLambdaOpt
-
-        model = MFLambdaOpt(dict(dim=4, epochs=2, batch_size=32, val_batch_size=16, granularity="dui",
-                                 device=device), seed=0)
-        model.fit(train, validation=val)
-        return model.score(users)
-    if paper == "fedrap":
-        from recrepro.papers.fedrap.config import FederatedConfig
-        from recrepro.papers.fedrap.fedrap import FederatedRecommender
-
-        model = FederatedRecommender(FederatedConfig(dim=4, rounds=2, local_epochs=2, seed=0, client_ratio=0.5,
-                                                     lr_args=5.0, device=device))
-        model.fit(train)
-        return model.score(users)
-    if paper == "lrs":
-        from recrepro.papers.lrs.amht_lrs import AMHTConfig, amht_lrs
-        from recrepro.papers.lrs.generator import LRSSpec, generate
-
-        data = generate(LRSSpec(d=20, r=2, k=2, t=120, m=30, seed=0))
-        res = amht_lrs(data.X.to(device), data.y.to(device), AMHTConfig(r=2, k=2, iterations=5))
-        return res.theta.cpu().numpy()
-    raise ValueError(paper)
+    return importlib.import_module(f"gpu_runs.{paper}").run(train, val, device)
 
 
 def _evaluation(device: str) -> dict[str, float]:

@@ -169,3 +169,33 @@ def test_the_helpers_and_the_readers_agree():
     with pytest.raises(AttributeError):
         PAPERS[0].key = "other"  # frozen
     assert paperlist.__all__ and all(hasattr(paperlist, name) for name in paperlist.__all__)
+
+
+#: what every paper's rules module defines for the shared workflow and tests (docs/adding-a-paper.md, item 1)
+RULES_HOOKS = ("run_records", "seeds_required", "training_pools", "smoke_methods", "SMALLEST_SMOKE_RUNS", "GPU_RULES")
+
+
+def test_adding_a_paper_touches_at_most_twelve_places():
+    """The checklist a sixth paper follows stays at 12 places or fewer, and names the registry's files."""
+    text = (REPO / "docs" / "adding-a-paper.md").read_text()
+    section = text.split("## Checklist: the places a sixth paper touches", 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"^\d+\. \[ \] ", section, flags=re.MULTILINE)
+    assert 0 < len(items) <= 12, f"{len(items)} places in the checklist (at most 12)"
+    assert re.search(rf"^{len(items)} places:", section.strip(), flags=re.MULTILINE), "the count it states"
+    for name in ("src/recrepro/paperlist.py", "config.yaml", "pyproject.toml", "tests/gpu_runs/<paper>.py",
+                 *RULES_HOOKS):
+        assert f"`{name}" in section, name
+
+
+@pytest.mark.parametrize("paper", paper_keys())
+def test_every_paper_defines_the_hooks_the_shared_code_reads(paper):
+    """The shared workflow, the leak audit and the tests reach a paper only through these."""
+    import importlib
+
+    rules = importlib.import_module(f"recrepro.papers.{paper}.rules")
+    missing = [hook for hook in RULES_HOOKS if not hasattr(rules, hook)]
+    assert not missing, f"{paper}: rules.py lacks {missing}"
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert rules.smoke_methods(config), paper
+    assert all(r.startswith(f"results/smoke/{paper}/") for r in rules.run_records(config, "smoke")), paper
+    assert (REPO / "tests" / "gpu_runs" / f"{paper}.py").is_file(), paper

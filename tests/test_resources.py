@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -10,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from recrepro.paperlist import paper_keys
 from recrepro.runtime.resources import DATASET_SIZES, DatasetSize, dataset_size, estimate
 
 REPO = Path(__file__).resolve().parents[1]
-TRAIN_RULES = {"exadmm_train", "exadmm_scalability", "prism_train", "lambdaopt_train", "lambdaopt_sensitivity",
-               "fedrap_train", "fedrap_train_projected"}  # the latter: the embeddings figure's run
+#: the training rules that ask for a GPU under device=cuda, as each paper's rules module names them
+TRAIN_RULES = {rule for paper in paper_keys()
+               for rule in importlib.import_module(f"recrepro.papers.{paper}.rules").GPU_RULES}
 
 
 def test_synthetic_size_comes_from_the_generator_settings():

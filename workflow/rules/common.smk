@@ -222,35 +222,25 @@ def baseline_runs(tier=TIER):
             yield f"results/{tier}/baselines/runs/{dataset}/{protocol}/{split}/{method}/seed{seed}/metrics.json"
 
 
+def paper_rules(paper):
+    """The paper's ``rules`` module (``recrepro.papers.<paper>.rules``): what its rules read."""
+    import importlib
+
+    return importlib.import_module(f"recrepro.papers.{paper}.rules")
+
+
 def seeds_required(paper, tier=TIER):
     """Seeds per cell of ``paper`` in ``tier`` (the scorecard calls fewer a cap)."""
-    if paper == "prism":
-        seeds = [
-            e.get("seeds", [0])
-            for e in config["tiers"][tier]["data"]
-            if e["protocol"] == "prism"
-        ]
-        return len(seeds[0]) if seeds else 1
-    if paper == "exadmm":
-        entries = config["exadmm"]["tiers"][tier]["datasets"]
-        return max(len(e.get("seeds", [0])) for e in entries) if entries else 1
-    return len(config[paper]["tiers"][tier].get("seeds", [0]))
+    return paper_rules(paper).seeds_required(config, tier)
 
 
 def tier_run_records(tier):
     """Every run record the tier's DAG makes (the compute page prices the missing ones)."""
+    from recrepro.paperlist import paper_keys
+
     runs = list(baseline_runs(tier))
-    runs += exadmm_wf.smk_runs(config, tier)
-    runs += prism_wf.every_run(config, tier)
-    runs += lambdaopt_runs(config, tier)
-    runs += lambdaopt_grid_runs(config, tier)
-    runs += fedrap_runs(config, tier)
-    runs += fedrap_grid_runs(config, tier)
-    runs += [
-        f"results/{tier}/lrs/runs/synthetic/{split}/{method}/seed{seed}/metrics.json"
-        for seed in LRS_TIERS.get(tier, {}).get("seeds", [0])
-        for split, method in LRS_ACCEPTANCE_RUNS
-    ]
+    for paper in paper_keys():
+        runs += paper_rules(paper).run_records(config, tier)
     import recrepro.baselines.strong as strong
 
     # the tuned simple baselines: one job per model and split (its grid record)

@@ -42,26 +42,11 @@ AUDIT_COLUMNS = ("paper", "dataset", "protocol", "split", "seed", "pool", "held_
 
 
 def training_pools(paper: str, variants: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, tuple[str, ...]]:
-    """``{pool label: parts a training negative may not be}`` of ``paper``'s trainers.
+    """``{pool label: parts a training negative may not be}`` of ``paper``'s trainers, as the paper's
+    ``rules.training_pools`` states them (FedRAP: each ``negative_pool`` its variants use)."""
+    import importlib
 
-    FedRAP: each ``negative_pool`` its paper-tier variants use, by the trainer's own table. PRISM:
-    negatives uniform over all items (``negatives: uniform``) or over the batch's positives
-    (``in_batch``): nothing excluded. λOpt: the MF step's negatives avoid the training positives, its
-    λ step's the training and validation positives (the λ step trains on validation by design).
-    exADMM: no negatives are sampled (iALS weights every unobserved pair)."""
-    if paper == "fedrap":
-        from recrepro.papers.fedrap.run import NEGATIVE_POOL_PARTS
-
-        pools = sorted({str((v or {}).get("negative_pool", "train")) for v in (variants or {}).values()} or {"train"})
-        return {f"negative_pool: {pool}": tuple(NEGATIVE_POOL_PARTS[pool]) for pool in pools}
-    if paper == "prism":
-        return {"uniform over all items (none excluded)": ()}
-    if paper == "lambdaopt":
-        return {"MF step (training positives excluded)": ("train",),
-                "λ step (training and validation positives excluded)": ("train", "validation")}
-    if paper == "exadmm":
-        return {"no sampled negatives (iALS)": ()}
-    raise ValueError(f"leak audit: no training pools known for paper {paper!r}")
+    return importlib.import_module(f"recrepro.papers.{paper}.rules").training_pools(variants)
 
 
 def _keys(frame: Any, n_items: int) -> np.ndarray:

@@ -26,7 +26,7 @@ ENTRY_KINDS = ("printed", "official_code", "maintainer_log", "our_threshold", "a
 ENTRY_OPTIONAL_KEYS = ("split", "tolerance", "tolerance_kind", "baseline", "alternative", "deviation", "note")
 #: Keys of an entry's ``alternative`` (both required).
 ALTERNATIVE_KEYS = ("method", "label")
-FILE_KEYS = ("paper", "reference", "entries", "smoke_checks", "figure_points", "claims")
+FILE_KEYS = ("paper", "reference", "counts", "entries", "smoke_checks", "figure_points", "claims")
 
 #: Kinds of smoke check (``smoke_checks`` in an expected file; only the smoke tier runs them).
 SMOKE_CHECK_KINDS = ("ran", "greater", "less")
@@ -355,6 +355,29 @@ def _read_document(path: Path) -> dict[str, Any]:
     return document
 
 
+def entry_counts(entries: Sequence[ExpectedEntry]) -> dict[str, int]:
+    """``{"printed": n, "other": m}``: the entries with a published number that the paper prints, and
+    the others with one (official code, a maintainer's log, our thresholds, anchors)."""
+    counts = {"printed": 0, "other": 0}
+    for entry in entries:
+        if entry.published is not None:
+            counts["printed" if entry.kind == "printed" else "other"] += 1
+    return counts
+
+
+def _check_counts(path: Path, declared: Any, entries: Sequence[ExpectedEntry]) -> None:
+    """A file's ``counts`` (optional) must be what its entries hold: an entry lost in an edit fails."""
+    if declared is None:
+        return
+    try:
+        _check_mapping_keys(declared, ("printed", "other"))
+    except ValueError as error:
+        raise ExpectedFileError(f"{path}: counts: {error}") from error
+    found = entry_counts(entries)
+    if {k: declared.get(k, 0) for k in found} != found:
+        raise ExpectedFileError(f"{path}: counts says {declared}, the entries hold {found}")
+
+
 def _validated_entries(path: Path, raw_entries: list) -> tuple[ExpectedEntry, ...]:
     """The ``entries`` of ``path``, each validated, no two for the same cell (else ExpectedFileError)."""
     entries: list[ExpectedEntry] = []
@@ -404,6 +427,7 @@ def load_expected(path: str | Path) -> ExpectedFile:
     if not isinstance(raw_entries, list):
         raise ExpectedFileError(f"{path}: 'entries' must be a list (use [] for none)")
     entries = _validated_entries(path, raw_entries)
+    _check_counts(path, document.get("counts"), entries)
     smoke_checks = _validated_list(path, document, "smoke_checks", _smoke_check_from_mapping)
     figure_points = _validated_list(path, document, "figure_points", _figure_point_from_mapping)
     claims = _validated_claims(path, document.get("claims", []))

@@ -106,3 +106,35 @@ def smk_targets(config: Mapping[str, Any], tier: str) -> list[str]:
     if scal:
         targets.append(f"{base}/figures/fig2_scalability_{scal['dataset']}.pdf")
     return targets
+
+
+# ----------------------------------------------------------------- what the shared workflow and tests read
+# Every paper's rules.py defines these (docs/adding-a-paper.md): the compute page, the scorecard's
+# seed count, the leak audit and the smoke checks' test read them through the registry, not a list.
+
+#: The paper's smallest smoke-tier jobs' outputs: a second run must give byte-identical files
+#: (tests/test_workflow.py).
+SMALLEST_SMOKE_RUNS = ("results/smoke/exadmm/runs/synthetic/strong_generalization/ials/seed98765/metrics.json",)
+#: The training rules that ask for a GPU under ``--config device=cuda`` (tests/test_resources.py).
+GPU_RULES = ("exadmm_train", "exadmm_scalability")
+
+
+def run_records(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Every run record the tier's DAG makes for this paper (the compute page prices the missing ones)."""
+    return smk_runs(config, tier)
+
+
+def seeds_required(config: Mapping[str, Any], tier: str) -> int:
+    """Seeds per cell in ``tier`` (the scorecard calls fewer a cap)."""
+    entries = config["exadmm"]["tiers"][tier]["datasets"]
+    return max(len(e.get("seeds", [0])) for e in entries) if entries else 1
+
+
+def training_pools(variants: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, tuple[str, ...]]:
+    """``{pool label: parts a training negative may not be}``: iALS samples no negatives."""
+    return {"no sampled negatives (iALS)": ()}
+
+
+def smoke_methods(config: Mapping[str, Any]) -> set[str]:
+    """The methods the smoke tier gives the scorecard."""
+    return {r.split("/")[-3] for r in smk_runs(config, "smoke")}

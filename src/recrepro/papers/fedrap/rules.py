@@ -83,3 +83,37 @@ def rule_embedding_run(config: dict[str, Any], tier: str) -> tuple[str, str] | N
     d, s, _ = splits[0]
     seed = conf.get("seeds", [0])[0]
     return d, f"results/{tier}/fedrap/runs/{d}/{s}/{name}/seed{seed}/projection.parquet"
+
+
+# ----------------------------------------------------------------- what the shared workflow and tests read
+# Every paper's rules.py defines these (docs/adding-a-paper.md): the compute page, the scorecard's
+# seed count, the leak audit and the smoke checks' test read them through the registry, not a list.
+
+#: The paper's smallest smoke-tier jobs' outputs: a second run must give byte-identical files
+#: (tests/test_workflow.py).
+SMALLEST_SMOKE_RUNS = ("results/smoke/fedrap/runs/synthetic/leave_one_out/fedmf/seed0/metrics.json",)
+#: The training rules that ask for a GPU under ``--config device=cuda`` (tests/test_resources.py).
+GPU_RULES = ("fedrap_train", "fedrap_train_projected")  # the latter: the embeddings figure's run
+
+
+def run_records(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Every run record the tier's DAG makes for this paper (the compute page prices the missing ones)."""
+    return rule_runs(config, tier) + rule_grid_runs(config, tier)
+
+
+def seeds_required(config: Mapping[str, Any], tier: str) -> int:
+    """Seeds per cell in ``tier`` (the scorecard calls fewer a cap)."""
+    return len(config["fedrap"]["tiers"][tier].get("seeds", [0]))
+
+
+def training_pools(variants: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, tuple[str, ...]]:
+    """Each ``negative_pool`` the variants use, by the trainer's own table."""
+    from recrepro.papers.fedrap.run import NEGATIVE_POOL_PARTS
+
+    pools = sorted({str((v or {}).get("negative_pool", "train")) for v in (variants or {}).values()} or {"train"})
+    return {f"negative_pool: {pool}": tuple(NEGATIVE_POOL_PARTS[pool]) for pool in pools}
+
+
+def smoke_methods(config: Mapping[str, Any]) -> set[str]:
+    """The methods the smoke tier gives the scorecard."""
+    return {r.split("/")[-3] for r in rule_runs(config, "smoke")}

@@ -107,3 +107,36 @@ def official_curve_files(tier: str) -> list[str]:
     """The released code's curves committed for ``tier`` (``benchmarks/official_lambdaopt.py``)."""
     folder = Path(f"results/{tier}/lambdaopt/official")
     return sorted(str(p) for pattern in ("*.jsonl", "*.jsonl.gz") for p in folder.glob(pattern))
+
+
+# ----------------------------------------------------------------- what the shared workflow and tests read
+# Every paper's rules.py defines these (docs/adding-a-paper.md): the compute page, the scorecard's
+# seed count, the leak audit and the smoke checks' test read them through the registry, not a list.
+
+#: The paper's smallest smoke-tier jobs' outputs: a second run must give byte-identical files
+#: (tests/test_workflow.py).
+SMALLEST_SMOKE_RUNS = ("results/smoke/lambdaopt/runs/synthetic/temporal_user_ratio/sgda/seed0/metrics.json",)
+#: The training rules that ask for a GPU under ``--config device=cuda`` (tests/test_resources.py).
+GPU_RULES = ("lambdaopt_train", "lambdaopt_sensitivity")
+
+
+def run_records(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Every run record the tier's DAG makes for this paper (the compute page prices the missing ones)."""
+    return rule_runs(config, tier) + rule_grid_runs(config, tier)
+
+
+def seeds_required(config: Mapping[str, Any], tier: str) -> int:
+    """Seeds per cell in ``tier`` (the scorecard calls fewer a cap)."""
+    return len(config["lambdaopt"]["tiers"][tier].get("seeds", [0]))
+
+
+def training_pools(variants: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, tuple[str, ...]]:
+    """The MF step's negatives avoid the training positives, the λ step's the training and validation
+    positives (the λ step trains on validation by design)."""
+    return {"MF step (training positives excluded)": ("train",),
+            "λ step (training and validation positives excluded)": ("train", "validation")}
+
+
+def smoke_methods(config: Mapping[str, Any]) -> set[str]:
+    """The methods the smoke tier gives the scorecard."""
+    return {r.split("/")[-3] for r in rule_runs(config, "smoke")}

@@ -69,3 +69,34 @@ def targets(config: Mapping[str, Any], tier: str) -> list[str]:
     if "ml100k" in settings:
         out.append(f"results/{tier}/lrs/figures/fig6_ml100k.pdf")
     return out
+
+
+# ----------------------------------------------------------------- what the shared workflow and tests read
+# Every paper's rules.py defines these (docs/adding-a-paper.md): the compute page, the scorecard's
+# seed count, the leak audit and the smoke checks' test read them through the registry, not a list.
+
+#: The paper's smallest smoke-tier jobs' outputs: a second run must give byte-identical files
+#: (tests/test_workflow.py).
+SMALLEST_SMOKE_RUNS = ("results/smoke/lrs/runs/acceptance_seed0.txt",)
+#: The training rules that ask for a GPU under ``--config device=cuda`` (tests/test_resources.py).
+GPU_RULES = ()  # AMHT-LRS trains on the CPU (small dense problems)
+
+
+def run_records(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Every run record the tier's DAG makes for this paper (the compute page prices the missing ones)."""
+    return acceptance_records(config, tier)
+
+
+def seeds_required(config: Mapping[str, Any], tier: str) -> int:
+    """Seeds per cell in ``tier`` (the scorecard calls fewer a cap)."""
+    return len(config["lrs"]["tiers"][tier].get("seeds", [0]))
+
+
+def training_pools(variants: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, tuple[str, ...]]:
+    """AMHT-LRS is a regression on synthetic tasks: no split of user-item pairs, no negatives."""
+    raise ValueError("leak audit: no training pools known for AMHT-LRS (no data protocol of its own)")
+
+
+def smoke_methods(config: Mapping[str, Any]) -> set[str]:
+    """The methods the smoke tier gives the scorecard."""
+    return {method for _, method in ACCEPTANCE_RUNS}

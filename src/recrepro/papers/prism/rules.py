@@ -327,3 +327,37 @@ FIGURE_LABELS = {
 def report_labels(fig: str, dataset: str) -> dict[str, str]:
     """Labels of a PRISM figure in the HTML report (``report(..., labels=...)``)."""
     return {"figure": FIGURE_LABELS.get(fig, fig), "dataset": dataset}
+
+
+# ----------------------------------------------------------------- what the shared workflow and tests read
+# Every paper's rules.py defines these (docs/adding-a-paper.md): the compute page, the scorecard's
+# seed count, the leak audit and the smoke checks' test read them through the registry, not a list.
+
+#: The paper's smallest smoke-tier jobs' outputs: a second run must give byte-identical files
+#: (tests/test_workflow.py).
+SMALLEST_SMOKE_RUNS = ("results/smoke/prism/runs/synthetic/prism/random_ratio/mf_bpr_wd0/seed123/metrics.json",)
+#: The training rules that ask for a GPU under ``--config device=cuda`` (tests/test_resources.py).
+GPU_RULES = ("prism_train",)
+
+
+def run_records(config: Mapping[str, Any], tier: str) -> list[str]:
+    """Every run record the tier's DAG makes for this paper (the compute page prices the missing ones)."""
+    return every_run(config, tier)
+
+
+def seeds_required(config: Mapping[str, Any], tier: str) -> int:
+    """Seeds per cell in ``tier``: the seeds of the tier's first PRISM data entry."""
+    seeds = [e.get("seeds", [0]) for e in config["tiers"][tier]["data"] if e["protocol"] == "prism"]
+    return len(seeds[0]) if seeds else 1
+
+
+def training_pools(variants: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, tuple[str, ...]]:
+    """Negatives uniform over all items (``negatives: uniform``) or over the batch's positives
+    (``in_batch``): nothing excluded."""
+    return {"uniform over all items (none excluded)": ()}
+
+
+def smoke_methods(config: Mapping[str, Any]) -> set[str]:
+    """The methods the smoke tier gives the scorecard (the tuned-λ rows by their ``_tunedwd`` name)."""
+    methods = {r.split("/")[-3] for r in all_runs(config, "smoke")}
+    return methods | {d.split("/")[-2].split("_tunedwd")[0] + "_tunedwd" for d in tuned_dirs(config, "smoke")}
