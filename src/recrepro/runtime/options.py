@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recrepro.runtime.devices import add_device_argument
@@ -110,3 +111,14 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, seed_required: bool = 
     parser.add_argument("--benchmark-file", default=None, help="the rule's benchmark file (read into provenance.json)")
     if checkpoint is not None:
         parser.add_argument("--checkpoint", default=None, metavar="PATH", help=checkpoint)
+
+
+def check_mode_options(args: argparse.Namespace, modes: Mapping[str, Sequence[str]]) -> None:
+    """A usage error naming the options ``--mode`` needs (``modes[args.mode]``) that the command line lacks.
+
+    argparse requires an option of every mode or of none, so a verb with modes (``train --mode ...``)
+    declares its mode's options optional and checks them here.
+    """
+    missing = [flag for flag in modes[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
+    if missing:
+        args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")

@@ -54,19 +54,28 @@ from recrepro.scorecard.stats import matched_seeds, table_seed_counts
 from recrepro.scorecard.claimstrong import _check_strong_baseline
 
 
+def _matched_or_result(check: Check, ctx: Context, dataset: str):
+    """``(method, than, a, b, left_out)``: the dataset's two sides, matched by seed or user; or the
+    :class:`Result` that stands for the dataset when a side has no runs, or each side one run."""
+    method, than = _pair(check, ctx, dataset)
+    if method is None or than is None:
+        return _pair_missing(check, dataset, method, than, ctx.records)
+    if ctx.records.one_run(dataset, method, than):
+        return _one_run(check, ctx, dataset, method, than)
+    a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
+    return method, than, a, b, left_out
+
+
 def _check_better(check: Check, ctx: Context) -> list[Result]:
     if check.table:
         return _table_better(check, ctx)
     out = []
     for dataset in check.datasets:
-        method, than = _pair(check, ctx, dataset)
-        if method is None or than is None:
-            out.append(_pair_missing(check, dataset, method, than, ctx.records))
+        matched = _matched_or_result(check, ctx, dataset)
+        if isinstance(matched, Result):
+            out.append(matched)
             continue
-        if ctx.records.one_run(dataset, method, than):
-            out.append(_one_run(check, ctx, dataset, method, than))
-            continue
-        a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
+        method, than, a, b, left_out = matched
         ma, mb = _mean(a), _mean(b)
         n = min(len(a), len(b))
         estimate, second = _comparison(ctx, check, dataset, method, than, a, b)
@@ -121,14 +130,11 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
 def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
     out = []
     for dataset in check.datasets:
-        method, than = _pair(check, ctx, dataset)
-        if method is None or than is None:
-            out.append(_pair_missing(check, dataset, method, than, ctx.records))
+        matched = _matched_or_result(check, ctx, dataset)
+        if isinstance(matched, Result):
+            out.append(matched)
             continue
-        if ctx.records.one_run(dataset, method, than):
-            out.append(_one_run(check, ctx, dataset, method, than))
-            continue
-        a, b, left_out = _matched_pair(ctx, check, dataset, method, than)
+        method, than, a, b, left_out = matched
         ma, mb = _mean(a), _mean(b)
         denominator = mb if check.denominator == "than" else ma
         change = (ma - mb) / denominator

@@ -14,7 +14,8 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from recrepro.runtime.options import add_figure_outputs, add_json, add_run_arguments, add_table_outputs, add_tier
+from recrepro.runtime.options import (add_figure_outputs, add_json, add_run_arguments, add_table_outputs, add_tier,
+                                      check_mode_options)
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
@@ -27,15 +28,8 @@ TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _check_mode(args: argparse.Namespace) -> None:
-    """A usage error naming the options ``--mode`` needs that the command line lacks."""
-    missing = [flag for flag in TRAIN_MODES[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
-    if missing:
-        args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")
-
-
 def cmd_train(args: argparse.Namespace) -> None:
-    _check_mode(args)
+    check_mode_options(args, TRAIN_MODES)
     if args.mode == "scalability":
         _train_scalability(args)
         return
@@ -124,7 +118,7 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
                         "seconds per training epoch vs d and vs users, a timings record (--entry, --settings, "
                         "--out-json)")
     add_run_arguments(p, evaluation=False)
-    for action in p._actions:  # required by --mode point only (_check_mode)
+    for action in p._actions:  # required by --mode point only (check_mode_options)
         if action.dest in ("seed", "out_dir"):
             action.required = False
     p.add_argument("--method", help="the operating point's name (ials, exadmm_sw1, fairrec_sw2, ...)")

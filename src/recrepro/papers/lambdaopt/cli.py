@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from recrepro.runtime.options import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
-                                     add_threads, add_tier)
+                                     add_threads, add_tier, check_mode_options)
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
@@ -31,15 +31,8 @@ TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _check_mode(args: argparse.Namespace) -> None:
-    """A usage error naming the options ``--mode`` needs that the command line lacks."""
-    missing = [flag for flag in TRAIN_MODES[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
-    if missing:
-        args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")
-
-
 def cmd_train(args: argparse.Namespace) -> None:
-    _check_mode(args)
+    check_mode_options(args, TRAIN_MODES)
     if args.mode == "sensitivity":
         _train_sensitivity(args)
         return
@@ -176,7 +169,7 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
                                     "(MF-λFix and λOpt; deleted once the run record is written; --mode sensitivity: "
                                     "each λ's curve after every epoch, <PATH>.lam<k>); "
                                     "default: no checkpointing")
-    for action in p._actions:  # required by --mode variant only (_check_mode)
+    for action in p._actions:  # required by --mode variant only (check_mode_options)
         if action.dest == "out_dir":
             action.required = False
     p.add_argument("--variant", help="--mode variant: the variant (a key of lambdaopt.variants, or its grid point "
