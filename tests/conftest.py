@@ -1,15 +1,22 @@
-"""Shared fixtures: the real-data mirror (skipped with a reason when absent) and the repo root."""
+"""Shared fixtures: the real-data mirror (skipped with a reason when absent), the repo root, and the smoke run
+(one per test session, shared by the xdist workers: ``made_once``)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The files that take minutes, longest first (from `--durations`: the smoke-run fixture is the longest by far).
+# The files that take minutes, longest first (`--junitxml` of a full run on 6 Dec 2026 at load ≈ 5: the smoke
+# run's file 767 s, the redraw's 284, reliability III 194, Slurm 171 (mostly waiting on the cluster, so early,
+# beside the others' CPU), FedRAP's lazy path 109, reliability 82; every other file under 45 s).
 # `pytest -n 2 --dist loadfile` hands files to the two workers in collection order; a long file reached
 # last runs alone at the end and sets the wall time, so these go first and the rest fill in around them.
 HEAVY_FIRST = (
@@ -17,8 +24,11 @@ HEAVY_FIRST = (
     "test_reference_records.py",
     "test_slurm.py",
     "test_reliability_iii.py",
+    "test_fedrap_lazy.py",
     "test_reliability.py",
     "test_resources.py",
+    "test_realdata_protocols.py",
+    "test_resume.py",
     "test_cli.py",
 )
 
@@ -82,6 +92,63 @@ def fresh_python(repo_root, tmp_path):
         return proc.stdout.strip().splitlines()[-1]
 
     return run
+
+
+def snakemake(*args: str, cwd: Path = REPO, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``python -m snakemake --snakefile Snakefile *args`` with this interpreter's scripts first on PATH
+    (the rules run the interpreter that runs Snakemake); a failure raises with the console's end."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), *args]
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def session_shared_dir(tmp_path_factory) -> Path:
+    """A folder every process of this test session sees: under pytest-xdist each worker's basetemp is
+    ``<session basetemp>/popen-gwN``, so their parent; without xdist the session's own basetemp (its
+    parent holds earlier sessions, which must not be reused)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def made_once(tmp_path_factory, name: str, make) -> Path:
+    """``make(folder)`` once per test session, whichever xdist worker asks first; a worker that asks
+    while another makes it waits (a file lock) and reuses the folder. A failed ``make`` is recorded:
+    every later ask fails with its message instead of repeating a run of many minutes.
+
+    A worker killed while making leaves no mark of success (its lock goes with the process): the next
+    ask starts over in a fresh folder."""
+    root = session_shared_dir(tmp_path_factory)
+    folder, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (or the process dies)
+        if failed.exists():
+            raise AssertionError(f"{name} failed earlier in this session:\n{failed.read_text()}")
+        if not done.exists():
+            if folder.exists():
+                shutil.rmtree(folder)  # a half-made one
+            folder.mkdir()
+            try:
+                make(folder)
+            except BaseException as exc:
+                failed.write_text(f"{type(exc).__name__}: {exc}"[-8000:])
+                raise
+            done.touch()
+    return folder
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """The smoke tier (`snakemake --cores 2`, README's first command) in a fresh folder: ONE run per test
+    session, shared by every test that reads it (tests/test_workflow.py), on any xdist worker.
+    Tests copy out of it what they change."""
+    def make(work: Path) -> None:
+        snakemake("--cores", "2", "--directory", str(work), "--configfile", str(REPO / "config.yaml"), timeout=2400)
+
+    return made_once(tmp_path_factory, "smoke", make)
 
 
 @pytest.fixture(scope="session")

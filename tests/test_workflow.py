@@ -1,7 +1,12 @@
-"""The Snakemake workflow: lint, dry runs of both tiers, config errors, and a full smoke-tier run."""
+"""The Snakemake workflow: a full smoke-tier run, lint, dry runs of both tiers and config errors.
+
+The smoke run is ``smoke_run`` (tests/conftest.py): one per test session, whichever worker asks first, so
+every test here that reads it shares it; the tests that use it come first in this file, as the run is the
+suite's longest step (tests/test_ci_order.py)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -12,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import made_once, snakemake  # noqa: F401  (snakemake: other test files import it from here)
 
 from recrepro.paperlist import paper_keys
 
@@ -19,77 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.workflow
 
 
-def snakemake(*args: str, cwd: Path = REPO, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    # the rules run the interpreter that runs Snakemake; make sure its bin dir is first too
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), *args]
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
-
-
-def test_readme_starts_with_the_ci_command():
-    lines = [l for l in (REPO / "README.md").read_text().splitlines() if l.strip()]
-    fence = lines.index("```bash")
-    setup_and_smoke, setup_and_test = lines[fence + 1], lines[fence + 2]
-    assert lines[fence + 3] == "```"
-    assert setup_and_smoke.endswith("snakemake --cores 2")
-    ci = [l for l in (REPO / ".ci" / "run").read_text().splitlines() if l and not l.startswith("#")]
-    assert setup_and_test in ci
-
-
-def test_lint_is_clean():
-    proc = snakemake("--lint", cwd=REPO)
-    assert "Lints for" not in proc.stdout + proc.stderr
-
-
-def test_dry_run_paper_tier_with_mirror(tmp_path):
-    proc = snakemake("-n", "-p", "--cores", "8", "--directory", str(tmp_path), "--configfile",
-                     str(REPO / "config.yaml"), "--config", "tier=paper", "data={mirror: ../shared/datasets}")
-    out = proc.stdout + proc.stderr
-    for rule in ("fetch_dataset", "preprocess_dataset", "split_dataset", "evaluate_baseline", "baselines_scorecard"):
-        assert rule in out
-    # the paper tier sets no threads of its own: its jobs take the top-level 2
-    assert set(re.findall(THREADED_JOB, proc.stdout)) == {"2"}
-    assert "data/splits/epinions/exadmm/strong_generalization/seed98765/manifest.json" in out
-
-
-THREADED_JOB = r"OMP_NUM_THREADS=(\d+) recrepro (?:fedrap run|strong tune|baseline)"
-
-
-def test_smoke_tier_jobs_take_one_thread(tmp_path):
-    # tiers.smoke.threads (1) over the top-level threads (2): a 2-thread job on 2 cores runs alone
-    proc = snakemake("-n", "-p", "--cores", "8", "--directory", str(tmp_path), "--configfile", str(REPO / "config.yaml"))
-    assert set(re.findall(THREADED_JOB, proc.stdout)) == {"1"}
-
-
-def test_unknown_config_key_is_a_schema_error_naming_it(tmp_path):
-    proc = snakemake("-n", "--directory", str(tmp_path), "--configfile", str(REPO / "config.yaml"),
-                     "--config", "tier=smoke", "datta=1", check=False)
-    assert proc.returncode != 0
-    assert "datta" in proc.stdout + proc.stderr
-
-
-def test_unknown_dataset_is_a_schema_error_naming_it(tmp_path):
-    import yaml
-
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    cfg["tiers"]["smoke"]["data"][0]["dataset"] = "movielens-99"
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    proc = snakemake("-n", "--directory", str(tmp_path), "--configfile", str(path), check=False)
-    assert proc.returncode != 0
-    assert "movielens-99" in proc.stdout + proc.stderr
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("smoke")
-    snakemake("--cores", "2", "--directory", str(work), "--configfile", str(REPO / "config.yaml"), timeout=2400)
-    return work
-
+# ---------------------------------------------------------------- the smoke run (first: it is the long one)
 
 def test_smoke_tier_builds_every_split_and_the_scorecard(smoke_run):
     splits = sorted(p.relative_to(smoke_run).as_posix() for p in smoke_run.glob("data/splits/**/manifest.json"))
@@ -133,14 +69,10 @@ def test_smoke_run_records_provenance(smoke_run):
 
 
 # Byte-identical reruns: each paper's smallest jobs once more, in a fresh directory, against the smoke run.
-SMALLEST_RUNS = [
-    "results/smoke/baselines/runs/synthetic/fedrap/leave_one_out/mostpop/seed0/metrics.json",
-    "results/smoke/exadmm/runs/synthetic/strong_generalization/ials/seed98765/metrics.json",
-    "results/smoke/prism/runs/synthetic/prism/random_ratio/mf_bpr_wd0/seed123/metrics.json",
-    "results/smoke/lambdaopt/runs/synthetic/temporal_user_ratio/sgda/seed0/metrics.json",
-    "results/smoke/fedrap/runs/synthetic/leave_one_out/fedmf/seed0/metrics.json",
-    "results/smoke/lrs/runs/acceptance_seed0.txt",
-]
+#: the smallest smoke jobs: the reference baselines' and each paper's (its rules module names them)
+SMALLEST_RUNS = ["results/smoke/baselines/runs/synthetic/fedrap/leave_one_out/mostpop/seed0/metrics.json"] + [
+    run for paper in paper_keys()
+    for run in importlib.import_module(f"recrepro.papers.{paper}.rules").SMALLEST_SMOKE_RUNS]
 TIMING_FILES = {"provenance.json"}  # with the timings
 
 
@@ -204,13 +136,16 @@ def test_a_failed_redraw_names_the_bad_record_and_leaves_committed_files(smoke_r
     assert {p: p.read_bytes() for p in drawn} == drawn
 
 
-@pytest.fixture(scope="module")
-def smoke_report(smoke_run):
-    """``snakemake --report`` of the smoke run: (page text, results, categories) as the page embeds them."""
-    out = smoke_run / "results" / "smoke-report.html"
-    snakemake("--report", str(out), "--directory", str(smoke_run), "--configfile", str(REPO / "config.yaml"),
-              timeout=600)
-    return (out.read_text(), *report_data(out.read_text()))
+@pytest.fixture(scope="session")
+def smoke_report(smoke_run, tmp_path_factory):
+    """``snakemake --report`` of the smoke run (once, like the run): (page text, results, categories) as
+    the page embeds them."""
+    def make(folder: Path) -> None:  # (a folder of its own, beside the run's results, not among them)
+        snakemake("--report", str(folder / "smoke-report.html"), "--directory", str(smoke_run),
+                  "--configfile", str(REPO / "config.yaml"), timeout=600)
+
+    page = (made_once(tmp_path_factory, "smoke-report", make) / "smoke-report.html").read_text()
+    return (page, *report_data(page))
 
 
 def report_data(page: str) -> tuple[dict, dict]:
@@ -271,6 +206,62 @@ def test_smoke_report_reads_in_a_browser(smoke_run, smoke_report):
         card = pd.read_csv(smoke_run / f"results/smoke/{paper}/scorecard.csv")
         checks = card[card["source"].str.startswith("smoke check")]
         assert len(checks) >= 2 and set(checks["verdict"]) == {"pass"}, (paper, checks[["method", "note"]])
+
+
+# ---------------------------------------------------------------- lint, dry runs, config errors, the README
+
+def test_readme_starts_with_the_ci_command():
+    lines = [l for l in (REPO / "README.md").read_text().splitlines() if l.strip()]
+    fence = lines.index("```bash")
+    setup_and_smoke, setup_and_test = lines[fence + 1], lines[fence + 2]
+    assert lines[fence + 3] == "```"
+    assert setup_and_smoke.endswith("snakemake --cores 2")
+    ci = [l for l in (REPO / ".ci" / "run").read_text().splitlines() if l and not l.startswith("#")]
+    assert setup_and_test in ci
+
+
+def test_lint_is_clean():
+    proc = snakemake("--lint", cwd=REPO)
+    assert "Lints for" not in proc.stdout + proc.stderr
+
+
+def test_dry_run_paper_tier_with_mirror(tmp_path):
+    proc = snakemake("-n", "-p", "--cores", "8", "--directory", str(tmp_path), "--configfile",
+                     str(REPO / "config.yaml"), "--config", "tier=paper", "data={mirror: ../shared/datasets}")
+    out = proc.stdout + proc.stderr
+    for rule in ("fetch_dataset", "preprocess_dataset", "split_dataset", "evaluate_baseline", "baselines_scorecard"):
+        assert rule in out
+    # the paper tier sets no threads of its own: its jobs take the top-level 2
+    assert set(re.findall(THREADED_JOB, proc.stdout)) == {"2"}
+    assert "data/splits/epinions/exadmm/strong_generalization/seed98765/manifest.json" in out
+
+
+THREADED_JOB = r"OMP_NUM_THREADS=(\d+) recrepro (?:fedrap train|strong tune|baseline)"
+
+
+def test_smoke_tier_jobs_take_one_thread(tmp_path):
+    # tiers.smoke.threads (1) over the top-level threads (2): a 2-thread job on 2 cores runs alone
+    proc = snakemake("-n", "-p", "--cores", "8", "--directory", str(tmp_path), "--configfile", str(REPO / "config.yaml"))
+    assert set(re.findall(THREADED_JOB, proc.stdout)) == {"1"}
+
+
+def test_unknown_config_key_is_a_schema_error_naming_it(tmp_path):
+    proc = snakemake("-n", "--directory", str(tmp_path), "--configfile", str(REPO / "config.yaml"),
+                     "--config", "tier=smoke", "datta=1", check=False)
+    assert proc.returncode != 0
+    assert "datta" in proc.stdout + proc.stderr
+
+
+def test_unknown_dataset_is_a_schema_error_naming_it(tmp_path):
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["tiers"]["smoke"]["data"][0]["dataset"] = "movielens-99"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = snakemake("-n", "--directory", str(tmp_path), "--configfile", str(path), check=False)
+    assert proc.returncode != 0
+    assert "movielens-99" in proc.stdout + proc.stderr
 
 
 @pytest.mark.realdata
