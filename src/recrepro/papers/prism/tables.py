@@ -475,9 +475,10 @@ def _markdown(points: list[dict[str, Any]], rows: list[dict[str, Any]], *, tier:
              "each arm's pick maximises; **picked** marks the pick of the selection record "
              f"(`wd_selection_{dataset}.json`); test NDCG@20 is never used to pick. Best epoch: epochs to the best "
              "validation epoch (`epochs_to_best`). Stopping reason: the trainer records none, so it is read off the "
-             "epochs run, the best epoch and the run's patience and epoch limit. Diverged: the trainer records no "
-             "divergence (a non-finite loss or embedding stops the run with an error and no record is written, so "
-             "such a point shows as not run); \"not recorded\" unless the record carries a `diverged` field.", "",
+             "epochs run, the best epoch and the run's patience and epoch limit. Diverged: a run whose loss or embeddings "
+             "turn non-finite stops there and its record says so (`diverged`: the epoch and why); such a point "
+             "counts as searched and is never picked. \"not recorded\": the record carries no `diverged` field (it "
+             "did not diverge, or it predates that field).", "",
              f"{n_run} of {len(points)} grid points run.", "", *_count_lines(points, rows), "",
              "| backbone | loss | arm | λ | lr | run | seed | val NDCG@20 | best epoch | stopping reason | diverged "
              "| test NDCG@20 | pick |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
