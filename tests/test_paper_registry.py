@@ -182,7 +182,7 @@ def test_adding_a_paper_touches_at_most_twelve_places():
     items = re.findall(r"^\d+\. \[ \] ", section, flags=re.MULTILINE)
     assert 0 < len(items) <= 12, f"{len(items)} places in the checklist (at most 12)"
     assert re.search(rf"^{len(items)} places:", section.strip(), flags=re.MULTILINE), "the count it states"
-    for name in ("src/recrepro/paperlist.py", "config.yaml", "pyproject.toml", "tests/gpu_runs/<paper>.py",
+    for name in ("src/recrepro/paperlist.yaml", "config.yaml", "pyproject.toml", "tests/gpu_runs/<paper>.py",
                  *RULES_HOOKS):
         assert f"`{name}" in section, name
 
@@ -199,3 +199,23 @@ def test_every_paper_defines_the_hooks_the_shared_code_reads(paper):
     assert rules.smoke_methods(config), paper
     assert all(r.startswith(f"results/smoke/{paper}/") for r in rules.run_records(config, "smoke")), paper
     assert (REPO / "tests" / "gpu_runs" / f"{paper}.py").is_file(), paper
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("- {key: x, title: t, short_title: s, cli_help: h, colour: red}", r"paper 1 \(x\): unknown field\(s\) \['colour'\]"),
+    ("- {key: x, title: t, short_title: s}", r"paper 1 \(x\): missing field\(s\) \['cli_help'\]"),
+    ("- {key: x, title: t, short_title: s, cli_help: h, gpu_tolerance: 1e-6}", r"gpu_tolerance must be float or int"),
+    ("- {key: x, title: t, short_title: s, cli_help: h, time_ordered: 1}", r"time_ordered must be bool"),
+    ("- just a string", r"paper 1: expected a mapping"),
+    ("key: x", r"expected a non-empty list"),
+])
+def test_a_bad_paper_list_gets_a_short_error_naming_the_entry(tmp_path, entry, message):
+    path = tmp_path / "paperlist.yaml"
+    path.write_text(entry + "\n")
+    with pytest.raises(ValueError, match=message):
+        paperlist._load(path)
+
+
+def test_the_paper_list_file_loads_to_the_registry():
+    assert paperlist._load(paperlist._LIST_FILE) == PAPERS
+    assert [p.cli_module for p in PAPERS] == [f"recrepro.papers.{p.key}.cli" for p in PAPERS]

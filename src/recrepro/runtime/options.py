@@ -15,15 +15,18 @@ CLI module above them. It imports nothing heavy: building the parser must not im
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from recrepro.runtime.devices import add_device_argument
 
 __all__ = [
-    "add_dataset", "add_device_argument", "add_figure_outputs", "add_json", "add_run_arguments", "add_seed",
-    "add_table_outputs", "add_threads", "add_tier", "int_list", "json_arg", "set_torch_threads",
+    "TrainMode", "add_dataset", "add_device_argument", "add_figure_outputs", "add_json", "add_run_arguments",
+    "add_seed", "add_table_outputs", "add_threads", "add_tier", "add_train_verb", "add_verb", "int_list", "json_arg",
+    "release_mode_options", "run_train_mode", "set_torch_threads",
 ]
 
 
@@ -69,6 +72,22 @@ def add_table_outputs(parser: argparse.ArgumentParser) -> None:
     """``--out-md`` and ``--out-csv``: every table is written in both formats."""
     parser.add_argument("--out-md", required=True)
     parser.add_argument("--out-csv", required=True)
+
+
+def add_verb(verbs: argparse._SubParsersAction, name: str, help: str, func: Any, *, tier: bool = False,
+             outputs: str | None = None) -> argparse.ArgumentParser:
+    """One verb, ``name``, that calls ``func(args)``; the verb's own options are added to the parser returned.
+
+    ``tier``: it takes ``--tier`` (:func:`add_tier`); ``outputs``: ``"figure"`` (:func:`add_figure_outputs`)
+    or ``"table"`` (:func:`add_table_outputs`) where it writes one.
+    """
+    parser = verbs.add_parser(name, help=help)
+    if tier:
+        add_tier(parser)
+    if outputs is not None:
+        {"figure": add_figure_outputs, "table": add_table_outputs}[outputs](parser)
+    parser.set_defaults(func=func)
+    return parser
 
 
 def add_seed(parser: argparse.ArgumentParser, *, required: bool = False, default: int = 0) -> None:
@@ -122,3 +141,40 @@ def check_mode_options(args: argparse.Namespace, modes: Mapping[str, Sequence[st
     missing = [flag for flag in modes[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
     if missing:
         args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")
+
+
+@dataclass(frozen=True)
+class TrainMode:
+    """One ``--mode`` of a paper's ``train`` verb: the function that runs it, the options it needs
+    besides those every mode takes (:func:`check_mode_options`) and what it makes (``--help``)."""
+
+    run: Callable[[argparse.Namespace], None]
+    needs: tuple[str, ...]
+    help: str
+
+
+def run_train_mode(args: argparse.Namespace, modes: Mapping[str, TrainMode]) -> None:
+    """Run ``train --mode <args.mode>``: a usage error naming what the mode lacks, else its function."""
+    check_mode_options(args, {name: mode.needs for name, mode in modes.items()})
+    modes[args.mode].run(args)
+
+
+def add_train_verb(verbs: argparse._SubParsersAction, help: str, modes: Mapping[str, TrainMode], *,
+                   default: str | None) -> argparse.ArgumentParser:
+    """A paper's ``train`` verb with ``--mode`` (``default``; ``None``: ``--mode`` is required) over ``modes``,
+    run by :func:`run_train_mode`; its options are added to the parser returned. ``--mode``'s help names
+    what each mode makes and needs."""
+    parser = verbs.add_parser("train", help=help)
+    mode_help = "; ".join(f"{name}{' (default)' if name == default else ''}: {mode.help} ({', '.join(mode.needs)})"
+                          for name, mode in modes.items())
+    parser.add_argument("--mode", choices=list(modes), default=default, required=default is None, help=mode_help)
+    parser.set_defaults(func=functools.partial(run_train_mode, modes=modes), usage_error=parser.error)
+    return parser
+
+
+def release_mode_options(parser: argparse.ArgumentParser, *dests: str) -> None:
+    """Make options that :func:`add_run_arguments` requires but only some modes need optional
+    (:func:`run_train_mode` checks them per mode)."""
+    for action in parser._actions:
+        if action.dest in dests:
+            action.required = False

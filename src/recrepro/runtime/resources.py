@@ -28,7 +28,7 @@ class DatasetSize:
     interactions: int
 
 
-# Published raw counts (src/recrepro/datasets/registry.py descriptions); train + test where split.
+# Published raw counts (src/recrepro/datasets/catalogue.yaml descriptions); train + test where split.
 DATASET_SIZES: Mapping[str, DatasetSize] = {
     "ml-100k": DatasetSize(943, 1_682, 100_000),
     "ml-1m": DatasetSize(6_040, 3_706, 1_000_209),

@@ -14,7 +14,7 @@ redraw is byte-identical. ``docs/verdicts.md`` gives the rules and why.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -66,28 +66,41 @@ def _matched_or_result(check: Check, ctx: Context, dataset: str):
     return method, than, a, b, left_out
 
 
-def _check_better(check: Check, ctx: Context) -> list[Result]:
-    if check.table:
-        return _table_better(check, ctx)
+def _pair_result(check: Check, ctx: Context, dataset: str, method: str, than: str, n: int,
+                 evidence: Evidence, numbers: str) -> Result:
+    """The result of one dataset's comparison of two run-record methods; ``numbers`` without the
+    capped runs' note, which this adds."""
+    capped = ctx.records.capped(dataset, method, than)
+    return Result(label=f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else ""),
+                  status=_tested(INCONCLUSIVE, evidence), seeds=ctx.seed_pair(n),
+                  stand_in=ctx.stand_in(dataset), evidence=evidence,
+                  numbers=numbers[:-1] + (f"; {capped})" if capped else ")"),
+                  place=_place(dataset, check, method, than), capped=capped)
+
+
+def _per_dataset_pair(check: Check, ctx: Context, judge: Callable[..., Result]) -> list[Result]:
+    """One result per dataset: ``judge(check, ctx, dataset, method, than, a, b, left_out)`` on the dataset's two
+    sides matched by seed or user, or the result that stands for it when a side is missing or has one run."""
     out = []
     for dataset in check.datasets:
         matched = _matched_or_result(check, ctx, dataset)
-        if isinstance(matched, Result):
-            out.append(matched)
-            continue
-        method, than, a, b, left_out = matched
-        ma, mb = _mean(a), _mean(b)
-        n = min(len(a), len(b))
-        estimate, second = _comparison(ctx, check, dataset, method, than, a, b)
-        evidence = _better_evidence(estimate, second, ma, mb, n, check.lower_is_better)
-        label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
-        capped = ctx.records.capped(dataset, method, than)
-        out.append(Result(label=label, status=_tested(INCONCLUSIVE, evidence), seeds=ctx.seed_pair(n),
-                          stand_in=ctx.stand_in(dataset), evidence=evidence,
-                          numbers=f"{check.metric} {_fmt_vs(ma, mb)} ({_seeds_text(n, ctx)}{left_out}"
-                                  f"{'; ' + capped if capped else ''})",
-                          place=_place(dataset, check, method, than), capped=capped))
+        out.append(matched if isinstance(matched, Result) else judge(check, ctx, dataset, *matched))
     return out
+
+
+def _check_better(check: Check, ctx: Context) -> list[Result]:
+    if check.table:
+        return _table_better(check, ctx)
+    return _per_dataset_pair(check, ctx, _better_pair)
+
+
+def _better_pair(check: Check, ctx: Context, dataset: str, method: str, than: str, a: dict, b: dict,
+                 left_out: str) -> Result:
+    ma, mb, n = _mean(a), _mean(b), min(len(a), len(b))
+    estimate, second = _comparison(ctx, check, dataset, method, than, a, b)
+    evidence = _better_evidence(estimate, second, ma, mb, n, check.lower_is_better)
+    return _pair_result(check, ctx, dataset, method, than, n, evidence,
+                        f"{check.metric} {_fmt_vs(ma, mb)} ({_seeds_text(n, ctx)}{left_out})")
 
 
 def _table_better(check: Check, ctx: Context) -> list[Result]:
@@ -128,40 +141,31 @@ def _table_better(check: Check, ctx: Context) -> list[Result]:
 
 
 def _check_relative_change(check: Check, ctx: Context) -> list[Result]:
-    out = []
-    for dataset in check.datasets:
-        matched = _matched_or_result(check, ctx, dataset)
-        if isinstance(matched, Result):
-            out.append(matched)
-            continue
-        method, than, a, b, left_out = matched
-        ma, mb = _mean(a), _mean(b)
-        denominator = mb if check.denominator == "than" else ma
-        change = (ma - mb) / denominator
-        published, tolerance = check.published or 0.0, check.tolerance or 0.0
-        direction = math.copysign(1.0, published) if published else (-1.0 if check.lower_is_better else 1.0)
-        # the region the claim asks for: within the tolerance of the published change, or beyond it
-        # in the claimed direction where a larger change is as good (or_better)
-        low = None if check.or_better and direction < 0 else published - tolerance
-        high = None if check.or_better and direction > 0 else published + tolerance
-        n = min(len(a), len(b))
-        estimate, second = _comparison(ctx, check, dataset, method, than, a, b)
-        if estimate is None:
-            evidence = untested(change, "relative", f"{n} seed{'s' if n != 1 else ''} and no per-user rows on both sides",
-                                (low, high))
-        else:
-            # the difference's interval over the denominator's mean (its own noise left out)
-            evidence = margin_evidence(estimate.scaled(1.0 / abs(denominator)), low, high, "relative", note=second)
-        label = f"{dataset}: `{method}` vs `{than}`" + (f" ({check.label})" if check.label else "")
-        bound = f"± {tolerance:.0%}" + (" or beyond" if check.or_better else "")
-        capped = ctx.records.capped(dataset, method, than)
-        out.append(Result(label=label, status=_tested(INCONCLUSIVE, evidence), seeds=ctx.seed_pair(n),
-                          stand_in=ctx.stand_in(dataset), evidence=evidence,
-                          place=_place(dataset, check, method, than), capped=capped,
-                          numbers=f"{check.metric} {_fmt_vs(ma, mb)}: {change:+.1%} against the paper's "
-                                  f"{published:+.2%} {bound} ({_seeds_text(n, ctx)}{left_out}"
-                                  f"{'; ' + capped if capped else ''})"))
-    return out
+    return _per_dataset_pair(check, ctx, _relative_change_pair)
+
+
+def _relative_change_pair(check: Check, ctx: Context, dataset: str, method: str, than: str, a: dict, b: dict,
+                          left_out: str) -> Result:
+    ma, mb, n = _mean(a), _mean(b), min(len(a), len(b))
+    denominator = mb if check.denominator == "than" else ma
+    change = (ma - mb) / denominator
+    published, tolerance = check.published or 0.0, check.tolerance or 0.0
+    direction = math.copysign(1.0, published) if published else (-1.0 if check.lower_is_better else 1.0)
+    # the region the claim asks for: within the tolerance of the published change, or beyond it
+    # in the claimed direction where a larger change is as good (or_better)
+    low = None if check.or_better and direction < 0 else published - tolerance
+    high = None if check.or_better and direction > 0 else published + tolerance
+    estimate, second = _comparison(ctx, check, dataset, method, than, a, b)
+    if estimate is None:
+        evidence = untested(change, "relative", f"{n} seed{'s' if n != 1 else ''} and no per-user rows on both sides",
+                            (low, high))
+    else:
+        # the difference's interval over the denominator's mean (its own noise left out)
+        evidence = margin_evidence(estimate.scaled(1.0 / abs(denominator)), low, high, "relative", note=second)
+    bound = f"± {tolerance:.0%}" + (" or beyond" if check.or_better else "")
+    return _pair_result(check, ctx, dataset, method, than, n, evidence,
+                        f"{check.metric} {_fmt_vs(ma, mb)}: {change:+.1%} against the paper's "
+                        f"{published:+.2%} {bound} ({_seeds_text(n, ctx)}{left_out})")
 
 
 def _series(check: Check, ctx: Context, dataset: str

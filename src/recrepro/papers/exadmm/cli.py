@@ -14,25 +14,14 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from recrepro.runtime.options import (add_figure_outputs, add_json, add_run_arguments, add_table_outputs, add_tier,
-                                      check_mode_options)
+from recrepro.runtime.options import (TrainMode, add_json, add_run_arguments, add_train_verb, add_verb,
+                                      release_mode_options)
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 
 
-#: What each mode of ``train`` needs besides ``--split-dir`` (argparse requires an option of every mode or of none).
-TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
-    "point": ("--seed", "--out-dir", "--method", "--point", "--ks"),
-    "scalability": ("--entry", "--settings", "--out-json"),
-}
-
-
-def cmd_train(args: argparse.Namespace) -> None:
-    check_mode_options(args, TRAIN_MODES)
-    if args.mode == "scalability":
-        _train_scalability(args)
-        return
+def _train_point(args: argparse.Namespace) -> None:
     from recrepro.papers.exadmm.run import DEFAULT_METRICS, run_point
 
     point = args.point
@@ -50,6 +39,16 @@ def _train_scalability(args: argparse.Namespace) -> None:
     s = args.settings
     scalability(args.split_dir, args.out_json, entry=args.entry, dims=s["dims"],
                 user_fractions=s["user_fractions"], epochs=int(s["epochs"]), device=args.device)
+
+
+#: ``train``'s modes and what each needs besides ``--split-dir`` (argparse requires an option of every mode or
+#: of none).
+TRAIN_MODES: Mapping[str, TrainMode] = {
+    "point": TrainMode(_train_point, ("--seed", "--out-dir", "--method", "--point", "--ks"),
+                       "one operating point, one seed, its run record"),
+    "scalability": TrainMode(_train_scalability, ("--entry", "--settings", "--out-json"),
+                             "Fig. 2's seconds per training epoch vs d and vs users, a timings record"),
+}
 
 
 def cmd_tradeoff(args: argparse.Namespace) -> None:
@@ -81,46 +80,32 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_drift_verb(verbs, "exADMM", "recrepro.papers.exadmm.drift")
     _add_train(verbs)
 
-    p = verbs.add_parser("tradeoff", help="Fig. 1: accuracy vs exposure concentration")
-    add_tier(p)
-    add_figure_outputs(p)
+    p = add_verb(verbs, "tradeoff", "Fig. 1: accuracy vs exposure concentration", cmd_tradeoff, tier=True,
+                 outputs="figure")
     add_json(p, "--ks", default=[20, 100], help="cut-offs, a JSON list")
     p.add_argument("runs", nargs="+", help="run records (metrics.json)")
-    p.set_defaults(func=cmd_tradeoff)
 
-    p = verbs.add_parser("convergence", help="Fig. 3: exADMM residuals and objective per epoch")
-    add_tier(p)
-    add_figure_outputs(p)
+    p = add_verb(verbs, "convergence", "Fig. 3: exADMM residuals and objective per epoch", cmd_convergence, tier=True,
+                 outputs="figure")
     p.add_argument("histories", nargs="+", help="history.json of the exADMM runs")
-    p.set_defaults(func=cmd_convergence)
 
-    p = verbs.add_parser("table", help="Table 4: the validation-selected operating point of each family")
-    add_tier(p)
-    add_table_outputs(p)
+    p = add_verb(verbs, "table", "Table 4: the validation-selected operating point of each family", cmd_table,
+                 tier=True, outputs="table")
     p.add_argument("--select", default="ndcg@20", help="the validation metric that selects")
     add_json(p, "--ks", default=[20, 100], help="cut-offs, a JSON list")
     p.add_argument("runs", nargs="+", help="run records (metrics.json)")
-    p.set_defaults(func=cmd_table)
 
-    p = verbs.add_parser("figure-scalability", help="Fig. 2 from the timings record of train --mode scalability")
-    add_tier(p)
+    p = add_verb(verbs, "figure-scalability", "Fig. 2 from the timings record of train --mode scalability",
+                 cmd_figure_scalability, tier=True, outputs="figure")
     p.add_argument("--record", required=True, help="the JSON train --mode scalability wrote")
-    add_figure_outputs(p)
-    p.set_defaults(func=cmd_figure_scalability)
 
 
 def _add_train(verbs: argparse._SubParsersAction) -> None:
     """``train``: one operating point's run record (``--mode point``) or Fig. 2's timings (``--mode scalability``)."""
-    p = verbs.add_parser("train", help="fit one operating point on one split seed and write its run record "
-                                       "(--mode scalability: time training epochs vs d and vs users, Fig. 2)")
-    p.add_argument("--mode", choices=list(TRAIN_MODES), default="point",
-                   help="point (default): one operating point, one seed, its run record; scalability: Fig. 2's "
-                        "seconds per training epoch vs d and vs users, a timings record (--entry, --settings, "
-                        "--out-json)")
+    p = add_train_verb(verbs, "fit one operating point on one split seed and write its run record (--mode "
+                       "scalability: time training epochs vs d and vs users, Fig. 2)", TRAIN_MODES, default="point")
     add_run_arguments(p, evaluation=False)
-    for action in p._actions:  # required by --mode point only (check_mode_options)
-        if action.dest in ("seed", "out_dir"):
-            action.required = False
+    release_mode_options(p, "seed", "out_dir")
     p.add_argument("--method", help="the operating point's name (ials, exadmm_sw1, fairrec_sw2, ...)")
     add_json(p, "--point", help="the operating point: {family, params, record_part}")
     add_json(p, "--ks", help="cut-offs, a JSON list")
@@ -128,4 +113,3 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
     add_json(p, "--entry", help="--mode scalability: the dataset's config entry (ials/exadmm settings)")
     add_json(p, "--settings", help="--mode scalability: {dims, user_fractions, epochs}")
     p.add_argument("--out-json", help="--mode scalability: the timings record")
-    p.set_defaults(func=cmd_train, usage_error=p.error)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recrepro.io import write_json, write_parquet
-from recrepro.records import build_provenance, write_history
+from recrepro.records import RunProvenance, write_history
 
 if TYPE_CHECKING:
     from recrepro.evaluation.on_split import SplitData
@@ -135,7 +135,7 @@ def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence
     Users are subsampled (without replacement, seed ``seed``) from the training users. Writes
     ``out_json``, the record :func:`figure_scalability` draws from: the timings, the dataset,
     the epochs, FairRec's k, the device, the threads and a run record's provenance block
-    (:func:`recrepro.records.build_provenance`).
+    (:class:`recrepro.records.RunProvenance`).
     """
     import torch
 
@@ -191,9 +191,9 @@ def scalability(split_dir, out_json, *, entry: Mapping[str, Any], dims: Sequence
                 "epochs": int(epochs)}
     # The same provenance as a run record's (commit, versions, config hash, split hashes, threads,
     # host, times): timings mean little without the machine and the code that took them.
-    provenance = build_provenance(
+    provenance = RunProvenance(
         meta={"dataset": dataset, "kind": "exadmm_scalability"}, config_slice={"entry": dict(entry), **settings},
-        split_manifest=Path(split_dir) / "manifest.json", seed=seed, device=device, started_at=started_at)
+        split_manifest=Path(split_dir) / "manifest.json", seed=seed, device=device, started_at=started_at).build()
     record = {"dataset": dataset, "records": records, "epochs": epochs,
               "fairrec_k": fair_k, "device": device, "threads": torch.get_num_threads(), "provenance": provenance}
     write_json(out_json, record)

@@ -16,8 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from recrepro.runtime.options import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
-                              add_threads, add_tier)
+from recrepro.runtime.options import add_dataset, add_json, add_run_arguments, add_threads, add_verb
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
@@ -129,7 +128,7 @@ def cmd_embeddings(args: argparse.Namespace) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add FedRAP's verbs to ``verbs`` (the subparsers of ``recrepro fedrap``)."""
     add_drift_verb(verbs, "FedRAP", "recrepro.papers.fedrap.drift")
-    p = verbs.add_parser("train", help="train one variant on one split seed and write its run record")
+    p = add_verb(verbs, "train", "train one variant on one split seed and write its run record", cmd_train)
     add_run_arguments(p, batch_size=False,
                       checkpoint="save the training state here after every round (MF/NCF: epoch) and resume from it "
                                  "when rerun (deleted once the run record is written); default: no checkpointing")
@@ -139,57 +138,43 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--projection", default=None,
                    help="also write the embeddings figure's projection.parquet of the trained model here")
     add_threads(p)
-    p.set_defaults(func=cmd_train)
 
-    p = verbs.add_parser("stats", help="#ratings, #users, #items and sparsity of split folders")
+    p = add_verb(verbs, "stats", "#ratings, #users, #items and sparsity of split folders", cmd_stats)
     p.add_argument("--out-csv", required=True)
     p.add_argument("split_dirs", nargs="+")
-    p.set_defaults(func=cmd_stats)
 
-    p = verbs.add_parser("table", help="HR@10 / NDCG@10 per dataset and method")
-    add_tier(p)
+    p = add_verb(verbs, "table", "HR@10 / NDCG@10 per dataset and method", cmd_table, tier=True, outputs="table")
     p.add_argument("--stats", default=None, help="the dataset statistics (stats)")
     add_json(p, "--tuning", default=None, help="the tier's fedrap tuning block (names the tuned rows' picks)")
     p.add_argument("--official", nargs="*", default=[],
                    help="the released code's per-round curves (<tier>/fedrap/official/<dataset>_<flags>_seed<k>.jsonl)")
     p.add_argument("--grid-runs", nargs="*", default=[],
                    help="the validation grids' run records: a tuned row not run yet says how far its grid got")
-    add_table_outputs(p)
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
-    p.set_defaults(func=cmd_table)
 
-    p = verbs.add_parser("tuning", help="the validation grids' runs, with the records' and the config's picks")
-    add_tier(p)
+    p = add_verb(verbs, "tuning", "the validation grids' runs, with the records' and the config's picks", cmd_tuning,
+                 tier=True, outputs="table")
     add_json(p, "--tuning", required=True, help="the tier's fedrap tuning block")
-    add_table_outputs(p)
     p.add_argument("runs", nargs="*", help="grid run records (metrics.json or their folders)")
-    p.set_defaults(func=cmd_tuning)
 
-    p = verbs.add_parser("picks", help="each grid's best point on validation, as the config's tuning.picks")
+    p = add_verb(verbs, "picks", "each grid's best point on validation, as the config's tuning.picks", cmd_picks)
     p.add_argument("--select", choices=["val_hr@10", "val_ndcg@10"], default="val_hr@10")
     p.add_argument("runs", nargs="+", help="grid run records (metrics.json or their folders)")
-    p.set_defaults(func=cmd_picks)
 
-    p = verbs.add_parser("figure", help="learning curves, sparsity of C and upload size (--kind ablation: ablation)")
+    p = add_verb(verbs, "figure", "learning curves, sparsity of C and upload size (--kind ablation: ablation)",
+                 cmd_figure, tier=True, outputs="figure")
     p.add_argument("--kind", choices=["curves", "ablation"], default="curves")
     p.add_argument("--official", nargs="*", default=[],
                    help="curves: the released code's per-round curves (<dataset>_<flags>_seed<k>.jsonl), drawn "
                         "beside our run with the same flags")
-    add_tier(p)
-    add_figure_outputs(p)
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
-    p.set_defaults(func=cmd_figure)
 
-    p = verbs.add_parser("official", help="the released code's per-round curves over ours (same flags and split)")
-    add_tier(p)
+    p = add_verb(verbs, "official", "the released code's per-round curves over ours (same flags and split)",
+                 cmd_official, tier=True, outputs="figure")
     p.add_argument("--runs-root", required=True, help="<tier>/fedrap/runs: where our runs of the same flags are")
-    add_figure_outputs(p)
     p.add_argument("official", nargs="+", help="<tier>/fedrap/official/<dataset>_<flags>_seed<k>.jsonl")
-    p.set_defaults(func=cmd_official)
 
-    p = verbs.add_parser("embeddings", help="PCA of the global item table C vs the private D⁽ⁱ⁾")
-    add_tier(p)
+    p = add_verb(verbs, "embeddings", "PCA of the global item table C vs the private D⁽ⁱ⁾", cmd_embeddings, tier=True,
+                 outputs="figure")
     add_dataset(p)
     p.add_argument("--projection", required=True)
-    add_figure_outputs(p)
-    p.set_defaults(func=cmd_embeddings)

@@ -16,26 +16,14 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from recrepro.runtime.options import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
-                                     add_threads, add_tier, check_mode_options)
+from recrepro.runtime.options import (TrainMode, add_dataset, add_figure_outputs, add_json, add_run_arguments,
+                                      add_threads, add_tier, add_train_verb, add_verb, release_mode_options)
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
 
 
-#: What each mode of ``train`` needs besides ``--split-dir``, ``--seed``, ``--settings`` and ``--evaluation``
-#: (argparse requires an option of every mode or of none).
-TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
-    "variant": ("--variant", "--out-dir"),
-    "sensitivity": ("--lambdas", "--epochs", "--out"),
-}
-
-
-def cmd_train(args: argparse.Namespace) -> None:
-    check_mode_options(args, TRAIN_MODES)
-    if args.mode == "sensitivity":
-        _train_sensitivity(args)
-        return
+def _train_variant(args: argparse.Namespace) -> None:
     from recrepro.papers.lambdaopt.run import run_variant
 
     runs = [str(Path(r).parent) if r.endswith("metrics.json") else r for r in args.grid_runs if r]
@@ -66,6 +54,15 @@ def _train_sensitivity(args: argparse.Namespace) -> None:
     for path in sensitivity_checkpoints(args.checkpoint, args.lambdas):  # the table is written: start afresh next time
         remove_checkpoint(path)
     print(table.to_string())
+
+
+#: ``train``'s modes and what each needs besides ``--split-dir``, ``--seed``, ``--settings`` and ``--evaluation``
+#: (argparse requires an option of every mode or of none).
+TRAIN_MODES: Mapping[str, TrainMode] = {
+    "variant": TrainMode(_train_variant, ("--variant", "--out-dir"), "one variant, one seed, its run record"),
+    "sensitivity": TrainMode(_train_sensitivity, ("--lambdas", "--epochs", "--out"),
+                             "the validation AUC per epoch of MF-λFix for each fixed λ (--settings: MF-λFix's), a table"),
+}
 
 
 def cmd_table(args: argparse.Namespace) -> None:
@@ -119,12 +116,10 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
     add_drift_verb(verbs, "λOpt", "recrepro.papers.lambdaopt.drift")
 
-    p = verbs.add_parser("table", help="results table (method x metric) with the paired tests")
-    add_tier(p)
-    add_table_outputs(p)
+    p = add_verb(verbs, "table", "results table (method x metric) with the paired tests", cmd_table, tier=True,
+                 outputs="table")
     p.add_argument("--out-tests", default=None, help="the paired tests as CSV")
     p.add_argument("runs", nargs="+", help="run records (metrics.json or their folders)")
-    p.set_defaults(func=cmd_table)
 
     for name, func, help in (
             ("figure-trajectory", cmd_figure_trajectory, "mean λ by training frequency and epoch"),
@@ -146,32 +141,23 @@ def register(verbs: argparse._SubParsersAction) -> None:
             p.add_argument("--out-csv", required=True)
         p.set_defaults(func=func)
 
-    p = verbs.add_parser("official", help="the released code's curves on our split beside our records "
-                                          "(benchmarks/official_lambdaopt.py): table and figure")
-    add_tier(p)
-    add_figure_outputs(p)
+    p = add_verb(verbs, "official", "the released code's curves on our split beside our records "
+                 "(benchmarks/official_lambdaopt.py): table and figure", cmd_official, tier=True, outputs="figure")
     p.add_argument("--out-md", required=True, help="the table (markdown)")
     p.add_argument("--runs-root", required=True, help="results/<tier>/lambdaopt/runs")
     add_json(p, "--settings", required=True, help="the tier's λOpt settings (its stopping rule: patience, wait_for_gain)")
     p.add_argument("curves", nargs="+", help="official/<dataset>_<dui|fix>_seed<k>.jsonl")
-    p.set_defaults(func=cmd_official)
 
 
 def _add_train(verbs: argparse._SubParsersAction) -> None:
     """``train``: one variant's run record (``--mode variant``) or MF-λFix's sensitivity table (``--mode sensitivity``)."""
-    p = verbs.add_parser("train", help="train one variant on one split seed and write its run record "
-                                       "(--mode sensitivity: MF-λFix's validation AUC per epoch for each fixed λ)")
-    p.add_argument("--mode", choices=list(TRAIN_MODES), default="variant",
-                   help="variant (default): one variant, one seed, its run record (--variant, --out-dir); "
-                        "sensitivity: the validation AUC per epoch of MF-λFix for each fixed λ, a table "
-                        "(--lambdas, --epochs, --out; --settings: MF-λFix's)")
+    p = add_train_verb(verbs, "train one variant on one split seed and write its run record (--mode sensitivity: "
+                       "MF-λFix's validation AUC per epoch for each fixed λ)", TRAIN_MODES, default="variant")
     add_run_arguments(p, checkpoint="save the training state here after epochs (at most 2 %% of the time) and resume from it when rerun "
                                     "(MF-λFix and λOpt; deleted once the run record is written; --mode sensitivity: "
                                     "each λ's curve after every epoch, <PATH>.lam<k>); "
                                     "default: no checkpointing")
-    for action in p._actions:  # required by --mode variant only (check_mode_options)
-        if action.dest == "out_dir":
-            action.required = False
+    release_mode_options(p, "out_dir")
     p.add_argument("--variant", help="--mode variant: the variant (a key of lambdaopt.variants, or its grid point "
                                       "<variant>-gNN)")
     add_json(p, "--settings", required=True, help="the variant's settings")
@@ -182,4 +168,3 @@ def _add_train(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, help="--mode sensitivity: the epochs of each curve")
     p.add_argument("--out", help="--mode sensitivity: the table (parquet)")
     add_threads(p)
-    p.set_defaults(func=cmd_train, usage_error=p.error)

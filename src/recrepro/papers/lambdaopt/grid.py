@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from recrepro.io import copy_file, read_json, write_json
-from recrepro.records import (PROVENANCE_FILE, build_provenance, read_history, write_history,
+from recrepro.records import (PROVENANCE_FILE, RunProvenance, read_history, write_history,
                               write_provenance)
 
 __all__ = ["GRID_POINT", "assemble_lambdafix", "grid_point_settings", "grid_point_names"]
@@ -98,11 +98,10 @@ def assemble_lambdafix(point_dirs: Sequence[str | Path], out_dir: str | Path, va
                         ignore_index=True)
     record = {**metrics[best], "method": variant}
     run_meta = {**provenance[best].get("run", {}), "method": variant}
-    prov = build_provenance(meta=run_meta,
-                            config_slice={"variant": variant, "settings": dict(settings),
-                                          "evaluation": dict(evaluation)},
-                            split_manifest=None, seed=int(record["seed"]), device=provenance[best].get("device", "cpu"),
-                            started_at=started, benchmark_file=benchmark_file)
+    prov = RunProvenance(meta=run_meta,
+                         config_slice={"variant": variant, "settings": dict(settings), "evaluation": dict(evaluation)},
+                         split_manifest=None, seed=int(record["seed"]), device=provenance[best].get("device", "cpu"),
+                         started_at=started, benchmark_file=benchmark_file).build()
     prov["split"] = provenance[best].get("split")
     prov["grid_points"] = [{"run": n, "lam": grid[k], "cpu_seconds": p.get("cpu_seconds"),
                             "wall_seconds": p.get("wall_seconds"), "config_sha256": p.get("config_sha256")}

@@ -13,25 +13,11 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from recrepro.runtime.options import add_device_argument, add_json, add_threads, add_tier, int_list
+from recrepro.runtime.options import (TrainMode, add_device_argument, add_json, add_threads, add_train_verb, add_verb,
+                                      int_list)
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
-
-#: What each mode of ``train`` needs besides ``--settings`` (argparse requires an option of every mode or of none).
-TRAIN_MODES: Mapping[str, tuple[str, ...]] = {
-    "sweep": ("--experiment", "--seeds", "--out"),
-    "ml100k": ("--raw-dir", "--seeds", "--tier", "--out"),
-    "acceptance": ("--seed", "--tier", "--run-root", "--done"),
-}
-
-
-def _check_mode(args: argparse.Namespace) -> None:
-    """A usage error naming the options ``--mode`` needs that the command line lacks."""
-    missing = [flag for flag in TRAIN_MODES[args.mode] if getattr(args, flag[2:].replace("-", "_")) is None]
-    if missing:
-        args.usage_error(f"--mode {args.mode} needs {', '.join(missing)}")
-
 
 def _write_rows(frame, out: str, out_timings: str | None) -> None:
     """The rows at ``out`` without their wall seconds, which go to ``out_timings`` (when given): a rerun
@@ -43,11 +29,6 @@ def _write_rows(frame, out: str, out_timings: str | None) -> None:
     write_parquet(out, rows)
     if out_timings:
         write_parquet(out_timings, timings)
-
-
-def cmd_train(args: argparse.Namespace) -> None:
-    _check_mode(args)
-    {"sweep": _train_sweep, "ml100k": _train_ml100k, "acceptance": _train_acceptance}[args.mode](args)
 
 
 def _train_sweep(args: argparse.Namespace) -> None:
@@ -101,6 +82,17 @@ def _train_acceptance(args: argparse.Namespace) -> None:
     print("\n".join(map(str, runs)))
 
 
+#: ``train``'s modes and what each needs besides ``--settings`` (argparse requires an option of every mode or of none).
+TRAIN_MODES: Mapping[str, TrainMode] = {
+    "sweep": TrainMode(_train_sweep, ("--experiment", "--seeds", "--out"),
+                       "one synthetic experiment over seeds, one row per (method, x value)"),
+    "ml100k": TrainMode(_train_ml100k, ("--raw-dir", "--seeds", "--tier", "--out"),
+                        "our Fig. 6, the ML-100K regression tasks"),
+    "acceptance": TrainMode(_train_acceptance, ("--seed", "--tier", "--run-root", "--done"),
+                            "the acceptance settings' run records (what the scorecard reads)"),
+}
+
+
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add AMHT-LRS's verbs to ``verbs`` (the subparsers of ``recrepro lrs``)."""
     from recrepro.papers.lrs.figures import FIGURES, REALDATA_FIGURES
@@ -108,12 +100,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
     add_drift_verb(verbs, "AMHT-LRS", "recrepro.papers.lrs.drift")
 
-    p = verbs.add_parser("train", help="--mode sweep: one synthetic experiment over seeds, one row per (method, x "
-                                       "value); --mode ml100k: our Fig. 6, the ML-100K regression tasks; --mode "
-                                       "acceptance: the acceptance settings' run records (what the scorecard reads)")
-    p.add_argument("--mode", required=True, choices=list(TRAIN_MODES),
-                   help="sweep (--experiment, --seeds, --out), ml100k (--raw-dir, --seeds, --tier, --out) or "
-                        "acceptance (--seed, --tier, --run-root, --done)")
+    p = add_train_verb(verbs, "a synthetic sweep, the ML-100K tasks (Fig. 6) or the acceptance settings' run records",
+                       TRAIN_MODES, default=None)
     add_json(p, "--settings", required=True, help="the tier's lrs settings")
     p.add_argument("--experiment", choices=EXPERIMENTS, help="--mode sweep: the synthetic experiment")
     p.add_argument("--seeds", type=int_list, help="--mode sweep, ml100k: comma-separated: 0,1,2")
@@ -127,13 +115,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--out-png", help="--mode ml100k: also draw Fig. 6 here (with --out-pdf)")
     p.add_argument("--run-root", help="--mode acceptance: results/<tier>/lrs/runs")
     p.add_argument("--done", help="--mode acceptance: the list of records written")
-    p.set_defaults(func=cmd_train, usage_error=p.error)
 
-    p = verbs.add_parser("figures", help="Figs. 1-5 from the sweeps' rows, Fig. 6 from the ML-100K rows")
-    add_tier(p)
+    p = add_verb(verbs, "figures", "Figs. 1-5 from the sweeps' rows, Fig. 6 from the ML-100K rows", cmd_figures,
+                 tier=True)
     p.add_argument("--out-dir", required=True, help="writes <out-dir>/<figure>.pdf and .png")
     p.add_argument("rows", nargs="+", help="FIGURE=rows.parquet, FIGURE one of " + ", ".join({**FIGURES, **REALDATA_FIGURES}))
-    p.set_defaults(func=cmd_figures)
 
     for p in verbs.choices.values():
         add_threads(p, default=1, help="torch threads (1 is fastest for the small batched ops of the smoke tier)")
