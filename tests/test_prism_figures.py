@@ -55,7 +55,7 @@ def test_fig4_and_fig5_from_alpha_runs(tmp_path):
     frame = draw_figure(spec, dirs, tmp_path / "4.pdf", tmp_path / "4.png", tier="smoke", dataset="toy")
     rows = frame.set_index("label")
     assert rows.loc["α=1", "epochs_mean"] == pytest.approx(5.5) and rows.loc["α=1", "epochs_sd"] > 0
-    assert rows.loc["tuned wd (wd1em6)", "epochs_mean"] == 20
+    assert rows.loc["tuned wd (λ 1e-06)", "epochs_mean"] == 20
     spec = {"kind": "alpha", "alphas": {"0": "mf_directau_prism_a000", "1": "mf_directau_prism"}}
     frame = draw_figure(spec, dirs, tmp_path / "5.pdf", tmp_path / "5.png", tier="smoke", dataset="toy")
     unpop = frame[frame["series"] == "unpopular"].set_index("alpha")["mean"]
@@ -204,3 +204,64 @@ def test_figure_and_table_modules_import_no_torch(fresh_python):
     script = ("import sys; import recrepro.papers.prism.figures, recrepro.papers.prism.tables, "
               "recrepro.papers.prism.rules, recrepro.papers.prism.cli; print('torch' in sys.modules)")
     assert fresh_python(script) == "False"
+
+
+def test_fig4_names_the_tuned_pick_by_weight_decay_and_learning_rate(tmp_path):
+    dirs = [_run(tmp_path, "mf_directau_prism_lr1em2", 1, val=0.3, test=0.3, pop=0.2, unpop=0.01, epochs=28),
+            _run(tmp_path, "mf_directau_wd1em8_lr1em2", 1, val=0.29, test=0.29, pop=0.2, unpop=0.01, epochs=182),
+            _run(tmp_path, "mf_directau_wd1em6", 1, val=0.28, test=0.3, pop=0.2, unpop=0.01, epochs=200)]
+    spec = {"kind": "epochs", "alphas": {"α=1": "mf_directau_prism_lr1em2"}, "lr": 0.01,
+            "tuned_candidates": ["mf_directau_wd1em6", "mf_directau_wd1em8_lr1em2"]}
+    rows = draw_figure(spec, dirs, tmp_path / "4.pdf", tmp_path / "4.png", tier="paper", dataset="toy").set_index("label")
+    # the best validation score over λ × lr, not the best test score
+    assert rows.loc["tuned wd (λ 1e-08, lr 0.01)", "epochs_mean"] == 182
+    assert rows.loc["α=1", "epochs_mean"] == 28
+
+
+def test_the_alpha_points_run_at_the_learning_rate_of_the_prism_pick(repo_root):
+    import yaml
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    chosen = {"mf_directau_prism": "mf_directau_prism_lr1em2", "mf_directau": "mf_directau_wd1em8_lr1em2"}
+    assert wf.alpha_lr(chosen) == 0.01 and wf.alpha_lr({}) is None and wf.alpha_lr(None) is None
+    spec, methods = wf.figure_spec(config, "paper", "gowalla", "fig5_alpha", chosen)
+    assert spec["alphas"] == {"0": "mf_directau_prism_a000_lr1em2", "0.25": "mf_directau_prism_a025_lr1em2",
+                              "0.5": "mf_directau_prism_a050_lr1em2", "0.75": "mf_directau_prism_a075_lr1em2",
+                              "1": "mf_directau_prism_lr1em2"}
+    assert spec["lr"] == 0.01
+    # without a pick (the tier's own lr): the tier's runs, the caption's lr the tier's
+    spec, _ = wf.figure_spec(config, "paper", "gowalla", "fig5_alpha")
+    assert spec["alphas"]["0.25"] == "mf_directau_prism_a025" and spec["lr"] == 0.001
+    # Fig. 4's tuned weight decay is picked over Table 1's λ × lr grid: 4 λ × 3 lr
+    spec, methods = wf.figure_spec(config, "paper", "gowalla", "fig4_epochs", chosen)
+    assert len(spec["tuned_candidates"]) == 12 and "mf_directau_wd1em8_lr1em1" in spec["tuned_candidates"]
+    # P5's table: every α at the pick's lr on every seed
+    sweep = wf.alpha_sweep_runs(config, "paper", "gowalla", chosen)
+    assert len(sweep) == 15 and all("_lr1em2/seed" in r for r in sweep)
+    assert wf.alpha_sweep_arg(config, "paper", chosen)["lr"] == 0.01
+    # the compute page prices the sweep once the selection has picked, not the tier-lr α runs before
+    assert "mf_directau_prism_a025_lr1em2" in " ".join(wf.picked_runs(config, "paper", {"gowalla": chosen}))
+    assert not any("prism_a025/" in r for r in wf.every_run(config, "paper"))
+
+
+def test_the_alpha_sweep_table_has_a_row_per_alpha_and_seed(tmp_path):
+    from recrepro.papers.prism.alpha import alpha_sweep_table
+
+    dirs = [_run(tmp_path, "mf_directau_prism_lr1em2", s, val=0.3, test=0.3, pop=0.2, unpop=0.01 * s, epochs=20 + s)
+            for s in (1, 2)]
+    dirs += [_run(tmp_path, "mf_directau_prism_a000_lr1em2", 1, val=0.2, test=0.2, pop=0.1, unpop=0.05)]
+    dirs += [_run(tmp_path, "mf_ssm_prism", 1, val=0.2, test=0.2, pop=0.1, unpop=0.05)]  # not in the sweep
+    alphas = {"0": "mf_directau_prism_a000_lr1em2", "0.5": "mf_directau_prism_a050_lr1em2",
+              "1": "mf_directau_prism_lr1em2"}
+    table = alpha_sweep_table(dirs, alphas, tmp_path / "a.md", tmp_path / "a.csv", tier="paper", dataset="toy",
+                              series="mf_directau_prism", lr=0.01)
+    assert list(zip(table["alpha"], table["seed"])) == [(0.0, 1), (1.0, 1), (1.0, 2)]
+    assert set(table["method"]) == {"mf_directau_prism"} and set(table["lr"]) == {0.01}
+    assert table.loc[2, "ndcg@20[unpopular]"] == pytest.approx(0.02) and table.loc[2, "epochs_to_best"] == 22
+    assert table.loc[0, "ndcg@20[neutral]"] == pytest.approx(0.05)
+    md = (tmp_path / "a.md").read_text()
+    assert "| 0.5 | `mf_directau_prism_a050_lr1em2` | not run |" in md and "lr 0.01" in md
+    assert "| 1 | `mf_directau_prism_lr1em2` | 1, 2 | 0.3 ± 0 |" in md
+    import pandas as pd
+
+    assert pd.read_csv(tmp_path / "a.csv").shape == (3, 11)

@@ -150,6 +150,13 @@ def test_table_picks_tuned_wd_on_validation_not_test(tmp_path):
     assert row["pct_diff"] == pytest.approx(30.0)
     copied = json.loads((tmp_path / "tuned" / "mf_directau_tunedwd" / "seed1" / "metrics.json").read_text())
     assert copied["method"] == "mf_directau_tunedwd" and copied["selected_method"] == "mf_directau_wd1em6"
+    # an alias of an earlier pick on a seed the new pick has not run is gone, not averaged with the new one
+    stale = tmp_path / "tuned" / "mf_directau_tunedwd" / "seed3"
+    stale.mkdir()
+    (stale / "metrics.json").write_text(json.dumps({"method": "mf_directau_tunedwd", "selected_method": "old"}))
+    table_prism(dirs, tmp_path / "t.md", tmp_path / "t.csv", tmp_path / "tuned", tier="smoke",
+                dataset="toy", backbones=["mf"], losses=["directau"], weight_decays=[0.0, 1e-6])
+    assert sorted(p.name for p in (tmp_path / "tuned" / "mf_directau_tunedwd").iterdir()) == ["seed1", "seed2"]
 
 
 def test_first_seed_selection_picks_on_that_seed_and_table_averages_every_seed(tmp_path):

@@ -284,6 +284,24 @@ def prism_chosen(wildcards):
     return json.loads(Path(path).read_text())["chosen"]
 
 
+def prism_chosen_read(wildcards):
+    """prism_chosen for a params function: the picks read from the selection file, which is among the
+    job's inputs (a job's params are taken once its inputs exist); None before (a dry run's listing)."""
+    path = Path(
+        f"results/{wildcards.tier}/prism/tables/wd_selection_{wildcards.dataset}.json"
+    )
+    return json.loads(path.read_text())["chosen"] if path.is_file() else None
+
+
+def prism_figure_chosen(wildcards, params=False):
+    """Table 1's picks where the PRISM figure reads them (its α points at the PRISM pick's learning
+    rate: prism_wf.PICK_LR_FIGURES), else None (no dependence on the selection). ``params``: for a
+    params function (prism_chosen_read), else for an input function (the checkpoint)."""
+    if wildcards.fig not in prism_wf.PICK_LR_FIGURES:
+        return None
+    return prism_chosen_read(wildcards) if params else prism_chosen(wildcards)
+
+
 def recorded(paths):
     """The run records among ``paths`` (a path or a list).
 

@@ -12,6 +12,7 @@ localrules:
     prism_figure,
     prism_figure_theory,
     prism_table,
+    prism_alpha_sweep,
     prism_lr_search,
     prism_scorecard,
 
@@ -91,7 +92,15 @@ rule prism_figure:
     input:
         redraw=REDRAW,
         runs=lambda wc: recorded(
-            prism_wf.figure_runs(config, wc.tier, wc.dataset, wc.fig)
+            prism_wf.figure_runs(
+                config, wc.tier, wc.dataset, wc.fig, prism_figure_chosen(wc)
+            )
+        ),
+        # the figures that read Table 1's picks read them from here (prism_figure_chosen)
+        selection=lambda wc: (
+            [f"results/{wc.tier}/prism/tables/wd_selection_{wc.dataset}.json"]
+            if wc.fig in prism_wf.PICK_LR_FIGURES
+            else []
         ),
     output:
         pdf="results/{tier}/prism/figures/{fig}_{dataset}.pdf",
@@ -116,7 +125,13 @@ rule prism_figure:
         runtime=res_runtime("light"),
     params:
         spec=lambda wc: as_json(
-            prism_wf.figure_spec(config, wc.tier, wc.dataset, wc.fig)[0]
+            prism_wf.figure_spec(
+                config,
+                wc.tier,
+                wc.dataset,
+                wc.fig,
+                prism_figure_chosen(wc, params=True),
+            )[0]
         ),
     shell:
         "recrepro prism figure --spec {params.spec:q} --tier {wildcards.tier:q} "
@@ -234,6 +249,38 @@ rule prism_table:
         "--diagnostic-backbones {params.diagnostic:q} --lr-search {params.lr_search:q} --tier-lr {params.lr:q} "
         "--weight-decays {params.wds:q} --out-md {output.md:q} --out-csv {output.csv:q} "
         "--tuned-root {output.tuned:q} --selection {input.selection:q} --runs {input.runs:q} > {log:q} 2>&1"
+
+
+# The α sweep (Fig. 5) on every seed at the learning rate of Table 1's PRISM pick: claim P5's table
+# (recrepro.papers.prism.alpha).
+rule prism_alpha_sweep:
+    input:
+        redraw=REDRAW,
+        selection="results/{tier}/prism/tables/wd_selection_{dataset}.json",
+        runs=lambda wc: recorded(
+            prism_wf.alpha_sweep_runs(config, wc.tier, wc.dataset, prism_chosen(wc))
+        ),
+    output:
+        md="results/{tier}/prism/tables/alpha_sweep_{dataset}.md",
+        csv="results/{tier}/prism/tables/alpha_sweep_{dataset}.csv",
+    log:
+        "logs/prism/{tier}/alpha_sweep_{dataset}.log",
+    benchmark:
+        "logs/benchmarks/prism/{tier}/alpha_sweep_{dataset}.tsv"
+    conda:
+        ENV_CPU
+    threads: 1
+    resources:
+        mem_mb=res_mem_mb("light"),
+        runtime=res_runtime("light"),
+    params:
+        sweep=lambda wc: as_json(
+            prism_wf.alpha_sweep_arg(config, wc.tier, prism_chosen_read(wc))
+        ),
+    shell:
+        "recrepro prism alpha-sweep --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
+        "--sweep {params.sweep:q} --out-md {output.md:q} --out-csv {output.csv:q} "
+        "--runs {input.runs:q} > {log:q} 2>&1"
 
 
 # Every (λ, lr) point of Table 1's learning-rate pick (table.lr_search), on the selection's seeds:

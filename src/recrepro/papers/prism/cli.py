@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from recrepro.runtime.options import (add_dataset, add_figure_outputs, add_json, add_run_arguments, add_table_outputs,
-                              add_tier)
+                                      add_tier, add_verb)
 from recrepro.records.drift import add_drift_verb
 
 __all__ = ["register"]
@@ -79,6 +79,17 @@ def cmd_lr_search(args: argparse.Namespace) -> None:
     print(frame.to_string())
 
 
+def cmd_alpha_sweep(args: argparse.Namespace) -> None:
+    from recrepro.papers.prism.alpha import alpha_sweep_table
+
+    sweep = args.sweep
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("alphas"), dict) or "lr" not in sweep:
+        raise SystemExit('--sweep: expected {"alphas": {"<α>": "<run name>", ...}, "lr": <learning rate>}')
+    frame = alpha_sweep_table(_run_dirs(args.runs), sweep["alphas"], Path(args.out_md), Path(args.out_csv),
+                              tier=args.tier, dataset=args.dataset, series="mf_directau_prism", lr=float(sweep["lr"]))
+    print(frame.to_string())
+
+
 def cmd_select_wd(args: argparse.Namespace) -> None:
     from recrepro.io import write_json
     from recrepro.papers.prism.tables import select_weight_decay
@@ -109,17 +120,17 @@ def cmd_figure_theory(args: argparse.Namespace) -> None:
 def register(verbs: argparse._SubParsersAction) -> None:
     """Add PRISM's verbs to ``verbs`` (the subparsers of ``recrepro prism``)."""
     add_drift_verb(verbs, "PRISM", "recrepro.papers.prism.drift")
-    p = verbs.add_parser("train", help="train one method on one split seed and write its run record")
+    p = add_verb(verbs, "train", "train one method on one split seed and write its run record", cmd_train)
     add_run_arguments(p, checkpoint="save the training state here after epochs (at most 2 %% of the time) and resume from it when "
                                     "rerun (deleted once the run record is written); default: no checkpointing")
     p.add_argument("--method", required=True)
     add_json(p, "--tier-conf", required=True, help="the tier's prism settings")
     add_json(p, "--switches", required=True, help="the prism switches")
-    p.set_defaults(func=cmd_train)
 
     _add_grid_outputs(verbs)
 
-    p = verbs.add_parser("select-wd", help="Table 1's tuned λ per (backbone, loss) from the grid runs' validation")
+    p = add_verb(verbs, "select-wd", "Table 1's tuned λ per (backbone, loss) from the grid runs' validation",
+                 cmd_select_wd)
     p.add_argument("--backbones", nargs="+", required=True)
     p.add_argument("--losses", nargs="+", required=True)
     p.add_argument("--weight-decays", type=float, nargs="+", required=True)
@@ -127,7 +138,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_json(p, "--lr-search", default={}, help='{backbone: [learning rates besides the tier\'s]}, as JSON')
     p.add_argument("--out", required=True)
     p.add_argument("--runs", nargs="*", default=[])
-    p.set_defaults(func=cmd_select_wd)
+
+    p = add_verb(verbs, "alpha-sweep", "the α sweep at the PRISM pick's learning rate, every seed (claim P5)",
+                 cmd_alpha_sweep, tier=True, outputs="table")
+    add_dataset(p)
+    add_json(p, "--sweep", required=True, help='{"alphas": {"<α>": "<run name>"}, "lr": <lr>} (rules.alpha_sweep_arg)')
+    p.add_argument("--runs", nargs="*", default=[], help="run records (metrics.json or run folders)")
 
     _add_figures(verbs)
 
@@ -182,21 +198,17 @@ def _add_table_options(p: argparse.ArgumentParser, *, lr_search: bool) -> None:
 
 def _add_figures(verbs: argparse._SubParsersAction) -> None:
     """Figs. 3-11 from a spec, and Fig. 7's theory curve."""
-    p = verbs.add_parser("figure", help="one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.rules)")
+    p = add_verb(verbs, "figure", "one of Figs. 3-11 from a JSON spec (recrepro.papers.prism.rules)", cmd_figure,
+                 tier=True, outputs="figure")
     add_json(p, "--spec", required=True)
-    add_tier(p)
     add_dataset(p)
-    add_figure_outputs(p)
     p.add_argument("--runs", nargs="*", default=[], help="run records (metrics.json or run folders)")
-    p.set_defaults(func=cmd_figure)
 
-    p = verbs.add_parser("figure-theory", help="Fig. 7: Theorem 3.1's magnitude change over degree x batch fraction")
-    add_tier(p)
-    add_figure_outputs(p)
+    p = add_verb(verbs, "figure-theory", "Fig. 7: Theorem 3.1's magnitude change over degree x batch fraction",
+                 cmd_figure_theory, tier=True, outputs="figure")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=1e-6)
     p.add_argument("--norm", type=float, default=1.0)
     p.add_argument("--cosine", type=float, default=0.9)
     p.add_argument("--max-degree", type=float, default=1e4)
     p.add_argument("--batch-fractions", type=float, nargs=2, default=[1e-4, 1.0])
-    p.set_defaults(func=cmd_figure_theory)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.papers.prism.tables import load_prism_runs
-from recrepro.papers.prism.methods import method_name
+from recrepro.papers.prism.methods import method_name, parse_method
 from recrepro.records import read_history
 
 __all__ = ["draw_figure", "figure_alpha", "figure_curves", "figure_debias", "figure_epochs", "figure_magnitudes",
@@ -111,8 +111,19 @@ def select_by_validation(runs: pd.DataFrame, candidates: Sequence[str]) -> str |
 # ------------------------------------------------------------------------------ Fig. 4
 
 
+def _setting_text(method: str) -> str:
+    """``λ 1e-08, lr 0.01`` of a weight-decay run name (the learning rate only where it is not the tier's)."""
+    spec = parse_method(method)
+    return f"λ {spec['weight_decay']:g}" + (f", lr {spec['lr']:g}" if spec["lr"] is not None else "")
+
+
+def _lr_text(lr: float | None) -> str:
+    """The caption's clause naming the PRISM runs' learning rate."""
+    return "" if lr is None else f" at lr {lr:g} (the learning rate of Table 1's PRISM pick)"
+
+
 def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
-                  alphas: Mapping[str, str], tuned_candidates: Sequence[str]) -> pd.DataFrame:
+                  alphas: Mapping[str, str], tuned_candidates: Sequence[str], lr: float | None = None) -> pd.DataFrame:
     """Fig. 4: test NDCG@20 vs epochs to the best validation epoch, mean ± sd over seeds.
 
     Parameters
@@ -120,8 +131,10 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     alphas:
         ``{label: method}`` of the PRISM runs (e.g. ``{"α=0.25": "mf_directau_prism_a025"}``).
     tuned_candidates:
-        The coupled weight-decay methods; the one with the best mean validation NDCG@20
-        is the "tuned weight decay" point.
+        The coupled weight-decay methods (over λ, and the learning rates where Table 1 searches them);
+        the one with the best mean validation NDCG@20 is the "tuned weight decay" point.
+    lr:
+        The learning rate the PRISM points ran at (the caption names it; ``None``: not stated).
 
     Published points whose epochs the paper states (``figure_points`` of ``fig4_epochs`` in
     ``expected/prism.yaml``) are drawn as hollow markers in their series' colour.
@@ -134,7 +147,7 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     tuned = select_by_validation(runs, tuned_candidates)
     tuned_label = None
     if tuned is not None:
-        tuned_label = f"tuned wd ({tuned.rsplit('_', 1)[-1]})"
+        tuned_label = f"tuned wd ({_setting_text(tuned)})"
         points[tuned_label] = tuned
     colors = fixed_colors([*alphas, "tuned wd"])
     fig, ax = new_figure(1, 1, width=4.5)
@@ -157,7 +170,8 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     ax.set_ylabel("test NDCG@20")
     figure_legend(fig, extra=published_handles("§5.2.1 + Table 1") if published else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption=f"DirectAU: PRISM α grid vs tuned weight decay, mean ± sd over seeds ({seeds_note(runs)})"
+                caption=f"DirectAU: PRISM α grid{_lr_text(lr)} vs tuned weight decay, mean ± sd over seeds "
+                        f"({seeds_note(runs)})"
                         + _clauses(unrun_note(runs, {"": alphas}),
                                    "hollow: published (epochs from §5.2.1, NDCG@20 from Table 1)" if published else ""))
     return pd.DataFrame(rows)
@@ -167,7 +181,7 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
 
 
 def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier: str, dataset: str,
-                 alphas: Mapping[str, str]) -> pd.DataFrame:
+                 alphas: Mapping[str, str], lr: float | None = None) -> pd.DataFrame:
     """Fig. 5: overall and popular / neutral / unpopular NDCG@20 vs PRISM α (mean ± sd band).
 
     ``alphas`` maps the α value (as text, e.g. ``"0.25"``) to its method name. Table 1's
@@ -204,7 +218,8 @@ def figure_alpha(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tier
         ax.set_title(title)
     figure_legend(fig, extra=published_handles("Table 1, α = 1") if published is not None else None)
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset,
-                caption="DirectAU with PRISM α, no weight decay: NDCG@20 overall and per stratum, mean ± sd "
+                caption=f"DirectAU with PRISM α, no weight decay{_lr_text(lr)}: NDCG@20 overall and per stratum, "
+                        "mean ± sd "
                         f"({seeds_note(runs)})" + _clauses(unrun_note(runs, {"α ": alphas})))
     return pd.DataFrame(table)
 
@@ -483,9 +498,10 @@ def draw_figure(spec: Mapping[str, Any], run_dirs: Sequence[Path], out_pdf: Path
         return figure_curves(curves, out_pdf, out_png, tier=tier, dataset=dataset)
     if kind == "epochs":
         return figure_epochs(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset, alphas=spec["alphas"],
-                             tuned_candidates=spec["tuned_candidates"])
+                             tuned_candidates=spec["tuned_candidates"], lr=spec.get("lr"))
     if kind == "alpha":
-        return figure_alpha(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset, alphas=spec["alphas"])
+        return figure_alpha(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset, alphas=spec["alphas"],
+                            lr=spec.get("lr"))
     if kind == "debias":
         return figure_debias(run_dirs, out_pdf, out_png, tier=tier, dataset=dataset, groups=spec["groups"])
     raise ValueError(f"unknown PRISM figure kind {kind!r}")

@@ -11,7 +11,7 @@ from typing import Any
 from recrepro.papers.prism.methods import method_name, parse_method, table_arms
 
 __all__ = [
-    "EXTRA_FIGURES", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
+    "EXTRA_FIGURES", "PICK_LR_FIGURES", "alpha_lr", "alpha_methods", "alpha_sweep_arg", "alpha_sweep_runs", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
     "lr_search_arg", "lr_search_runs", "picked_runs", "runs", "searched_lrs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
@@ -19,6 +19,9 @@ __all__ = [
 EXTRA_FIGURES = ("fig3_batched_wd", "fig3_magnitudes", "fig4_epochs", "fig5_alpha", "fig6_curves", "fig8_lightgcn",
                  "fig9_debias", "fig10_ssm_mawu", "fig11_nlmf")
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: Figures whose PRISM α points run at the learning rate of Table 1's PRISM pick of MF + DirectAU
+#: (:func:`alpha_lr`): their runs are known once the ``prism_select_wd`` checkpoint has picked.
+PICK_LR_FIGURES = ("fig4_epochs", "fig5_alpha")
 
 
 def tier_conf(config: Mapping[str, Any], tier: str) -> Mapping[str, Any]:
@@ -184,9 +187,12 @@ def every_run(config: Mapping[str, Any], tier: str) -> list[str]:
     """Every run record the tier's PRISM jobs make: :func:`all_runs` and the runs of Figs. 3-11
     (their first ``figure_seeds`` seeds), so that the compute page prices the whole DAG."""
     out = all_runs(config, tier)
+    searched = bool(lr_search_arg(config, tier))
     for dataset, _, _, _ in entries(config, tier):
         for fig in extra_figures(config, tier):
-            out += figure_runs(config, tier, dataset, fig)
+            # with a learning-rate search the α points' runs are known only once it has picked (picked_runs)
+            if not (searched and fig in PICK_LR_FIGURES):
+                out += figure_runs(config, tier, dataset, fig)
     return list(dict.fromkeys(out))
 
 
@@ -195,10 +201,15 @@ def picked_runs(config: Mapping[str, Any], tier: str, chosen: Mapping[str, Mappi
 
     ``chosen``: dataset -> ``<backbone>_<loss>`` -> picked method (the ``chosen`` of each
     dataset's weight-decay selection). The compute page queues the picks' other seeds with the
-    published cells' other seeds; the grid's other λ on those seeds are only figure sweeps.
+    published cells' other seeds; the grid's other λ on those seeds are only figure sweeps. With them,
+    the α sweep at the PRISM pick's learning rate (:func:`alpha_sweep_runs`), every seed, where the
+    tier draws Fig. 5.
     """
-    return [path for dataset, picks in chosen.items()
-            for path in runs(config, tier, dataset, list(dict.fromkeys(picks.values())))]
+    out = [path for dataset, picks in chosen.items()
+           for path in runs(config, tier, dataset, list(dict.fromkeys(picks.values())))]
+    if "fig5_alpha" in extra_figures(config, tier):
+        out += [path for dataset, picks in chosen.items() for path in alpha_sweep_runs(config, tier, dataset, picks)]
+    return list(dict.fromkeys(out))
 
 
 def figure_seeds(config: Mapping[str, Any], tier: str, dataset: str) -> list[int]:
@@ -213,8 +224,39 @@ def _wd_spec(conf: Mapping[str, Any], backbone: str, losses: list[str], batched:
             "weight_decays": [float(w) for w in conf["weight_decays"]], "batched": batched}
 
 
-def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str) -> tuple[dict[str, Any], list[str]]:
+def alpha_lr(chosen: Mapping[str, str] | None, backbone: str = "mf", loss: str = "directau") -> float | None:
+    """The learning rate of Table 1's PRISM pick of ``(backbone, loss)`` (``chosen``: the selection's picks),
+    at which the α sweep runs; ``None`` (the tier's) where nothing was picked over learning rates."""
+    pick = (chosen or {}).get(f"{backbone}_{loss}_prism")
+    return parse_method(pick)["lr"] if pick else None
+
+
+def alpha_methods(config: Mapping[str, Any], tier: str, lr: float | None) -> dict[float, str]:
+    """α -> the MF + DirectAU + PRISM run at that α and learning rate ``lr`` (``None``: the tier's)."""
+    alphas = [float(a) for a in tier_conf(config, tier).get("alphas", DEFAULT_ALPHAS)]
+    return {a: method_name("mf", "directau", alpha=a, lr=lr) for a in alphas}
+
+
+def alpha_sweep_runs(config: Mapping[str, Any], tier: str, dataset: str,
+                     chosen: Mapping[str, str] | None) -> list[str]:
+    """The α sweep's runs (claim P5's table): every α at the PRISM pick's learning rate, every seed."""
+    return runs(config, tier, dataset, list(alpha_methods(config, tier, alpha_lr(chosen)).values()))
+
+
+def alpha_sweep_arg(config: Mapping[str, Any], tier: str, chosen: Mapping[str, str] | None) -> dict[str, Any]:
+    """``recrepro prism alpha-sweep``'s ``--alphas`` (α as text -> run name) and ``--lr``."""
+    lr = alpha_lr(chosen)
+    return {"alphas": {f"{a:g}": m for a, m in alpha_methods(config, tier, lr).items()},
+            "lr": float(tier_conf(config, tier)["lr"]) if lr is None else lr}
+
+
+def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str,
+                chosen: Mapping[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The drawing spec of ``fig`` (see :mod:`recrepro.papers.prism.figures`) and the methods it reads.
+
+    ``chosen``: Table 1's picks (the selection's ``chosen``), which :data:`PICK_LR_FIGURES` read: their
+    PRISM α points run at the PRISM pick's learning rate, and Fig. 4's tuned weight decay is picked over
+    the same (λ, learning rate) grid as Table 1's.
 
     Settings coincide across figures wherever the paper's do, so runs are shared: Fig. 3's
     λ = 0 point is Fig. 1's DirectAU λ = 0 run, Fig. 4/5's α = 1 is Table 1's PRISM run,
@@ -224,7 +266,6 @@ def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str) ->
     conf = tier_conf(config, tier)
     wds = [float(w) for w in conf["weight_decays"]]
     seed = figure_seeds(config, tier, dataset)[0]
-    alphas = [float(a) for a in conf.get("alphas", DEFAULT_ALPHAS)]
     mf = "mf"
     coupled = lambda loss: [method_name(mf, loss, weight_decay=w) for w in wds]  # noqa: E731
     if fig == "fig3_batched_wd":
@@ -236,14 +277,17 @@ def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str) ->
                   ["directau, wd 0", method_name(mf, "directau"), seed]]
         spec = {"kind": "magnitudes", "panels": panels}
         methods = [p[1] for p in panels]
-    elif fig in ("fig4_epochs", "fig5_alpha"):
-        named = {(f"α={a:g}" if fig == "fig4_epochs" else f"{a:g}"): method_name(mf, "directau", alpha=a)
-                 for a in alphas}
-        spec = {"kind": "epochs" if fig == "fig4_epochs" else "alpha", "alphas": named}
+    elif fig in PICK_LR_FIGURES:
+        lr = alpha_lr(chosen)
+        named = {(f"α={a:g}" if fig == "fig4_epochs" else f"{a:g}"): m
+                 for a, m in alpha_methods(config, tier, lr).items()}
+        spec = {"kind": "epochs" if fig == "fig4_epochs" else "alpha", "alphas": named,
+                "lr": float(conf["lr"]) if lr is None else lr}
         methods = list(named.values())
         if fig == "fig4_epochs":
-            spec["tuned_candidates"] = coupled("directau")
-            methods += coupled("directau")
+            candidates = list(table_arms(mf, "directau", wds, 1.0, searched_lrs(config, tier, mf)[1:])[0])
+            spec["tuned_candidates"] = candidates
+            methods += candidates
     elif fig == "fig6_curves":
         curves = [[f"λ = {w:g}", method_name(mf, "directau", weight_decay=w), seed] for w in wds]
         spec = {"kind": "curves", "curves": curves}
@@ -271,9 +315,10 @@ def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str) ->
     return spec, list(dict.fromkeys(methods))
 
 
-def figure_runs(config: Mapping[str, Any], tier: str, dataset: str, fig: str) -> list[str]:
-    """``metrics.json`` paths a figure reads: its methods × the figure seeds."""
-    methods = figure_spec(config, tier, dataset, fig)[1]
+def figure_runs(config: Mapping[str, Any], tier: str, dataset: str, fig: str,
+                chosen: Mapping[str, str] | None = None) -> list[str]:
+    """``metrics.json`` paths a figure reads: its methods × the figure seeds (``chosen``: :func:`figure_spec`'s)."""
+    methods = figure_spec(config, tier, dataset, fig, chosen)[1]
     return [run(config, tier, dataset, m, s) for m in methods for s in figure_seeds(config, tier, dataset)]
 
 
@@ -307,6 +352,8 @@ def targets(config: Mapping[str, Any], tier: str) -> list[str]:
         if lr_search_arg(config, tier):  # every (λ, lr) point of Table 1's learning-rate pick
             out.append(f"results/{tier}/prism/tables/lr_search_{dataset}.md")
         out += [f"results/{tier}/prism/figures/{fig}_{dataset}.pdf" for fig in extra_figures(config, tier)]
+        if "fig5_alpha" in extra_figures(config, tier):  # the α sweep on every seed (claim P5)
+            out.append(f"results/{tier}/prism/tables/alpha_sweep_{dataset}.csv")
     out.append(f"results/{tier}/prism/figures/fig7_theorem31.pdf")
     out.append(f"results/{tier}/prism/scorecard.md")
     return out

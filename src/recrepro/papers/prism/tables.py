@@ -26,6 +26,7 @@ The rules in ``workflow/rules/prism.smk`` call these through ``recrepro prism <v
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,11 @@ def table_prism(run_dirs: Sequence[Path], out_md: Path, out_csv: Path, tuned_roo
     """
     runs = load_prism_runs(run_dirs)
     if tuned_root is not None:  # the workflow's output folder, even before any grid has run
-        Path(tuned_root).mkdir(parents=True, exist_ok=True)
+        # the table owns the folder: an alias left from an earlier pick (a seed the new pick has not run
+        # on) would otherwise stand beside the new pick's and be averaged with it
+        if Path(tuned_root).exists():
+            shutil.rmtree(tuned_root)
+        Path(tuned_root).mkdir(parents=True)
     rows = []
     searched = bool(lr_search) and any(len(v) for v in lr_search.values())
     for backbone in backbones:
