@@ -290,7 +290,7 @@ def _remaining_lines(todo: pd.DataFrame) -> list[str]:
              "same paper and method family on a reference dataset (of those it has records on, the one with "
              "the most interactions; a family with no record anywhere: all the paper's recorded jobs on its "
              "largest recorded dataset) × the ratio of the two datasets' interactions (`n_interactions` in "
-             "`recrepro.datasets.registry`: the raw release as its description counts it, before a paper's "
+             "`src/recrepro/datasets/catalogue.yaml`: the raw release as its description counts it, before a paper's "
              "filters). It is linear in interactions because training steps per epoch are; full-ranking "
              "evaluation grows with users × items, and a paper may set other epochs or grids on a larger "
              "dataset, so it understates large catalogues: an order of magnitude, not a price, and never "
