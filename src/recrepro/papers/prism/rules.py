@@ -353,7 +353,7 @@ def targets(config: Mapping[str, Any], tier: str) -> list[str]:
             out.append(f"results/{tier}/prism/tables/lr_search_{dataset}.md")
         out += [f"results/{tier}/prism/figures/{fig}_{dataset}.pdf" for fig in extra_figures(config, tier)]
         if "fig5_alpha" in extra_figures(config, tier):  # the α sweep on every seed (claim P5)
-            out.append(f"results/{tier}/prism/tables/alpha_sweep_{dataset}.csv")
+            out.append(f"results/{tier}/prism/tables/alpha_sweep_{dataset}.md")
     out.append(f"results/{tier}/prism/figures/fig7_theorem31.pdf")
     out.append(f"results/{tier}/prism/scorecard.md")
     return out
