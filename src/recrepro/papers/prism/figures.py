@@ -437,7 +437,8 @@ def figure_weight_decay(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, 
     caption = ("NDCG@20 (overall and popular/neutral/unpopular shares) vs "
                + ("batched" if batched else "coupled")
                + f" weight decay, mean ± sd (band) over seeds ({seeds_note(runs)})"
-               + _clauses(unrun_note(runs, grids), "hollow: Table 1's tuned-weight-decay NDCG@20, drawn at our tuned λ"
+               + _clauses(unrun_note(runs, grids), "hollow: Table 1's tuned-weight-decay NDCG@20, drawn at the λ of "
+                          "the panel's best validation NDCG@20 (Table 1's own pick also searches the learning rate)"
                           if drawn_published else ""))
     save_figure(fig, out_pdf, out_png, tier=tier, dataset=dataset, caption=caption)
     return pd.DataFrame(table)
