@@ -82,6 +82,13 @@ def test_spearman_on_fishers_z_and_a_pooled_estimate_by_hand():
     pooled = pooled_estimate([Estimate(0.0, 1.0, 2.0, 3, ""), Estimate(3.0, 2.0, 2.0, 3, "")])
     # weights 1 and 1/4: (0 + 0.75) / 1.25 = 0.6, se 1/√1.25
     assert pooled.effect == pytest.approx(0.6) and pooled.se == pytest.approx(1 / math.sqrt(1.25)) and pooled.n == 6
+    # Welch-Satterthwaite: W² / Σ wᵢ²/dfᵢ = 1.25² / (1/2 + 1/32) = 2.9412 (by hand)
+    assert pooled.df == pytest.approx(1.5625 / 0.53125)
+    # one estimate pools to itself, its own t test: a 3-seed check is not made significant by pooling
+    alone = pooled_estimate([Estimate(0.11, 0.083, 2.0, 3, "")])
+    assert alone.df == 2.0 and alone.p_value() == pytest.approx(Estimate(0.11, 0.083, 2.0, 3, "").p_value())
+    # large samples (df ∞) keep the normal approximation
+    assert math.isinf(pooled_estimate([Estimate(0.0, 1.0, math.inf, 900, "")] * 2).df)
     assert pooled_estimate([Estimate(1.0, 0.0, 2.0, 3, "")]) is None
     assert Estimate(0.0, 1.0, math.inf, 1, "").detectable() == pytest.approx(1.959964 + 0.841621, rel=1e-6)
 

@@ -50,6 +50,7 @@ class Evidence:
     target: tuple[float | None, float | None] = (None, None)
     detectable: float | None = None
     se: float | None = None  # the effect's standard error (where an estimate gave one): pooling reads it
+    df: float = math.inf  # the degrees of freedom of ``se``'s t distribution (inf: normal): pooling reads it
     note: str = ""  # a second line (the seed-level test beside a per-user one), or why no test
 
     def outcome(self, p_adjusted: float | None) -> str:
@@ -106,7 +107,7 @@ def direction_evidence(estimate: Estimate | None, reference: float, lower_is_bet
     return Evidence(effect=scaled.effect, unit=unit, test=scaled.test, n=scaled.n, p=p,
                     if_significant=HOLDS if scaled.effect * claimed > 0 else AGAINST,
                     ci=scaled.interval(0.95), target=(0.0, None) if claimed > 0 else (None, 0.0),
-                    detectable=scaled.detectable(), se=scaled.se, note=note or no_test)
+                    detectable=scaled.detectable(), se=scaled.se, df=scaled.df, note=note or no_test)
 
 
 def margin_evidence(estimate: Estimate, low: float | None, high: float | None, unit: str, *,
@@ -120,7 +121,7 @@ def margin_evidence(estimate: Estimate, low: float | None, high: float | None, u
                     f"against the region ({estimate.test})", n=estimate.n,
                     p=tested.p_inside if inside else tested.p_outside,
                     if_significant=HOLDS if inside else AGAINST, ci=estimate.interval(0.90), ci_level=0.90,
-                    target=(low, high), detectable=None, se=estimate.se, note=note)
+                    target=(low, high), detectable=None, se=estimate.se, df=estimate.df, note=note)
 
 
 def untested(effect: float, unit: str, why: str, target: tuple[float | None, float | None] = (None, None)) -> Evidence:

@@ -187,15 +187,24 @@ def to_rho(z: float) -> float:
 
 def pooled_estimate(estimates: Sequence[Estimate]) -> Estimate | None:
     """The inverse-variance (fixed-effect) mean of several estimates of one effect in one unit, e.g.
-    one claim's relative change over datasets; None without an estimate with a positive standard error."""
+    one claim's relative change over datasets; None without an estimate with a positive standard error.
+
+    Its degrees of freedom are Welch-Satterthwaite's for the weighted sum: ``df = W² / Σ wᵢ²/dfᵢ``
+    with ``wᵢ = 1/seᵢ²`` and ``W = Σ wᵢ``. A normal approximation would treat the standard error of a
+    3-seed t-test as known and turn an inconclusive check into a significant pooled one; with one
+    estimate the pooled result is that estimate's own test (its df), and estimates from large samples
+    (df ∞) leave the normal approximation."""
     usable = [e for e in estimates if e.se > 0 and math.isfinite(e.se) and math.isfinite(e.effect)]
     if not usable:
         return None
     weights = np.array([1.0 / e.se**2 for e in usable])
     effects = np.array([e.effect for e in usable])
     effect = float((weights * effects).sum() / weights.sum())
-    return Estimate(effect, float(1.0 / math.sqrt(weights.sum())), math.inf, sum(e.n for e in usable),
-                    f"inverse-variance mean of {len(usable)} estimates (normal approximation)")
+    spread = sum(w**2 / e.df for w, e in zip(weights, usable, strict=True) if math.isfinite(e.df))
+    df = float(weights.sum() ** 2 / spread) if spread > 0 else math.inf
+    approximation = "normal approximation" if math.isinf(df) else f"t with {df:.1f} Welch-Satterthwaite df"
+    return Estimate(effect, float(1.0 / math.sqrt(weights.sum())), df, sum(e.n for e in usable),
+                    f"inverse-variance mean of {len(usable)} estimates ({approximation})")
 
 
 __all__ = ["ALPHA", "POWER", "Estimate", "MarginTest", "Trend", "holm", "margin_test", "paired_estimate",

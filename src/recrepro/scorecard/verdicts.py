@@ -194,7 +194,7 @@ def _pooled(counted: Sequence[Result]) -> tuple[str, str]:
     if not evidence or len(units) > 1:
         return INCONCLUSIVE, "no pooled effect: " + ("no result with a standard error" if not evidence
                                                      else f"the results are in different units ({sorted(units)})")
-    pooled = pooled_estimate([Estimate(e.effect, e.se or 0.0, math.inf, e.n, e.test) for e in evidence])
+    pooled = pooled_estimate([Estimate(e.effect, e.se or 0.0, e.df, e.n, e.test) for e in evidence])
     if pooled is None:
         return INCONCLUSIVE, "no pooled effect"
     targets = [e.target for e in evidence]
@@ -205,7 +205,7 @@ def _pooled(counted: Sequence[Result]) -> tuple[str, str]:
         claimed = 1.0 if high is None else -1.0
         judged = Evidence(effect=pooled.effect, unit=evidence[0].unit, test=pooled.test, n=pooled.n, p=p,
                           if_significant=HOLDS if pooled.effect * claimed > 0 else AGAINST,
-                          ci=pooled.interval(0.95), target=target, se=pooled.se)
+                          ci=pooled.interval(0.95), target=target, se=pooled.se, df=pooled.df)
     else:
         judged = margin_evidence(pooled, low, high, evidence[0].unit)
     outcome = judged.outcome(judged.p)
