@@ -707,6 +707,21 @@ def test_a_mean_claim_pools_its_checks(tmp_path):
     assert v.verdict_class == SUPPORTED and "pooled over 2 results: effect -38.0%" in v.verdict
 
 
+def test_a_mean_claim_of_one_few_seed_check_keeps_that_checks_t_test(tmp_path):
+    # epochs 110, 90, 140 against 100: +13.3 %, se 14.5 % over 3 seeds; the region is -25 % or faster.
+    # (13.3 + 25) / 14.5 = 2.64: one-sided p 0.059 on t with 2 df (inconclusive); a normal approximation
+    # would give 0.004 and call the claim contradicted
+    for seed, v in enumerate((110, 90, 140)):
+        run(tmp_path, "p", seed, {"x": 1.0}, dataset="d1", extra={"epochs_to_best": v})
+        run(tmp_path, "t", seed, {"x": 1.0}, dataset="d1", extra={"epochs_to_best": 100})
+    claim = _claim([{"kind": "relative_change", "datasets": ["d1"], "metric": "epochs_to_best", "method": "p",
+                     "than": "t", "published": -0.4, "tolerance": 0.15, "or_better": True}], quantifier="mean")
+    v = judge_claim(claim, ctx(tmp_path, paper_datasets=("d1",)))
+    assert v.verdict_class == INCONCLUSIVE, v.verdict
+    assert "pooled over 1 result: effect +13.3%" in v.verdict and "t with 2.0 Welch-Satterthwaite df" in v.verdict
+    assert "p = 0.059" in v.verdict
+
+
 def test_a_tuned_pick_from_part_of_its_grid_is_not_testable_yet(tmp_path):
     for seed in range(3):
         run(tmp_path, "a_tunedwd", seed, {"m": 0.3}, extra={"budget": "tuned over 3 of 4 weight decays"})

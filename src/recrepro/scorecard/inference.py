@@ -204,7 +204,7 @@ def pooled_estimate(estimates: Sequence[Estimate]) -> Estimate | None:
     df = float(weights.sum() ** 2 / spread) if spread > 0 else math.inf
     approximation = "normal approximation" if math.isinf(df) else f"t with {df:.1f} Welch-Satterthwaite df"
     return Estimate(effect, float(1.0 / math.sqrt(weights.sum())), df, sum(e.n for e in usable),
-                    f"inverse-variance mean of {len(usable)} estimates ({approximation})")
+                    f"inverse-variance mean of {len(usable)} estimate{'s' if len(usable) != 1 else ''} ({approximation})")
 
 
 __all__ = ["ALPHA", "POWER", "Estimate", "MarginTest", "Trend", "holm", "margin_test", "paired_estimate",

@@ -210,7 +210,7 @@ def _pooled(counted: Sequence[Result]) -> tuple[str, str]:
         judged = margin_evidence(pooled, low, high, evidence[0].unit)
     outcome = judged.outcome(judged.p)
     cls = {HOLDS: SUPPORTED, AGAINST: CONTRADICTED}.get(outcome, INCONCLUSIVE)
-    return cls, f"pooled over {len(evidence)} results: {judged.text(judged.p, outcome)}"
+    return cls, f"pooled over {len(evidence)} result{'s' if len(evidence) != 1 else ''}: {judged.text(judged.p, outcome)}"
 
 
 def _tally(c: dict[str, int], total: int) -> str:
