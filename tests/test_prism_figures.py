@@ -264,4 +264,35 @@ def test_the_alpha_sweep_table_has_a_row_per_alpha_and_seed(tmp_path):
     assert "| 1 | `mf_directau_prism_lr1em2` | 1, 2 | 0.3 ± 0 |" in md
     import pandas as pd
 
-    assert pd.read_csv(tmp_path / "a.csv").shape == (3, 11)
+    assert pd.read_csv(tmp_path / "a.csv").shape == (3, 12)
+
+
+def test_the_alpha_picked_on_validation_is_copied_as_tunedalpha_on_every_seed(tmp_path):
+    from recrepro.papers.prism.alpha import TUNED_ALPHA, alpha_sweep_table
+
+    # α 0.5 has the best validation score on the selection seed 1 (0.31), α 1 the best test score;
+    # α 0 is best on validation on average but ran on seed 2 alone, so it does not compete
+    dirs = [_run(tmp_path, "mf_directau_prism_lr1em2", s, val=0.30, test=0.40, pop=0.3, unpop=0.01) for s in (1, 2)]
+    dirs += [_run(tmp_path, "mf_directau_prism_a050_lr1em2", s, val=0.31, test=0.35, pop=0.2, unpop=0.05 * s)
+             for s in (1, 2)]
+    dirs += [_run(tmp_path, "mf_directau_prism_a000_lr1em2", 2, val=0.9, test=0.2, pop=0.1, unpop=0.05)]
+    alphas = {"0": "mf_directau_prism_a000_lr1em2", "0.5": "mf_directau_prism_a050_lr1em2",
+              "1": "mf_directau_prism_lr1em2"}
+    root = tmp_path / "tuned_alpha"
+    (root / "stale" / "seed9").mkdir(parents=True)  # an earlier pick's alias: the table owns the folder
+    alpha_sweep_table(dirs, alphas, tmp_path / "a.md", tmp_path / "a.csv", tier="paper", dataset="toy",
+                      series="mf_directau_prism", lr=0.01, tuned_root=root, seeds=[1])
+    written = sorted(p.relative_to(root).as_posix() for p in root.rglob("metrics.json"))
+    assert written == [f"{TUNED_ALPHA}/seed1/metrics.json", f"{TUNED_ALPHA}/seed2/metrics.json"]
+    metrics = json.loads((root / TUNED_ALPHA / "seed2" / "metrics.json").read_text())
+    assert metrics["method"] == TUNED_ALPHA and metrics["selected_method"] == "mf_directau_prism_a050_lr1em2"
+    assert metrics["strata"]["unpopular"]["ndcg@20"] == pytest.approx(0.10)
+    assert metrics["budget"] == "α picked over 2 of 3 strengths"
+    md = (tmp_path / "a.md").read_text()
+    assert "**0.5**" in md and "| 0.5 (picked) |" in md
+    # the ratio column: 0.05/0.2 and 0.10/0.2 -> 0.375 ± 0.18
+    assert "| 0.375 ± 0.18 |" in md
+    # no selection seed ran: no pick, and the folder is emptied all the same
+    alpha_sweep_table(dirs, alphas, tmp_path / "a.md", tmp_path / "a.csv", tier="paper", dataset="toy",
+                      series="mf_directau_prism", lr=0.01, tuned_root=root, seeds=[7])
+    assert not any(root.iterdir()) and "none is picked" in (tmp_path / "a.md").read_text()

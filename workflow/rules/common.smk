@@ -267,6 +267,27 @@ def prism_selections(tier):
     return out
 
 
+def prism_tuned_alpha(tier):
+    """The α sweep's pick folders (``mf_directau_tunedalpha``, written by prism_alpha_sweep) the PRISM scorecard
+    reads: every dataset with a selection where the tier sweeps α; in a redraw, those whose sweep table
+    the records drew (the others have no α run)."""
+    if not prism_wf.has_alpha_sweep(config, tier):
+        return []
+    out = []
+    for dataset, _, _, _ in prism_wf.entries(config, tier):
+        if not recorded(prism_wf.selection_runs(config, tier, dataset)):
+            continue
+        if (
+            FROM_RECORDS
+            and not Path(
+                f"results/{tier}/prism/tables/alpha_sweep_{dataset}.md"
+            ).is_file()
+        ):
+            continue
+        out.append(f"results/{tier}/prism/tuned_alpha/{dataset}")
+    return out
+
+
 def prism_picked_runs(tier):
     """The tuned-λ picks' run records at every seed (read once the selections exist)."""
     chosen = {}
@@ -286,7 +307,8 @@ def prism_chosen(wildcards):
 
 def prism_chosen_read(wildcards):
     """prism_chosen for a params function: the picks read from the selection file, which is among the
-    job's inputs (a job's params are taken once its inputs exist); None before (a dry run's listing)."""
+    job's inputs (a job's params are taken once its inputs exist); None before (a dry run's listing).
+    """
     path = Path(
         f"results/{wildcards.tier}/prism/tables/wd_selection_{wildcards.dataset}.json"
     )

@@ -263,6 +263,7 @@ rule prism_alpha_sweep:
     output:
         md="results/{tier}/prism/tables/alpha_sweep_{dataset}.md",
         csv="results/{tier}/prism/tables/alpha_sweep_{dataset}.csv",
+        tuned=directory("results/{tier}/prism/tuned_alpha/{dataset}"),
     log:
         "logs/prism/{tier}/alpha_sweep_{dataset}.log",
     benchmark:
@@ -280,6 +281,7 @@ rule prism_alpha_sweep:
     shell:
         "recrepro prism alpha-sweep --tier {wildcards.tier:q} --dataset {wildcards.dataset:q} "
         "--sweep {params.sweep:q} --out-md {output.md:q} --out-csv {output.csv:q} "
+        "--selection {input.selection:q} --tuned-root {output.tuned:q} "
         "--runs {input.runs:q} > {log:q} 2>&1"
 
 
@@ -333,7 +335,8 @@ rule prism_scorecard:
             f"results/{wc.tier}/prism/tuned/{d[0]}"
             for d in prism_wf.entries(config, wc.tier)
             if recorded(prism_wf.selection_runs(config, wc.tier, d[0]))
-        ],
+        ]
+        + prism_tuned_alpha(wc.tier),
         strong=lambda wc: strong_baselines_csv(wc.tier, "prism"),
     output:
         md="results/{tier}/prism/scorecard.md",

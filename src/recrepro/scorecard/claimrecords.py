@@ -10,7 +10,11 @@ from typing import Any
 
 from recrepro.records import METRICS_FILE, read_record_json
 
-__all__ = ["ClaimRecords", "ClaimsError", "never_left_initialisation"]
+__all__ = ["RATIO_STRATA", "ClaimRecords", "ClaimsError", "never_left_initialisation", "stratum_ratios"]
+
+#: Ratios of two strata a claim may read as one metric, ``ndcg@20[unpopular/popular]``: how much of a
+#: model's accuracy goes to unpopular items for each unit that goes to popular ones (PRISM, claim P5).
+RATIO_STRATA = (("unpopular", "popular"),)
 
 
 class ClaimsError(ValueError):
@@ -29,11 +33,25 @@ def never_left_initialisation(metrics: Mapping[str, Any]) -> bool:
     return isinstance(best, (int, float)) and best <= first
 
 
+def stratum_ratios(strata: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """``{"ndcg@20[unpopular/popular]": u / p, ...}`` for each metric both strata of a
+    :data:`RATIO_STRATA` pair carry; left out where the denominator is 0 (no ratio, not infinity)."""
+    out: dict[str, float] = {}
+    for top, bottom in RATIO_STRATA:
+        over, under = strata.get(top) or {}, strata.get(bottom) or {}
+        for metric in sorted(set(over) & set(under)):
+            a, b = float(over[metric]), float(under[metric])
+            if b != 0.0:
+                out[f"{metric}[{top}/{bottom}]"] = a / b
+    return out
+
+
 class ClaimRecords:
     """Every run record of one paper and tier: ``{seed: value}`` per (dataset, split, method, metric).
 
-    A value is a test metric (``overall``), a stratified one (``ndcg@20[popular]``) or a number the
-    record keeps at its top level or in ``counts`` (``epochs_to_best``, ``best_val_ndcg``).
+    A value is a test metric (``overall``), a stratified one (``ndcg@20[popular]``), a ratio of two strata
+    (``ndcg@20[unpopular/popular]``, :func:`stratum_ratios`) or a number the record keeps at its top level
+    or in ``counts`` (``epochs_to_best``, ``best_val_ndcg``).
     """
 
     def __init__(self, run_dirs: Sequence[str | Path]) -> None:
@@ -66,8 +84,10 @@ class ClaimRecords:
             for source in (metrics.get("counts") or {}, metrics, metrics.get("overall") or {}):
                 flat.update({k: float(v) for k, v in source.items()
                              if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "seed"})
-            for stratum, values in (metrics.get("strata") or {}).items():
+            strata = metrics.get("strata") or {}
+            for stratum, values in strata.items():
                 flat.update({f"{k}[{stratum}]": float(v) for k, v in values.items()})
+            flat.update(stratum_ratios(strata))
             self.values.setdefault(key, {})[seed] = flat
             self.dirs.setdefault(key, {})[seed] = run_dir
 

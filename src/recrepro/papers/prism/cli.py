@@ -80,13 +80,17 @@ def cmd_lr_search(args: argparse.Namespace) -> None:
 
 
 def cmd_alpha_sweep(args: argparse.Namespace) -> None:
+    from recrepro.io import read_json
     from recrepro.papers.prism.alpha import alpha_sweep_table
 
     sweep = args.sweep
     if not isinstance(sweep, dict) or not isinstance(sweep.get("alphas"), dict) or "lr" not in sweep:
         raise SystemExit('--sweep: expected {"alphas": {"<α>": "<run name>", ...}, "lr": <learning rate>}')
+    selection = read_json(args.selection) if args.selection else {}
     frame = alpha_sweep_table(_run_dirs(args.runs), sweep["alphas"], Path(args.out_md), Path(args.out_csv),
-                              tier=args.tier, dataset=args.dataset, series="mf_directau_prism", lr=float(sweep["lr"]))
+                              tier=args.tier, dataset=args.dataset, series="mf_directau_prism", lr=float(sweep["lr"]),
+                              tuned_root=Path(args.tuned_root) if args.tuned_root else None,
+                              seeds=[int(s) for s in selection.get("seeds") or []])
     print(frame.to_string())
 
 
@@ -143,6 +147,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
                  cmd_alpha_sweep, tier=True, outputs="table")
     add_dataset(p)
     add_json(p, "--sweep", required=True, help='{"alphas": {"<α>": "<run name>"}, "lr": <lr>} (rules.alpha_sweep_arg)')
+    p.add_argument("--selection", help="Table 1's selection (wd_selection_<dataset>.json): α is picked on its seeds")
+    p.add_argument("--tuned-root", help="where the α picked on validation is copied as mf_directau_tunedalpha")
     p.add_argument("--runs", nargs="*", default=[], help="run records (metrics.json or run folders)")
 
     _add_figures(verbs)

@@ -11,7 +11,7 @@ from typing import Any
 from recrepro.papers.prism.methods import method_name, parse_method, table_arms
 
 __all__ = [
-    "EXTRA_FIGURES", "PICK_LR_FIGURES", "alpha_lr", "alpha_methods", "alpha_sweep_arg", "alpha_sweep_runs", "all_runs", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
+    "EXTRA_FIGURES", "PICK_LR_FIGURES", "alpha_lr", "alpha_methods", "alpha_sweep_arg", "alpha_sweep_runs", "all_runs", "has_alpha_sweep", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
     "lr_search_arg", "lr_search_runs", "picked_runs", "runs", "searched_lrs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
@@ -243,6 +243,11 @@ def alpha_sweep_runs(config: Mapping[str, Any], tier: str, dataset: str,
     return runs(config, tier, dataset, list(alpha_methods(config, tier, alpha_lr(chosen)).values()))
 
 
+def has_alpha_sweep(config: Mapping[str, Any], tier: str) -> bool:
+    """Whether the tier draws Fig. 5, so that each dataset has the α sweep's table and its α pick (claim P5)."""
+    return "fig5_alpha" in extra_figures(config, tier)
+
+
 def alpha_sweep_arg(config: Mapping[str, Any], tier: str, chosen: Mapping[str, str] | None) -> dict[str, Any]:
     """``recrepro prism alpha-sweep``'s ``--alphas`` (α as text -> run name) and ``--lr``."""
     lr = alpha_lr(chosen)
@@ -352,7 +357,7 @@ def targets(config: Mapping[str, Any], tier: str) -> list[str]:
         if lr_search_arg(config, tier):  # every (λ, lr) point of Table 1's learning-rate pick
             out.append(f"results/{tier}/prism/tables/lr_search_{dataset}.md")
         out += [f"results/{tier}/prism/figures/{fig}_{dataset}.pdf" for fig in extra_figures(config, tier)]
-        if "fig5_alpha" in extra_figures(config, tier):  # the α sweep on every seed (claim P5)
+        if has_alpha_sweep(config, tier):  # the α sweep on every seed (claim P5)
             out.append(f"results/{tier}/prism/tables/alpha_sweep_{dataset}.md")
     out.append(f"results/{tier}/prism/figures/fig7_theorem31.pdf")
     out.append(f"results/{tier}/prism/scorecard.md")

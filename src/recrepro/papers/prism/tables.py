@@ -38,7 +38,7 @@ from recrepro.io import copy_file, write_json, write_text
 from recrepro.papers.prism.methods import method_name, parse_method, table_arms
 from recrepro.records import TIMINGS_FILE, read_history, read_record_json
 
-__all__ = ["load_prism_runs", "lr_search_table", "read_point", "select_weight_decay", "table_prism"]
+__all__ = ["copy_as", "load_prism_runs", "lr_search_table", "read_point", "select_weight_decay", "table_prism"]
 
 
 # ------------------------------------------------------------------------- reading runs
@@ -233,11 +233,11 @@ def _table_row(runs: pd.DataFrame, backbone: str, loss: str, weight_decays: Sequ
     }
     if tuned_root is not None:
         for _, run in tuned.iterrows():
-            _copy_as(Path(run["run_dir"]), Path(tuned_root) / f"{backbone}_{loss}_tunedwd" / f"seed{run['seed']}",
+            copy_as(Path(run["run_dir"]), Path(tuned_root) / f"{backbone}_{loss}_tunedwd" / f"seed{run['seed']}",
                      f"{backbone}_{loss}_tunedwd", chosen, budget=grid_cap)
         if prism_pick:
             for _, run in prism.iterrows():
-                _copy_as(Path(run["run_dir"]),
+                copy_as(Path(run["run_dir"]),
                          Path(tuned_root) / f"{backbone}_{loss}_tunedprism" / f"seed{run['seed']}",
                          f"{backbone}_{loss}_tunedprism", prism_pick, budget=prism_cap)
     return row
@@ -327,7 +327,7 @@ def _diagnostic_lines(runs: pd.DataFrame, backbones: Sequence[str], losses: Sequ
             "|---|---|---|---|---|---|---|", *rows]
 
 
-def _copy_as(src: Path, dst: Path, method: str, selected: str, *, budget: str = "") -> None:
+def copy_as(src: Path, dst: Path, method: str, selected: str, *, budget: str = "") -> None:
     """Copy a run record under a new method name (the tuned-weight-decay alias).
 
     ``budget``: the alias's cap in words when the pick saw only part of the grid; the
