@@ -345,6 +345,15 @@ def test_monotone_along_a_table_column(tmp_path):
     [r] = evaluate_check(check(direction="decreasing", **spec), ctx(tmp_path))
     assert r.numbers.endswith("not decreasing at eps 0.5 → eps 1 (against in 1 of 3 seeds)")
     assert r.status == HOLDS and r.evidence.effect == pytest.approx(-21 / (27 * 36) ** 0.5)
+    # the points the sweep should have: one with no row is missing, not a shorter sweep
+    [r] = evaluate_check(check(direction="decreasing", at=[0.5, 1, 2, 4], **spec), ctx(tmp_path))
+    assert r.status == NOT_TESTABLE and "eps 2 of `dp` in `sweeps/p.parquet`" in r.numbers
+    [r] = evaluate_check(check(direction="decreasing", at=[0.5, 1.0, 4], **spec), ctx(tmp_path))
+    assert r.status == HOLDS
+    with pytest.raises(ValueError, match="only along a column"):
+        check(kind="monotone", datasets=["toy"], methods=["a", "b"], metric="m", direction="increasing", at=[1])
+    with pytest.raises(ValueError, match="non-empty list of numbers"):
+        check(direction="decreasing", at="0.5", **spec)
 
 
 # ------------------------------------------------------------------------------------------ correlation

@@ -252,6 +252,18 @@ def tier_run_records(tier):
     return runs
 
 
+def tier_alias_records(tier):
+    """The tuned aliases the tier's tables write (a paper's ``rules.alias_records``, where it has one):
+    names a claim may use before their records exist, never jobs."""
+    from recrepro.paperlist import paper_keys
+
+    out = []
+    for paper in paper_keys():
+        aliases = getattr(paper_rules(paper), "alias_records", None)
+        out += aliases(config, tier) if aliases is not None else []
+    return out
+
+
 def prism_selections(tier):
     """Each PRISM dataset's tuned-λ selection file (the prism_select_wd checkpoint's output).
 

@@ -136,7 +136,7 @@ rule claims:
             sorted(
                 r
                 for tier in ("smoke", "paper")
-                for r in tier_run_records(tier)
+                for r in tier_run_records(tier) + tier_alias_records(tier)
                 if f"/{wc.paper}/" in r
             )
         ),

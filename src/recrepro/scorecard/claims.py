@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from recrepro.scorecard.claimbase import (
@@ -185,6 +186,10 @@ def _series(check: Check, ctx: Context, dataset: str
             names.append(f"{check.along} {value:g}" if isinstance(value, (int, float)) else str(value))
             points.append(seeds)
             fewest = min(fewest, len(seeds))
+        # a sweep point with no row is a missing point, not a shorter sweep
+        ran = pd.to_numeric(rows[check.along], errors="coerce").dropna().to_numpy(float)
+        missing += [f"{check.along} {v:g} of `{check.method[0]}` in `{check.table}`" for v in check.at
+                    if not np.isclose(ran, v).any()]
         return names, points, missing, fewest
     for method in check.methods:
         seeds = ctx.records.seeds(dataset, check.split, method, check.metric or "")

@@ -21,7 +21,7 @@ CHECK_KEYS: Mapping[str, tuple[str, ...]] = {
     "better": (*_COMMON, "metric", "method", "than", "lower_is_better", "table", "per", "where", "paired"),
     "relative_change": (*_COMMON, "metric", "method", "than", "published", "tolerance", "denominator",
                         "or_better", "lower_is_better"),
-    "monotone": (*_COMMON, "metric", "methods", "direction", "table", "along", "method", "where", "min_step"),
+    "monotone": (*_COMMON, "metric", "methods", "direction", "table", "along", "method", "where", "min_step", "at"),
     "correlation": (*_COMMON, "method", "file", "x", "y", "min", "than"),
     "frontier": (*_COMMON, "x", "y", "methods", "baselines"),
     "converges": (*_COMMON, "method", "series", "history", "max_ratio"),
@@ -96,6 +96,7 @@ class Check:
     sources: tuple[str, ...] = ()
     waits_for: str | None = None
     min_step: float | None = None  # a monotone step smaller than this is flat, not a break
+    at: tuple[float, ...] = ()  # the points a monotone check along a column expects (a missing one: not testable)
     defect: str | None = None  # a documented defect its runs are under (a markdown anchor): never support
 
 
@@ -181,6 +182,8 @@ def _check_from_mapping(raw: Any) -> Check:
             raise ValueError("a 'monotone' check runs along either methods (a list) or along (a table column)")
         if raw.get("along") and not (raw.get("table") and raw.get("method")):
             raise ValueError("a 'monotone' check along a column needs table and method")
+        if raw.get("at") is not None and not raw.get("along"):
+            raise ValueError("a 'monotone' check takes at (the points it expects) only along a column")
     if kind == "beats_strongest_baseline" and raw.get("baselines") and not raw.get("method"):
         raise ValueError("a 'beats_strongest_baseline' check from run records needs both method and baselines "
                          "(without baselines, it reads tables/strong_baselines.csv; method then names another "
@@ -211,6 +214,7 @@ def _check_from_mapping(raw: Any) -> Check:
         min=_float(raw, "min"), series=_text(raw, "series"), history=_text(raw, "history"),
         max_ratio=_float(raw, "max_ratio"), max_exponent=_float(raw, "max_exponent"), sources=_names_or_text(raw, "sources"),
         waits_for=_text(raw, "waits_for"), min_step=_float(raw, "min_step"), defect=_anchor(raw, "defect"),
+        at=_floats(raw, "at"),
     )
     if check.tolerance is not None and check.tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {check.tolerance}")
@@ -219,6 +223,17 @@ def _check_from_mapping(raw: Any) -> Check:
     if set(check.method) & set(check.than):
         raise ValueError("than must differ from method")
     return check
+
+
+def _floats(raw: Mapping[str, Any], key: str) -> tuple[float, ...]:
+    """A non-empty list of numbers as a tuple; () when absent."""
+    value = raw.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                                       for v in value):
+        raise ValueError(f"{key} must be a non-empty list of numbers, got {value!r}")
+    return tuple(float(v) for v in value)
 
 
 def _anchor(raw: Mapping[str, Any], key: str) -> str | None:

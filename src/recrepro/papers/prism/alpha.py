@@ -5,7 +5,7 @@ norms are α·ln(deg + 2), users and items) and read the stratified test NDCG@20
 tunes the learning rate per cell over {0.1, 0.01, 0.001} and does not say Fig. 5 uses another, so
 the sweep runs every α at the learning rate of Table 1's PRISM pick of the same row (MF + DirectAU;
 ``rules.alpha_lr``). This module writes one row per (α, seed), every seed that ran, so that the
-claim's trend test pairs the seeds, where Fig. 5 draws the first seed only.
+claim's trend test pairs the seeds (Fig. 5 draws the tier's figure seeds of the same runs).
 
 The paper's numbers for P5 (§5.2.2: the unpopular/popular NDCG@20 ratio +75.98 %, overall +1.7 %) are
 those of "the best performing model (selected by validation NDCG@20)" along α. :func:`alpha_sweep_table`
@@ -40,12 +40,14 @@ def pick_alpha(table: pd.DataFrame, alphas: Mapping[str, str], seeds: Sequence[i
     """The α whose runs have the highest mean validation NDCG@20 over ``seeds`` (the selection's), and how
     many of the sweep's α had a record on every one of them; ``(None, 0)`` when none had.
 
-    Only α that ran on every selection seed compete (a mean over fewer seeds is another quantity);
+    Only α that ran on every selection seed compete (a mean over fewer seeds is another quantity), and
+    never one that diverged on any of them (as Table 1's points: its best score predates the blow-up);
     ties go to the larger α, the paper's default strength."""
     complete = {}
     for alpha, method in alphas.items():
         part = table[(table["run"] == method) & table["seed"].isin(list(seeds))]
-        if seeds and set(part["seed"]) == set(seeds) and part["val_ndcg@20"].notna().all():
+        if seeds and set(part["seed"]) == set(seeds) and part["val_ndcg@20"].notna().all() \
+                and not part["diverged"].astype(bool).any():
             complete[alpha] = float(part["val_ndcg@20"].mean())
     if not complete:
         return None, 0
@@ -83,9 +85,9 @@ def alpha_sweep_table(run_dirs: Sequence[Path], alphas: Mapping[str, str], out_m
                      "seed": int(run["seed"]), "run": run["method"], "ndcg@20": run["ndcg"],
                      **{f"ndcg@20[{s}]": run.get(f"ndcg_{s}") for s in ("popular", "neutral", "unpopular")},
                      "epochs_to_best": run["epochs_to_best"], "val_ndcg@20": run["best_val_ndcg"],
-                     "run_dir": run["run_dir"]})
+                     "diverged": bool(run.get("diverged", False)), "run_dir": run["run_dir"]})
     table = pd.DataFrame(rows, columns=["dataset", "method", "alpha", "lr", "seed", "run", *ALPHA_SWEEP_COLUMNS,
-                                        "run_dir"])
+                                        "diverged", "run_dir"])
     table = table.sort_values(["alpha", "seed"], kind="stable").reset_index(drop=True)
     picked, n_complete = pick_alpha(table, alphas, seeds)
     if tuned_root is not None:
@@ -120,7 +122,7 @@ def _markdown(table: pd.DataFrame, alphas: Mapping[str, str], *, tier: str, data
              f"MF + DirectAU + PRISM, no weight decay, lr {lr:g} (the learning rate of Table 1's PRISM pick); test "
              "NDCG@20 overall and per popularity stratum (additive shares), the unpopular/popular ratio of those "
              "shares, and the best validation NDCG@20, mean ± sd over the seeds that ran. "
-             "Fig. 5 draws the first seed; claim P5 tests the trend over every seed (`alpha_sweep_"
+             "Fig. 5 draws the tier's figure seeds of these runs; claim P5 tests the trend over every seed (`alpha_sweep_"
              f"{dataset}.csv`, one row per α and seed). {pick_text}", "",
              "| α | run | seeds | NDCG@20 | popular | neutral | unpopular | unpopular / popular | epochs to best "
              "| validation NDCG@20 |",
@@ -131,7 +133,8 @@ def _markdown(table: pd.DataFrame, alphas: Mapping[str, str], *, tier: str, data
             / pd.to_numeric(part["ndcg@20[popular]"], errors="coerce")
         cells = [_mean_sd(part[c]) for c in ALPHA_SWEEP_COLUMNS[:4]] + [_mean_sd(ratio)] \
             + [_mean_sd(part[c]) for c in ALPHA_SWEEP_COLUMNS[4:]]
-        ran = ", ".join(str(s) for s in part["seed"]) or "not run"
+        ran = ", ".join(f"{s} (diverged)" if d else str(s) for s, d in zip(part["seed"], part["diverged"])) \
+            or "not run"
         mark = " (picked)" if alpha == picked else ""
         lines.append(f"| {float(alpha):g}{mark} | `{method}` | {ran} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -131,8 +131,9 @@ def figure_epochs(run_dirs: Sequence[Path], out_pdf: Path, out_png: Path, *, tie
     alphas:
         ``{label: method}`` of the PRISM runs (e.g. ``{"α=0.25": "mf_directau_prism_a025"}``).
     tuned_candidates:
-        The coupled weight-decay methods (over λ, and the learning rates where Table 1 searches them);
-        the one with the best mean validation NDCG@20 is the "tuned weight decay" point.
+        The coupled weight-decay methods: Table 1's pick alone where its selection has picked (over λ and
+        the learning rates it searches, on the selection seed), else every λ at the tier's rate; the one
+        with the best mean validation NDCG@20 is the "tuned weight decay" point.
     lr:
         The learning rate the PRISM points ran at (the caption names it; ``None``: not stated).
 

@@ -11,7 +11,7 @@ from typing import Any
 from recrepro.papers.prism.methods import method_name, parse_method, table_arms
 
 __all__ = [
-    "EXTRA_FIGURES", "PICK_LR_FIGURES", "alpha_lr", "alpha_methods", "alpha_sweep_arg", "alpha_sweep_runs", "all_runs", "has_alpha_sweep", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
+    "EXTRA_FIGURES", "PICK_LR_FIGURES", "alias_records", "alpha_lr", "alpha_methods", "alpha_sweep_arg", "alpha_sweep_runs", "all_runs", "has_alpha_sweep", "entries", "every_run", "fig1_methods", "fig2_runs", "figure_runs", "figure_spec",
     "lr_search_arg", "lr_search_runs", "picked_runs", "runs", "searched_lrs", "selection_runs", "table_methods", "table_runs", "targets", "theory_args", "tier_conf", "tuned_dirs",
 ]
 
@@ -203,11 +203,11 @@ def picked_runs(config: Mapping[str, Any], tier: str, chosen: Mapping[str, Mappi
     dataset's weight-decay selection). The compute page queues the picks' other seeds with the
     published cells' other seeds; the grid's other λ on those seeds are only figure sweeps. With them,
     the α sweep at the PRISM pick's learning rate (:func:`alpha_sweep_runs`), every seed, where the
-    tier draws Fig. 5.
+    tier draws Fig. 4 or Fig. 5.
     """
     out = [path for dataset, picks in chosen.items()
            for path in runs(config, tier, dataset, list(dict.fromkeys(picks.values())))]
-    if "fig5_alpha" in extra_figures(config, tier):
+    if any(fig in PICK_LR_FIGURES for fig in extra_figures(config, tier)):  # Fig. 4's α points are Fig. 5's
         out += [path for dataset, picks in chosen.items() for path in alpha_sweep_runs(config, tier, dataset, picks)]
     return list(dict.fromkeys(out))
 
@@ -260,8 +260,8 @@ def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str,
     """The drawing spec of ``fig`` (see :mod:`recrepro.papers.prism.figures`) and the methods it reads.
 
     ``chosen``: Table 1's picks (the selection's ``chosen``), which :data:`PICK_LR_FIGURES` read: their
-    PRISM α points run at the PRISM pick's learning rate, and Fig. 4's tuned weight decay is picked over
-    the same (λ, learning rate) grid as Table 1's.
+    PRISM α points run at the PRISM pick's learning rate, and Fig. 4's tuned weight decay is Table 1's
+    pick over the (λ, learning rate) grid (``mf_directau``), drawn on the figure's seeds.
 
     Settings coincide across figures wherever the paper's do, so runs are shared: Fig. 3's
     λ = 0 point is Fig. 1's DirectAU λ = 0 run, Fig. 4/5's α = 1 is Table 1's PRISM run,
@@ -290,7 +290,10 @@ def figure_spec(config: Mapping[str, Any], tier: str, dataset: str, fig: str,
                 "lr": float(conf["lr"]) if lr is None else lr}
         methods = list(named.values())
         if fig == "fig4_epochs":
-            candidates = list(table_arms(mf, "directau", wds, 1.0, searched_lrs(config, tier, mf)[1:])[0])
+            # Table 1's tuned weight decay (picked on the selection seed, the run P4 reads) where the
+            # selection has picked; before, every λ at the tier's rate, picked on the figure's seeds
+            pick = (chosen or {}).get(f"{mf}_directau")
+            candidates = [pick] if pick else list(table_arms(mf, "directau", wds, 1.0, [])[0])
             spec["tuned_candidates"] = candidates
             methods += candidates
     elif fig == "fig6_curves":
@@ -390,6 +393,25 @@ def report_labels(fig: str, dataset: str) -> dict[str, str]:
 SMALLEST_SMOKE_RUNS = ("results/smoke/prism/runs/synthetic/prism/random_ratio/mf_bpr_wd0/seed123/metrics.json",)
 #: The training rules that ask for a GPU under ``--config device=cuda`` (tests/test_resources.py).
 GPU_RULES = ("prism_train",)
+
+
+def alias_records(config: Mapping[str, Any], tier: str) -> list[str]:
+    """The tuned aliases the tier's tables write, as run-record paths (Table 1's ``<backbone>_<loss>_tunedwd``
+    and, where it searches learning rates, ``_tunedprism``; the α sweep's ``mf_directau_tunedalpha``):
+    names the claims may use before a record exists. They are copies, not jobs: never priced."""
+    table = tier_conf(config, tier)["table"]
+    searched = lr_search_arg(config, tier)
+    out = []
+    for dataset, _, _, seeds in entries(config, tier):
+        for s in seeds:
+            for b in table["backbones"]:
+                for l in table["losses"]:
+                    out.append(f"results/{tier}/prism/tuned/{dataset}/{b}_{l}_tunedwd/seed{s}/metrics.json")
+                    if b in searched:
+                        out.append(f"results/{tier}/prism/tuned/{dataset}/{b}_{l}_tunedprism/seed{s}/metrics.json")
+            if has_alpha_sweep(config, tier):
+                out.append(f"results/{tier}/prism/tuned_alpha/{dataset}/mf_directau_tunedalpha/seed{s}/metrics.json")
+    return out
 
 
 def run_records(config: Mapping[str, Any], tier: str) -> list[str]:

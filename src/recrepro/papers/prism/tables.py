@@ -360,9 +360,10 @@ def read_point(run_dir: Path) -> dict[str, Any]:
     ``best_val_ndcg``, else ``metrics.json``'s), likewise the epochs to best (``best_epoch``, else
     ``epochs_to_best``). The trainer writes no stopping reason: it stops after ``patience`` epochs
     without a better validation score or at the epoch limit, both in the history's ``settings``, so
-    the reason follows from the epochs run. Nor does it record divergence: a non-finite loss or
-    embedding stops the run with an error before any record is written (records hold finite
-    numbers only); a record carrying a ``diverged`` field (``{"epoch": N, ...}``) says so.
+    the reason follows from the epochs run. A run whose loss or embeddings turned non-finite is recorded
+    with a ``diverged`` field (``{"epoch": N, "error": ...}``, in the history and the metrics) and the
+    scores of its best epoch before; records made before the trainer recorded divergence carry none
+    (such a run stopped with an error and left no record).
     """
     run_dir = Path(run_dir)
     metrics = read_record_json(run_dir / "metrics.json")
