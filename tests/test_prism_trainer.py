@@ -354,3 +354,18 @@ def test_a_searched_learning_rate_reaches_the_trainer_settings(repo_root):
     assert base["lr"] == conf["lr"] == 1e-3
     assert {k: v for k, v in settings_for("mf_ssm_wd1em6_lr1em2", conf, switches, 123, "cpu")[1].items()
             if k != "lr"} == {k: v for k, v in base.items() if k != "lr"}
+
+
+def test_in_batch_negatives_are_uniform_over_the_distinct_items_of_the_batch():
+    # the released loader draws from the batch subgraph's nodes, each distinct item once: item 0 is
+    # four of the five positives but half of the pool, so about half the negatives (not 80 %)
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.tensor([0, 0, 0, 0, 7])
+    negs = T.draw_negatives(batch, 10, 4000, "in_batch", gen)
+    assert negs.shape == (5, 4000) and set(negs.unique().tolist()) == {0, 7}
+    share = (negs == 0).float().mean().item()
+    assert abs(share - 0.5) < 0.02  # 20,000 draws: sd 0.0035 around 0.5; proportional sampling gives 0.8
+    uniform = T.draw_negatives(batch, 10, 4000, "uniform", gen)
+    assert set(uniform.unique().tolist()) == set(range(10))

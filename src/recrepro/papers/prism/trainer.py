@@ -56,7 +56,7 @@ from recrepro.models.backbones import build_net
 from recrepro.models.gather import gather_rows
 from recrepro.records import NonFiniteError, check_finite
 
-__all__ = ["TrainSettings", "checkpoint_key", "train"]
+__all__ = ["TrainSettings", "checkpoint_key", "draw_negatives", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,8 @@ class TrainSettings:
     weight_decay, wd_mode: λ and how it is applied (``coupled`` | ``batched`` | ``none``).
     n_negatives: negatives per positive (BPR 1; SSM 10 per the paper, 20 in the code).
     negatives: ``uniform`` over all items (the paper's approximate sampling) or
-        ``in_batch`` (the official code: uniform over the items of the batch's positives).
+        ``in_batch`` (the official code: uniform over the distinct items of the batch's positives;
+        :func:`draw_negatives`).
     gamma: DirectAU uniformity weight; gamma_user / gamma_item: MAWU's two weights.
     nlmf_relu: ReLU between the non-linear MF tower layers (paper) or not (code).
     ipl_weight, ipl_exponent: IPL's λ_f and popularity exponent β.
@@ -220,6 +221,23 @@ def checkpoint_key(train_matrix: sp.csr_matrix, validation: sp.csr_matrix | None
                          "data": data_fingerprint(train_matrix, validation)})
 
 
+def draw_negatives(batch_items: torch.Tensor, n_items: int, n_neg: int, negatives: str,
+                   gen: torch.Generator) -> torch.Tensor:
+    """``n_neg`` negatives per positive of the batch (``len(batch_items) × n_neg`` item ids).
+
+    ``uniform``: uniform over all items, a sampled positive not rejected (the paper's "approximate
+    negative sampling"). ``in_batch``: uniform over the *distinct* items among the batch's positives,
+    as the released loader draws from the batch subgraph's nodes (``randint(len(n_id))``): an item
+    in the batch is as likely as any other there however often it occurs (popular items are more
+    often in a batch, but not drawn in proportion to their count in it).
+    """
+    shape = (batch_items.numel(), n_neg)
+    if negatives == "uniform":
+        return torch.randint(n_items, shape, generator=gen)
+    pool = torch.unique(batch_items)
+    return pool[torch.randint(pool.numel(), shape, generator=gen)]
+
+
 def _train_epoch(net: torch.nn.Module, optimizer: torch.optim.Optimizer, e_users: torch.Tensor,
                  e_items: torch.Tensor, settings: TrainSettings, margins: tuple[torch.Tensor, torch.Tensor] | None,
                  item_deg_t: torch.Tensor, gen: torch.Generator, n_neg: int, epoch: int) -> float:
@@ -234,13 +252,7 @@ def _train_epoch(net: torch.nn.Module, optimizer: torch.optim.Optimizer, e_users
     for start in range(0, n_edges, settings.batch_size):
         idx = order[start:start + settings.batch_size]
         bu, bi = e_users[idx], e_items[idx]
-        negs = None
-        if n_neg:
-            if settings.negatives == "uniform":
-                negs = torch.randint(n_items, (idx.numel(), n_neg), generator=gen)
-            else:
-                negs = bi[torch.randint(idx.numel(), (idx.numel(), n_neg), generator=gen)]
-            negs = negs.to(device)
+        negs = draw_negatives(bi, n_items, n_neg, settings.negatives, gen).to(device) if n_neg else None
         loss = batch_loss(net, bu.to(device), bi.to(device), negs, settings, margins, item_deg_t)
         check_finite("training loss", loss, f"epoch {epoch}, batch starting at edge {start}")
         optimizer.zero_grad(set_to_none=True)
