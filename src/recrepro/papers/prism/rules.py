@@ -399,19 +399,13 @@ def alias_records(config: Mapping[str, Any], tier: str) -> list[str]:
     """The tuned aliases the tier's tables write, as run-record paths (Table 1's ``<backbone>_<loss>_tunedwd``
     and, where it searches learning rates, ``_tunedprism``; the α sweep's ``mf_directau_tunedalpha``):
     names the claims may use before a record exists. They are copies, not jobs: never priced."""
-    table = tier_conf(config, tier)["table"]
     searched = lr_search_arg(config, tier)
-    out = []
-    for dataset, _, _, seeds in entries(config, tier):
-        for s in seeds:
-            for b in table["backbones"]:
-                for l in table["losses"]:
-                    out.append(f"results/{tier}/prism/tuned/{dataset}/{b}_{l}_tunedwd/seed{s}/metrics.json")
-                    if b in searched:
-                        out.append(f"results/{tier}/prism/tuned/{dataset}/{b}_{l}_tunedprism/seed{s}/metrics.json")
-            if has_alpha_sweep(config, tier):
-                out.append(f"results/{tier}/prism/tuned_alpha/{dataset}/mf_directau_tunedalpha/seed{s}/metrics.json")
-    return out
+    wd = [f"{d}/metrics.json" for d in tuned_dirs(config, tier)]
+    # the PRISM arm's alias sits beside each searched backbone's tunedwd alias
+    prism = [p.replace("_tunedwd/", "_tunedprism/") for p in wd if p.split("/")[-3].split("_")[0] in searched]
+    alpha = [f"results/{tier}/prism/tuned_alpha/{dataset}/mf_directau_tunedalpha/seed{s}/metrics.json"
+             for dataset, _, _, seeds in entries(config, tier) for s in seeds] if has_alpha_sweep(config, tier) else []
+    return wd + prism + alpha
 
 
 def run_records(config: Mapping[str, Any], tier: str) -> list[str]:
