@@ -735,9 +735,27 @@ def test_a_mean_claim_pools_its_checks(tmp_path):
     claim = _claim([{"kind": "relative_change", "datasets": ["d1", "d2"], "metric": "epochs_to_best", "method": "p",
                      "than": "t", "published": -0.4, "tolerance": 0.05}], quantifier="mean")
     v = judge_claim(claim, ctx(tmp_path, paper_datasets=("d1", "d2")))
-    # each: se 0.577 % (sd 1 epoch of 100, over √3); inverse-variance mean of -40 % and -36 % = -38 %,
-    # se 0.577 % / √2 = 0.408 %: well inside the region, the pooled TOST holds
+    # each: se 0.577 % (sd 1 epoch of 100, over √3); unweighted mean of -40 % and -36 % = -38 %,
+    # se √2 · 0.577 % / 2 = 0.408 %: well inside the region, the pooled TOST holds
     assert v.verdict_class == SUPPORTED and "pooled over 2 results: effect -38.0%" in v.verdict
+
+
+def test_a_mean_claim_averages_its_cells_without_weighting_them(tmp_path):
+    # d1: -80 % with almost no seed noise; d2: +10 % with much. The claim is "-40 % on average" (region
+    # -25 % or faster). Inverse-variance would report about -80 % (d1's) and call it held; the claim's
+    # own statistic is the plain average of the two cells
+    for dataset, values in (("d1", (20, 20, 20)), ("d2", (140, 80, 110))):
+        for seed, v in enumerate(values):
+            run(tmp_path, "p", seed, {"x": 1.0}, dataset=dataset, extra={"epochs_to_best": v})
+            run(tmp_path, "t", seed, {"x": 1.0}, dataset=dataset, extra={"epochs_to_best": 100 + seed % 2})
+    claim = _claim([{"kind": "relative_change", "datasets": ["d1", "d2"], "metric": "epochs_to_best", "method": "p",
+                     "than": "t", "published": -0.4, "tolerance": 0.15, "or_better": True}], quantifier="mean")
+    v = judge_claim(claim, ctx(tmp_path, paper_datasets=("d1", "d2")))
+    # means: t 100.33; d1 20 -> -80.07 %, d2 110 -> +9.63 %; unweighted mean -35.2 %: inside the region's
+    # reach but not significantly (d2's se ~17 %), so inconclusive where the weighted mean held
+    assert "pooled over 2 results: effect -35.2%" in v.verdict, v.verdict
+    assert "unweighted mean of 2 estimates" in v.verdict
+    assert v.verdict_class == INCONCLUSIVE
 
 
 def test_a_mean_claim_of_one_few_seed_check_keeps_that_checks_t_test(tmp_path):

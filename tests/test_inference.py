@@ -80,10 +80,15 @@ def test_spearman_on_fishers_z_and_a_pooled_estimate_by_hand():
     two = spearman_estimate([0.5, 0.5], 103)  # two seeds as replicates: se / √2
     assert two.se == pytest.approx(math.sqrt(1.06 / 100) / math.sqrt(2))
     pooled = pooled_estimate([Estimate(0.0, 1.0, 2.0, 3, ""), Estimate(3.0, 2.0, 2.0, 3, "")])
-    # weights 1 and 1/4: (0 + 0.75) / 1.25 = 0.6, se 1/√1.25
-    assert pooled.effect == pytest.approx(0.6) and pooled.se == pytest.approx(1 / math.sqrt(1.25)) and pooled.n == 6
-    # Welch-Satterthwaite: W² / Σ wᵢ²/dfᵢ = 1.25² / (1/2 + 1/32) = 2.9412 (by hand)
-    assert pooled.df == pytest.approx(1.5625 / 0.53125)
+    # unweighted: (0 + 3) / 2 = 1.5, se √(1 + 4) / 2 = 1.1180 (inverse-variance would give 0.6, leaning
+    # on the precise estimate)
+    assert pooled.effect == pytest.approx(1.5) and pooled.se == pytest.approx(math.sqrt(5) / 2) and pooled.n == 6
+    # Welch-Satterthwaite: (Σ seᵢ²)² / Σ seᵢ⁴/dfᵢ = 25 / (1/2 + 16/2) = 2.9412 (by hand)
+    assert pooled.df == pytest.approx(25 / 8.5)
+    assert pooled.test == "unweighted mean of 2 estimates (t with 2.9 Welch-Satterthwaite df)"
+    # a deterministic cell (se 0) still counts once in the mean; none with an se at all: no pooled effect
+    with_exact = pooled_estimate([Estimate(1.0, 0.0, 2.0, 1, ""), Estimate(3.0, 2.0, 2.0, 3, "")])
+    assert with_exact.effect == pytest.approx(2.0) and with_exact.se == pytest.approx(1.0) and with_exact.df == 2.0
     # one estimate pools to itself, its own t test: a 3-seed check is not made significant by pooling
     alone = pooled_estimate([Estimate(0.11, 0.083, 2.0, 3, "")])
     assert alone.df == 2.0 and alone.p_value() == pytest.approx(Estimate(0.11, 0.083, 2.0, 3, "").p_value())

@@ -179,6 +179,36 @@ def test_write_split_manifest_and_byte_identical_rewrite(tmp_path):
     assert manifest["files"]["test.parquet"]["rows"] == 12
 
 
+def test_a_parts_content_digest_outlives_the_parquet_writers_settings(tmp_path, monkeypatch):
+    """The file sha256 follows the writer (zstd level, encodings); ``content_sha256`` only the values:
+    gowalla's splits were rewritten byte-differently with the same pairs when the writer changed."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from recrepro.io import frame_digest
+    from recrepro.records.provenance import split_file_hashes
+
+    data = table([(u, i, u + i) for u in range(20) for i in range(6)])
+    made = make_split(data, "random_ratio", {}, 7)
+    write_split(made, tmp_path / "a", {"dataset": "toy"})
+    real = pq.write_table
+    monkeypatch.setattr(pq, "write_table", lambda t, p, **kw: real(t, p, **{**kw, "compression": "snappy", "compression_level": None}))
+    write_split(made, tmp_path / "b", {"dataset": "toy"})
+    a, b = (json.loads((tmp_path / d / "manifest.json").read_text())["files"] for d in "ab")
+    for name in a:
+        assert a[name]["sha256"] != b[name]["sha256"]
+        assert a[name]["content_sha256"] == b[name]["content_sha256"] == frame_digest(pd.read_parquet(tmp_path / "a" / name))
+    test = made.parts["test"]
+    changed = test.copy()
+    changed.iloc[0, 1] += 1
+    assert frame_digest(changed) != frame_digest(test)
+    assert frame_digest(test.iloc[::-1].reset_index(drop=True)) != frame_digest(test)  # row order counts
+    # a run record's provenance carries it beside the file's sha256
+    recorded = split_file_hashes(tmp_path / "b" / "manifest.json")["files"]["test.parquet"]
+    assert recorded["content_sha256"] == a["test.parquet"]["content_sha256"]
+
+
 def test_unknown_split_names_the_known_ones():
     with pytest.raises(ValueError, match="unknown split 'split2'.*random_ratio"):
         make_split(table([(0, 0, 0)]), "split2", {}, 0)

@@ -117,6 +117,25 @@ def copy_file(src: str | Path, dst: str | Path) -> None:
         shutil.copyfile(src, tmp)
 
 
+def frame_digest(frame: pd.DataFrame) -> str:
+    """sha256 of a frame's content: each column's name, dtype and values in row order, independent of
+    how a file stores them. A parquet file's own sha256 changes with its writer's settings (the zstd
+    level, byte-stream-split: :func:`write_parquet_table`) although every value is the same; this one
+    changes only with a value, a dtype, a column or the row order."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for name in frame.columns:
+        column = frame[name]
+        h.update(f"{name}\0{column.dtype}\0".encode())
+        values = column.to_numpy()
+        if values.dtype.kind in "biufcmM":
+            h.update(np.ascontiguousarray(values).tobytes())
+        else:  # strings, categories: pandas' documented row hash (SipHash with a fixed key)
+            h.update(pd.util.hash_pandas_object(column, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
 def write_parquet(path: str | Path, frame: pd.DataFrame) -> None:
     """Write a DataFrame to parquet deterministically (no pandas index, no timestamps in metadata)."""
     import pyarrow as pa

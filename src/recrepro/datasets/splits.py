@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from recrepro.datasets.container import Interactions
-from recrepro.io import sha256_file, write_json, write_parquet
+from recrepro.io import frame_digest, sha256_file, write_json, write_parquet
 
 PART_COLUMNS = ("user", "item", "rating", "timestamp")
 
@@ -334,13 +334,16 @@ def make_split(data: Interactions, name: str, params: dict[str, Any], seed: int)
 
 
 def write_split(split: Split, out_dir: str | Path, meta: dict[str, Any]) -> Path:
-    """Write each part as ``<part>.parquet`` and then ``manifest.json`` (sha256 + rows of every part)."""
+    """Write each part as ``<part>.parquet`` and then ``manifest.json`` (per part: the file's sha256, its
+    rows and ``content_sha256``, the digest of its values, :func:`recrepro.io.frame_digest`: two records
+    whose files differ only in the parquet writer's settings name the same content)."""
     out_dir = Path(out_dir)
     files = {}
     for part, frame in split.parts.items():
         path = out_dir / f"{part}.parquet"
         write_parquet(path, frame)
-        files[path.name] = {"sha256": sha256_file(path), "rows": int(len(frame))}
+        files[path.name] = {"sha256": sha256_file(path), "rows": int(len(frame)),
+                            "content_sha256": frame_digest(frame)}
     manifest = {
         **meta,
         "split": split.name,

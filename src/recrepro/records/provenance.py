@@ -65,7 +65,7 @@ def split_file_hashes(split_manifest: str | Path, *, verify: bool = True) -> dic
     Returns
     -------
     dict
-        ``{"manifest": str, "manifest_sha256": str, "files": {name: {"sha256", "rows"}},
+        ``{"manifest": str, "manifest_sha256": str, "files": {name: {"sha256", "rows"[, "content_sha256"]}},
         "verified": bool}``.
 
     Raises
@@ -86,7 +86,8 @@ def split_file_hashes(split_manifest: str | Path, *, verify: bool = True) -> dic
         entry = files[file_name]
         if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
             raise ManifestMismatchError(f"{manifest_path}: entry for {file_name!r} lacks a 'sha256' string")
-        recorded[file_name] = {"sha256": entry["sha256"], "rows": entry.get("rows")}
+        recorded[file_name] = {"sha256": entry["sha256"], "rows": entry.get("rows"),
+                               **({"content_sha256": entry["content_sha256"]} if "content_sha256" in entry else {})}
         if verify:
             file_path = manifest_path.parent / file_name
             if not file_path.is_file():

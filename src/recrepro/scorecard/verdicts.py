@@ -187,9 +187,9 @@ def _by_quantifier(quantifier: str, counted: Sequence[Result]) -> str:
 
 
 def _pooled(counted: Sequence[Result]) -> tuple[str, str]:
-    """``mean``: one effect pooled over the counted results (inverse-variance), judged as each of them
-    is (against the region most of them name): the class and the words."""
-    evidence = [r.evidence for r in counted if r.evidence is not None and r.evidence.se]
+    """``mean``: the unweighted mean of the counted results' effects (:func:`pooled_estimate`), judged as
+    each of them is (against the region most of them name): the class and the words."""
+    evidence = [r.evidence for r in counted if r.evidence is not None and r.evidence.se is not None]
     units = {e.unit for e in evidence}
     if not evidence or len(units) > 1:
         return INCONCLUSIVE, "no pooled effect: " + ("no result with a standard error" if not evidence
