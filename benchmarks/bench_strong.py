@@ -11,6 +11,8 @@ is process CPU seconds, ours and the anchor in this process:
   would take 4·40,981² bytes = 6.7 GB in float32 and ~10¹⁴ flops) against ``numpy.linalg.inv`` of
   the same ``XᵀX + λI`` (float64): in-place Cholesky inversion vs a general inverse.
 * ``mostpop`` against the same Gram product (it is a column count).
+* ``ease`` scoring of every user (float32, the same items) against the CSR × dense products on a
+  C-ordered copy of its ``W``: goal ≤ 1.5 (a Fortran-ordered ``W`` made the product 3-14x slower).
 
     python benchmarks/bench_strong.py --mirror ../shared/datasets [--quick]
 """
@@ -68,7 +70,25 @@ def measure(quick: bool, mirror: Path) -> list[dict]:
     anchor = _cpu(lambda: np.linalg.inv(dense))
     rows.append({"measure": f"strong ease fit, gowalla top {n:,} items", "ours_s": ours, "anchor_s": anchor,
                  "ratio": ours / anchor, "goal": "", "holds": None, "note": "anchor: numpy.linalg.inv(XᵀX + λI)"})
+    rows.append(ease_scoring(sub))
     return rows
+
+
+def ease_scoring(sub, batch: int = 2048) -> dict:
+    """Every user's EASE scores, in the evaluator's batches, against the same CSR × dense products on a
+    C-ordered copy of ``W``: the ratio is what ``score`` adds to the product (about 1). A Fortran-ordered
+    ``W`` (LAPACK's in-place inverse as it comes) made the product itself 3-14x slower."""
+    from recrepro.models.ease import EASE
+
+    model = EASE(lam=500.0, dtype="float32").fit(sub)
+    users = np.arange(sub.shape[0])
+    c_order = np.ascontiguousarray(model.W)
+    model.score(users[:batch]), sub[:batch] @ c_order  # warm both: the first call pays the page faults
+    ours = _cpu(lambda: [model.score(users[i:i + batch]) for i in range(0, users.size, batch)])
+    anchor = _cpu(lambda: [sub[i:i + batch] @ c_order for i in range(0, users.size, batch)])
+    return {"measure": f"strong ease scoring, gowalla {sub.shape[0]:,} users × top {sub.shape[1]:,} items",
+            "ours_s": ours, "anchor_s": anchor, "ratio": ours / anchor, "goal": "≤ 1.5", "holds": ours / anchor <= 1.5,
+            "note": "anchor: CSR rows × a C-ordered copy of W, the same batches"}
 
 
 def ease_full(mirror: Path, lam: float = 500.0) -> dict:

@@ -34,6 +34,9 @@ def test_ease_matches_a_direct_solve():
         assert model.W.dtype == np.dtype(dtype)
         assert np.abs(model.W - b).max() < tol
         assert np.allclose(model.score(np.array([3])), dense[3] @ b, atol=1e-4)
+        # C order, the layout a CSR row times W reads row by row (scored through the Fortran-ordered
+        # inverse, gowalla's validation pass took minutes longer), in LAPACK's memory (no copy)
+        assert model.W.flags.c_contiguous
 
 
 def test_ease_torch_path_matches_lapack():

@@ -307,6 +307,8 @@ rule compute_doc:
     params:
         expected=as_json(tier_run_records("paper")),
         picked=lambda wc: as_json(prism_picked_runs("paper")),
+        # grid records today's configuration has moved past (a walk switched on later): queued again
+        outdated=lambda wc: as_json(strong_wf.outdated_grids(config, "paper")),
         # jobs timed only in part (recrepro.reporting.compute_page.partial_rates): an edit reprices the page
         partial=expected_digest("compute"),
     shell:
@@ -314,6 +316,7 @@ rule compute_doc:
         # exec'd command's arguments do (the tier's planned runs are thousands of paths)
         "recrepro report compute --expected-runs <(printf '%s' {params.expected:q}) "
         "--picked-runs <(printf '%s' {params.picked:q}) "
+        "--outdated <(printf '%s' {params.outdated:q}) "
         "--availability {input.availability:q} --official {input.official:q} "
         "--out {output:q} > {log:q} 2>&1"
 

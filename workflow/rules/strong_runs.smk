@@ -49,7 +49,9 @@ rule strong_tune:
         split_dir=lambda wc, input: str(Path(input.manifest).parent),
         out=lambda wc, output: str(Path(output.grid).parent),
         # the grid points scored so far: a killed job scores only the rest when started again
-        checkpoint=lambda wc: f"{CHECKPOINTS}/{wc.tier}/strong/{wc.dataset}/{wc.protocol}/{wc.split}/{wc.model}/split{wc.split_seed}.points.json",
+        checkpoint=lambda wc: strong_wf.ledger_path(
+            CHECKPOINTS, *strong_wf.job_key(wc), wc.split_seed
+        ),
     shell:
         "OMP_NUM_THREADS={threads:q} recrepro strong tune --split-dir {params.split_dir:q} "
         "--model {wildcards.model:q} --grid {params.grid:q} --fixed {params.fixed:q} --beyond {params.beyond:q} "

@@ -42,13 +42,15 @@ from recrepro.baselines.strong_config import (
     entry_models,
     grid_records,
     job_key,
+    ledger_path,
     papers,
     protocol_entry,
     table_protocols,
     tier_block,
     tune_params,
+    walks_past_edges,
 )
-from recrepro.baselines.strong_drift import _same_without_walk, record_drift
+from recrepro.baselines.strong_drift import _same_without_walk, outdated_grids, record_drift
 # tune_and_test calls make_model and _evaluate, and reads KEEP_BEST_BYTES, through this module's names
 # (the tests stand in for them here)
 from recrepro.baselines.strong_models import MODEL_CLASSES, MODELS, make_model, model_class, setting_floors, settings_text
@@ -69,8 +71,9 @@ if TYPE_CHECKING:  # the rules import this module for its config helpers: no tor
     from recrepro.evaluation.on_split import SplitData
     from recrepro.models.base import Recommender
 
-__all__ = ["MODELS", "PointLedger", "ReferencesError", "beyond_edges", "expand_grid", "grid_edges", "load_references", "make_model",
-           "model_class", "pick_point", "record_drift", "setting_floors", "strong_table", "tune_and_test", "validation_section"]
+__all__ = ["MODELS", "PointLedger", "ReferencesError", "beyond_edges", "expand_grid", "grid_edges", "ledger_key",
+           "load_references", "make_model", "model_class", "outdated_grids", "pick_point", "record_drift",
+           "setting_floors", "strong_table", "tune_and_test", "validation_section"]
 
 
 def validation_section(evaluation: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,6 +180,15 @@ class _GridSearch:
         del fitted
 
 
+def ledger_key(model: str, points: Sequence[Mapping[str, Any]], val_eval: Mapping[str, Any], select: str,
+               seeds: Sequence[int], batch_size: int, beyond: Mapping[str, Sequence[Any]] | None,
+               split_dir: Path) -> dict[str, Any]:
+    """What a :class:`PointLedger`'s rows were scored under (the code's digest is added by the ledger)."""
+    return {"model": model, "points": list(points), "evaluation": dict(val_eval), "select": select,
+            "seed": int(seeds[0]), "batch_size": int(batch_size), **({"beyond": dict(beyond)} if beyond else {}),
+            "split_manifest_sha256": sha256_file(Path(split_dir) / "manifest.json")}
+
+
 def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[Any]] | None,
                   fixed: Mapping[str, Any] | None, evaluation: Mapping[str, Any], select: str,
                   seeds: Sequence[int], out_dir: Path, meta: Mapping[str, Any], device: str = "cpu",
@@ -209,10 +221,7 @@ def tune_and_test(*, split_dir: Path, model: str, grid: Mapping[str, Sequence[An
     refit = list(val_eval["fit"]) != list(evaluation["fit"])
     check_beyond(grid, beyond)
     points = expand_grid(grid, fixed)
-    ledger = PointLedger(checkpoint, {
-        "model": model, "points": list(points), "evaluation": dict(val_eval), "select": select,
-        "seed": int(seeds[0]), "batch_size": int(batch_size), **({"beyond": dict(beyond)} if beyond else {}),
-        "split_manifest_sha256": sha256_file(split.dir / "manifest.json")})
+    ledger = PointLedger(checkpoint, ledger_key(model, points, val_eval, select, seeds, batch_size, beyond, split.dir))
     search = _GridSearch(model, seeds[0], split, train, val_eval, select, ledger, refit, device, batch_size)
     for i, settings in enumerate(points):
         search.score(i, settings, walked=False)

@@ -16,7 +16,7 @@ from recrepro.io import read_json
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["record_drift"]
+__all__ = ["outdated_grids", "record_drift"]
 
 
 def record_drift(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> pd.DataFrame:
@@ -81,10 +81,32 @@ def _same_without_walk(summary: Mapping[str, Any], run_dir: Path, setting: str, 
     while steps := beyond_edges(points, scores, new):
         missing = [s for s in steps if json.dumps(s, sort_keys=True) not in score]
         if missing:
-            return False, f"today's walk goes on to {settings_text(missing[0])}, which it never scored: tune it again"
+            return False, (f"today's walk goes on to {settings_text(missing[0])}, which it never scored: tune it "
+                           "again (`recrepro strong reuse-points` keeps what it scored)")
         points += steps
         scores += [score[json.dumps(s, sort_keys=True)] for s in steps]
     if len(points) < len(rows):
-        return False, "it walked to points today's list does not reach: tune it again"
+        return False, ("it walked to points today's list does not reach: tune it again"
+                       " (`recrepro strong reuse-points` keeps what it scored)")
     return True, ("today's walk, replayed on its scores, visits exactly the points it scored"
                   + (" (none past the grid)" if not old else "") + ": the same record")
+
+
+def outdated_grids(config: Mapping[str, Any], tier: str, results_root: str | Path = "results") -> list[dict[str, Any]]:
+    """The grid records today's configuration has moved past (:func:`record_drift`'s outdated rows of a
+    grid record, not its seeds' records), one entry each: the record (``grid.json``), why, and the CPU
+    minutes of its scored points (their mean: what each point the job adds costs, about).
+    ``docs/compute.md`` queues them."""
+    drift = record_drift(config, tier, results_root)
+    if drift.empty:
+        return []
+    out: dict[str, dict[str, Any]] = {}
+    for row in drift[~drift["same_record"].astype(bool)].itertuples(index=False):
+        grid_file = Path(row.record) / "grid.json"
+        if not grid_file.is_file() or str(grid_file) in out:
+            continue
+        points = read_json(grid_file).get("points", [])
+        cpu = [float(p["cpu_seconds"]) for p in points if p.get("cpu_seconds") is not None]
+        out[str(grid_file)] = {"record": str(grid_file), "why": f"{row.setting}: {row.why}",
+                               "point_cpu_minutes": sum(cpu) / len(cpu) / 60 if cpu else None}
+    return list(out.values())

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recrepro.baselines.grid import grid_edges
+from recrepro.baselines.strong_drift import _same_without_walk
 from recrepro.baselines.strong_models import MODELS, setting_floors, settings_text
 from recrepro.evaluation.exposure import lower_is_better
 from recrepro.io import read_json, read_yaml_entries, write_text
@@ -198,7 +199,8 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
         budget = (f"{' / '.join(sizes)}, picked on validation {grids[0][1]['select']}"
                   + (f" of each of {len(grids)} splits" if len(grids) > 1 else "")
                   + (f" ({len(grids)} of {n_splits} splits run)" if len(grids) < n_splits else "")
-                  + (f"; pick on {where} in {edges}: a better point may lie beyond" if edges else ""))
+                  + (f"; pick on {where} in {edges}: a better point may lie beyond" if edges else "")
+                  + _walk_lag(grids, (proto.get("beyond") or {}).get(model)))
         paper, paper_dirs = _paper_runs(proto.get("paper_method"), results_root)
         # a deterministic model gives the same numbers at every training seed: one run per split
         # stands for all of them once every split has run (else it is as short as it looks)
@@ -230,6 +232,24 @@ def strong_table(grid_files: Sequence[str | Path], entry: Mapping[str, Any], *, 
     write_text(out_csv, frame.to_csv(index=False, float_format="%.6g"))
     write_text(Path(out_md), render_markdown(frame, title, load_references() if references is None else references))
     return frame
+
+
+def _walk_lag(grids: Sequence[tuple[Path, Mapping[str, Any]]], today: Mapping[str, Any] | None) -> str:
+    """``"; made before today's walk past its edge on 3 of 3 splits (...)"`` where today's ``beyond``
+    list would score points a record never scored (:func:`recrepro.baselines.strong_drift._same_without_walk`):
+    its pick is yesterday's, and docs/compute.md queues it; empty where every record is today's or
+    ``today`` is unknown (None)."""
+    if today is None:
+        return ""
+    lagging = []
+    for grid_file, grid in grids:
+        verdict = _same_without_walk(grid, grid_file.parent, "search.beyond", grid.get("beyond") or {}, dict(today))
+        if verdict is not None and not verdict[0]:
+            lagging.append(verdict[1].split(": tune it again")[0])
+    if not lagging:
+        return ""
+    return (f"; made before today's walk past its edge on {len(lagging)} of {len(grids)} splits "
+            f"({lagging[0]}; docs/compute.md queues it)")
 
 
 def _points_text(grid: Mapping[str, Any]) -> str:

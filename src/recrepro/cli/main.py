@@ -66,6 +66,35 @@ def cmd_strong_tune(args: argparse.Namespace) -> None:
                   checkpoint=Path(args.checkpoint) if args.checkpoint else None, beyond=args.beyond)
 
 
+def cmd_strong_reuse(args: argparse.Namespace) -> None:
+    from recrepro.baselines.strong_config import ledger_path, tune_params
+    from recrepro.baselines.strong_reuse import reuse_points
+    from recrepro.config import load_config
+
+    config = load_config(args.config)
+    job = (args.tier, args.dataset, args.protocol, args.split, args.model)
+    try:
+        params = tune_params(config, *job)
+    except (KeyError, ValueError) as err:
+        raise SystemExit(f"recrepro strong reuse-points: {err}") from None
+    grid_file = Path(args.results, args.tier, "baselines", "strong", args.dataset, args.protocol, args.split,
+                     args.model, f"split{args.split_seed}", "grid.json")
+    if not grid_file.is_file():
+        raise SystemExit(f"recrepro strong reuse-points: no grid record {grid_file}")
+    split_dir = Path(config["data"]["root"], "splits", args.dataset, args.protocol, args.split, f"seed{args.split_seed}")
+    checkpoint = ledger_path(config["checkpoints"], *job, args.split_seed)
+    try:
+        reused = reuse_points(grid_file, split_dir=split_dir, model=args.model, grid=params["grid"],
+                              fixed=params["fixed"], evaluation=params["evaluation"], select=params["select"],
+                              seeds=[int(s) for s in params["seeds"].split(",")],
+                              batch_size=config["evaluation"]["batch_size"], beyond=params["beyond"],
+                              checkpoint=checkpoint, split_checked=args.split_checked)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"recrepro strong reuse-points: {err}") from None
+    print(f"{checkpoint}: {len(reused)} scored points of {grid_file}; tune it again, scoring only the rest:\n"
+          f"  snakemake --cores 1 --force {grid_file} --config tier={args.tier}")
+
+
 def cmd_strong_table(args: argparse.Namespace) -> None:
     from recrepro.baselines.strong import strong_table
 
@@ -179,8 +208,10 @@ def cmd_report_compute(args: argparse.Namespace) -> None:
     # the DAG's planned runs (priced, and queued first)
     known = set(runs)
     runs += [path for path in dict.fromkeys(picked) if path not in known]
+    outdated = json.loads(args.outdated if args.outdated.lstrip().startswith("[") else Path(args.outdated).read_text()) \
+        if args.outdated else []
     write_text(args.out, compute_markdown(compute_table(runs), availability, picked_runs=picked,
-                                          official=[f for f in args.official if f]))
+                                          official=[f for f in args.official if f], outdated=outdated))
 
 
 # ----------------------------------------------------------------------------- parser
@@ -235,6 +266,17 @@ def _add_strong(sub: argparse._SubParsersAction) -> None:
              "walks through, one step at a time, as JSON")
     p.add_argument("--select", required=True, help="validation metric that picks the point (e.g. ndcg@20)")
     p.add_argument("--seeds", type=int_list, required=True, help="model seeds, comma-separated")
+    p = add_verb(verbs, "reuse-points", "hand a grid record's scored points to the job that tunes it again "
+                 "(a walk switched on later scores only the points it lacks)", cmd_strong_reuse, tier=True)
+    for name in ("dataset", "protocol", "split"):
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--model", required=True, choices=["mostpop", "itemknn", "rp3beta", "ease", "ials"])
+    p.add_argument("--split-seed", type=int, required=True)
+    p.add_argument("--config", default="config.yaml", help="the configuration (default: config.yaml)")
+    p.add_argument("--results", default="results", help="the results folder (default: results)")
+    p.add_argument("--split-checked", default=None,
+                   help="where the record's split files have other sha256 and no content digest: how the pairs "
+                        "were found the same (kept with each reused point)")
     p = add_verb(verbs, "table", "the strong-baselines table of one paper, from grid.json records", cmd_strong_table,
                  outputs="table")
     add_json(p, "--protocols", required=True, help='"<dataset>/<split>" -> metrics, paper_method, as JSON')
@@ -382,6 +424,9 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--picked-runs", default=None,
                    help="run records of the weight decays picked for tuned cells (a JSON list, or a file "
                         "holding one): their other seeds queue with the published cells' other seeds")
+    p.add_argument("--outdated", default=None,
+                   help="grid records the configuration has moved past (recrepro.baselines.strong_drift."
+                        "outdated_grids: a JSON list, or a file holding one): queued to be made again")
     p.add_argument("--official", nargs="*", default=[],
                    help="the released FedRAP code's per-round curves (results/paper/fedrap/official/*.jsonl)")
     p.add_argument("--out", required=True)

@@ -81,6 +81,33 @@ def _on_cpu(frame: pd.DataFrame) -> pd.Series:
 OFFICIAL_ROUNDS = 100
 
 
+def outdated_lines(outdated: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The "Records to make again" section: each strong-baseline grid record the configuration has moved
+    past (``recrepro.baselines.strong_drift.outdated_grids``), why, what a point costs and the commands
+    that keep its scored points and tune it again."""
+    if not outdated:
+        return []
+    lines = ["## Records to make again", "",
+             "The configuration has moved past these tuned-baseline records (`recrepro strong drift --tier paper` "
+             "names every difference). `recrepro strong reuse-points` hands a record's scored points to its job, "
+             "which then scores only what the record lacks (a walk past the grid's edge: a point per step, and "
+             "the pick's test run); a point costs about what the record's points cost (their mean, from "
+             "`grid.json`).", "",
+             "| record | why | CPU-minutes a point | commands |", "|---|---|---:|---|"]
+    for entry in outdated:
+        record = Path(entry["record"])
+        parts = record.parts[-7:-1]  # <tier>/baselines/strong/<dataset>/<protocol>/<split>/<model>/split<k>
+        dataset, protocol, split, model, split_seed = parts[-5], parts[-4], parts[-3], parts[-2], parts[-1][5:]
+        tier = record.parts[-9] if len(record.parts) >= 9 else "paper"
+        minutes = entry.get("point_cpu_minutes")
+        command = (f"`recrepro strong reuse-points --tier {tier} --dataset {dataset} --protocol {protocol} "
+                   f"--split {split} --model {model} --split-seed {split_seed}`, then "
+                   f"`snakemake --cores 1 --force {record.as_posix()} --config tier={tier}`")
+        lines.append(f"| `{record.as_posix()}` | {entry['why']} | {'' if minutes is None else f'{minutes:.0f}'} "
+                     f"| {command} |")
+    return lines + [""]
+
+
 def official_lines(official_files: Sequence[str | Path]) -> list[str]:
     """The "Outside the workflow" section: each released-code curve (``benchmarks/official_fedrap.py``),
     its rounds so far of :data:`OFFICIAL_ROUNDS` and the command that resumes it from its checkpoint."""
@@ -107,7 +134,8 @@ def official_lines(official_files: Sequence[str | Path]) -> list[str]:
 def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
                      sizes: Mapping[str, int] | None = None, picked_runs: Sequence[str] = (),
                      official: Sequence[str | Path] = (),
-                     partial: Sequence[Mapping[str, Any]] | None = None) -> str:
+                     partial: Sequence[Mapping[str, Any]] | None = None,
+                     outdated: Sequence[Mapping[str, Any]] = ()) -> str:
     """The markdown of ``docs/compute.md`` (see the module docstring).
 
     Parameters
@@ -126,6 +154,8 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
         The released FedRAP code's per-round curves (:func:`official_lines`).
     partial:
         Jobs timed only in part (:func:`partial_rates`); the packaged ``expected/compute.yaml`` when None.
+    outdated:
+        Grid records the configuration has moved past (:func:`outdated_lines`).
     """
     done = frame[frame["recorded"]] if not frame.empty else frame
     on_gpu = done[~_on_cpu(done)] if not frame.empty else done
@@ -163,6 +193,7 @@ def compute_markdown(frame: pd.DataFrame, availability: Mapping[str, str],
             priority = queue_priority(frame, _published_cells(papers), picked, _claimed_runs(papers))
             here["priority"] = priority.loc[here.index]
             lines += _queue_lines(here)
+    lines += outdated_lines(outdated)
     lines += official_lines(official)
     gpu = (f"; {len(on_gpu)} of them on a GPU, {_hours(float(on_gpu['wall_hours'].astype(float).sum()))} "
            "GPU-hours (wall hours), not in the CPU-hours" if len(on_gpu) else "")
