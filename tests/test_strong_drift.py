@@ -169,7 +169,7 @@ def test_every_committed_record_is_current_or_queued_and_marked(repo_root, confi
     for record in sorted({r for r in outdated["record"] if "/seed" not in r.rsplit("/", 1)[-1]}):
         rel = Path(record).relative_to(repo_root).as_posix() if Path(record).is_absolute() else record
         assert f"`{rel}/grid.json`" in compute, f"{rel} is outdated but not queued in docs/compute.md"
-        dataset, split, model = Path(rel).parts[3], Path(rel).parts[5], Path(rel).parts[6]
+        dataset, split, model = Path(rel).parts[4], Path(rel).parts[6], Path(rel).parts[7]
         paper = next(e["paper"] for e in config["strong_baselines"]["tiers"]["paper"]["protocols"]
                      if (e["dataset"], e["split"]) == (dataset, split))
         table = (root / "paper" / paper / "tables/strong_baselines.csv").read_text()
