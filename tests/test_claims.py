@@ -373,6 +373,25 @@ def test_correlation_of_a_runs_file(tmp_path):
     assert r.status == NOT_TESTABLE and "magnitudes.parquet of `ghost`" in r.numbers
 
 
+def test_correlation_over_seeds_reads_metrics_json_where_the_table_is_not_kept(tmp_path):
+    from recrepro.records import write_rank_correlations
+
+    rng = np.random.default_rng(0)
+    degree = np.arange(200)
+    for method, slope in [("wd", 1.0), ("nowd", 0.0)]:
+        for seed in (0, 1, 2):
+            d = run(tmp_path, method, seed, {"ndcg@20": 0.1})
+            norm = slope * degree + rng.normal(0.0, 40.0, degree.size)
+            pd.DataFrame({"train_degree": degree, "norm": norm}).to_parquet(d / "magnitudes.parquet")
+            write_rank_correlations(d, "magnitudes.parquet")  # as the run keeps them in metrics.json
+            if seed:  # the committed reproduction keeps the first seed's table only
+                (d / "magnitudes.parquet").unlink()
+    spec = dict(kind="correlation", datasets=["toy"], file="magnitudes.parquet", x="train_degree", y="norm", min=0.5)
+    [r] = evaluate_check(check(method="wd", than="nowd", **spec), ctx(tmp_path, 3))
+    assert r.status == HOLDS and "(3 seeds with the file or its ρ)" in r.numbers
+    assert "over 200 items × 3 seeds" in r.evidence.test  # the rows each seed's summary names
+
+
 # ------------------------------------------------------------------------------------------ frontier
 
 

@@ -294,3 +294,72 @@ def test_group_by_k_regroups_cutoff_metrics_and_skips_auc():
     grouped = _group_by_k({"ndcg@20": 0.5, "hr@5": 1.0, "auc": 0.7, "ndcg@5": 0.25})
     assert grouped == {"5": {"hr": 1.0, "ndcg": 0.25}, "20": {"ndcg": 0.5}}
     assert list(grouped) == ["5", "20"]  # numeric order, not string order
+
+
+# ------------------------------------------------------------------- rank correlations in metrics.json
+
+
+def _magnitudes(run_dir: Path, norm) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_parquet(run_dir / "magnitudes.parquet", pd.DataFrame({
+        "item": np.arange(4), "train_degree": np.array([1, 2, 3, 4]), "norm": np.asarray(norm, dtype=float)}))
+    if not (run_dir / "metrics.json").is_file():
+        write_json(run_dir / "metrics.json", {"method": "m", "seed": 0, "overall": {"ndcg@20": 0.1}})
+
+
+def test_rank_correlations_by_hand(tmp_path):
+    from recrepro.records import rank_correlation, write_rank_correlations
+
+    # ranks of norm 1, 3, 2, 4 against degree 1..4: Σd² = 2, ρ = 1 - 6·2 / (4·15) = 0.8
+    _magnitudes(tmp_path, [0.1, 0.7, 0.5, 0.9])
+    write_rank_correlations(tmp_path, "magnitudes.parquet")
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    entry = metrics["rank_correlations"]["magnitudes.parquet"]
+    assert entry["rows"] == 4 and entry["spearman"] == {"norm~train_degree": pytest.approx(0.8)}
+    assert metrics["overall"] == {"ndcg@20": 0.1}  # the metrics are left as they were
+    assert rank_correlation(tmp_path, "magnitudes.parquet", "train_degree", "norm") == (pytest.approx(0.8), 4)
+    (tmp_path / "magnitudes.parquet").unlink()
+    # the table gone, metrics.json answers, in either order of the columns
+    assert rank_correlation(tmp_path, "magnitudes.parquet", "norm", "train_degree") == (pytest.approx(0.8), 4)
+    assert rank_correlation(tmp_path, "magnitudes.parquet", "item", "norm") is None
+    assert rank_correlation(tmp_path / "elsewhere", "magnitudes.parquet", "train_degree", "norm") is None
+
+
+def test_an_undefined_rank_correlation_is_kept_as_none(tmp_path):
+    from recrepro.records import rank_correlation, write_rank_correlations
+
+    _magnitudes(tmp_path, [0.5, 0.5, 0.5, 0.5])  # constant norms: ρ undefined, and the record still written
+    write_rank_correlations(tmp_path, "magnitudes.parquet")
+    entry = json.loads((tmp_path / "metrics.json").read_text())["rank_correlations"]["magnitudes.parquet"]
+    assert entry["spearman"] == {"norm~train_degree": None}
+    assert rank_correlation(tmp_path, "magnitudes.parquet", "train_degree", "norm") is None
+    (tmp_path / "magnitudes.parquet").unlink()
+    assert rank_correlation(tmp_path, "magnitudes.parquet", "train_degree", "norm") is None
+
+
+def test_rank_correlations_of_another_table_are_an_error(tmp_path):
+    from recrepro.records import RunRecordError, rank_correlation, write_rank_correlations
+
+    _magnitudes(tmp_path, [0.1, 0.7, 0.5, 0.9])
+    write_rank_correlations(tmp_path, "magnitudes.parquet")
+    _magnitudes(tmp_path, [0.9, 0.7, 0.5, 0.1])  # another run's table beside the old entry
+    with pytest.raises(RunRecordError, match="content_sha256"):
+        rank_correlation(tmp_path, "magnitudes.parquet", "train_degree", "norm")
+
+
+def test_normalise_adds_the_rank_correlations_once(tmp_path):
+    from recrepro.records import normalise_run_dir
+
+    _magnitudes(tmp_path, [0.4, 0.3, 0.2, 0.1])
+    changes = normalise_run_dir(tmp_path)
+    assert "metrics.json: magnitudes.parquet's rank correlations -> rank_correlations" in changes
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["rank_correlations"]["magnitudes.parquet"]["spearman"]["norm~train_degree"] == pytest.approx(-1.0)
+    assert normalise_run_dir(tmp_path) == []
+
+
+def test_rank_correlations_stay_out_of_the_provenance(tmp_path):
+    entry = {"magnitudes.parquet": {"content_sha256": "0" * 64, "rows": 4, "spearman": {"norm~train_degree": -0.4}}}
+    write_run_record(tmp_path, **record_kwargs(meta={**META, "rank_correlations": entry}))
+    assert json.loads((tmp_path / "metrics.json").read_text())["rank_correlations"] == entry
+    assert "rank_correlations" not in (tmp_path / "provenance.json").read_text()

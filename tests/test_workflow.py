@@ -68,6 +68,20 @@ def test_smoke_run_records_provenance(smoke_run):
     assert record["split"]["verified"] is True
 
 
+def test_smoke_prism_runs_keep_their_magnitudes_rank_correlation(smoke_run):
+    # what claim P2 reads where the committed reproduction keeps no magnitudes table: the same ρ
+    from scipy import stats
+
+    runs = sorted((smoke_run / "results/smoke/prism/runs").glob("**/magnitudes.parquet"))
+    assert runs
+    for table in runs:
+        entry = json.loads((table.parent / "metrics.json").read_text())["rank_correlations"]["magnitudes.parquet"]
+        frame = pd.read_parquet(table)
+        assert entry["rows"] == len(frame)
+        assert entry["spearman"]["norm~train_degree"] == stats.spearmanr(frame["train_degree"], frame["norm"]).statistic
+    assert "rank_correlations" not in (runs[0].parent / "provenance.json").read_text()
+
+
 # Byte-identical reruns: each paper's smallest jobs once more, in a fresh directory, against the smoke run.
 #: the smallest smoke jobs: the reference baselines' and each paper's (its rules module names them)
 SMALLEST_RUNS = ["results/smoke/baselines/runs/synthetic/fedrap/leave_one_out/mostpop/seed0/metrics.json"] + [

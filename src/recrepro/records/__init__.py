@@ -24,7 +24,8 @@ A run directory ``results/<tier>/<paper>/runs/<dataset>/<split>/<method>/seed<k>
 is complete. :func:`check_finite` is the guard training code calls on tensors; a run
 that trips it raises before anything is written.
 
-The package's modules, by what each is: :mod:`.write` (writing a run record), :mod:`.provenance`
+The package's modules, by what each is: :mod:`.write` (writing a run record), :mod:`.correlations` (a per-item table's rank
+correlations, kept in ``metrics.json``), :mod:`.provenance`
 (``provenance.json``'s content), :mod:`.history` (training histories), :mod:`.read` (reading a record
 back), :mod:`.timings` (the wall-clock values kept apart), :mod:`.values` (what a record's numbers may
 be), :mod:`.layout` (the files' names and JSON text), :mod:`.normalise` (records of earlier versions),
@@ -34,12 +35,19 @@ is importable from ``recrepro.records`` itself.
 
 from __future__ import annotations
 
+from recrepro.records.correlations import (
+    RANK_CORRELATION_PAIRS,
+    rank_correlation,
+    rank_correlations_of,
+    write_rank_correlations,
+)
 from recrepro.records.errors import ManifestMismatchError, NonFiniteError, RecordValueError, RunRecordError
 from recrepro.records.history import read_history, write_history
 from recrepro.records.layout import (
     METRICS_FILE,
     PER_USER_FILE,
     PROVENANCE_FILE,
+    RANK_CORRELATIONS_KEY,
     TIMING_DECIMALS,
     TIMINGS_FILE,
     TIMINGS_KEY,
@@ -69,6 +77,8 @@ __all__ = [
     "PER_USER_FILE",
     "PROVENANCE_FILE",
     "PROVENANCE_SCHEMA_VERSION",
+    "RANK_CORRELATIONS_KEY",
+    "RANK_CORRELATION_PAIRS",
     "REQUIRED_META_KEYS",
     "TIMINGS_FILE",
     "TIMINGS_KEY",
@@ -90,6 +100,8 @@ __all__ = [
     "portable_split_path",
     "process_cpu_seconds",
     "provenance_text",
+    "rank_correlation",
+    "rank_correlations_of",
     "read_history",
     "read_metrics",
     "read_per_user",
@@ -98,5 +110,6 @@ __all__ = [
     "split_file_hashes",
     "write_history",
     "write_provenance",
+    "write_rank_correlations",
     "write_run_record",
 ]

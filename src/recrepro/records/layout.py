@@ -12,11 +12,13 @@ from typing import Any
 
 from recrepro.io import _json_default, write_text
 
-__all__ = ["METRICS_FILE", "PER_USER_FILE", "PROVENANCE_FILE", "TIMINGS_FILE", "TIMINGS_KEY", "TIMING_DECIMALS",
+__all__ = ["METRICS_FILE", "PER_USER_FILE", "PROVENANCE_FILE", "RANK_CORRELATIONS_KEY", "TIMINGS_FILE", "TIMINGS_KEY", "TIMING_DECIMALS",
            "history_text", "provenance_text", "write_provenance"]
 
 METRICS_FILE = "metrics.json"
 PER_USER_FILE = "per_user.parquet"
+#: the key of metrics.json holding a per-item table's rank correlations (:mod:`recrepro.records.correlations`)
+RANK_CORRELATIONS_KEY = "rank_correlations"
 PROVENANCE_FILE = "provenance.json"
 #: Where records written before the timings moved into ``provenance.json`` (key ``timings``) kept them;
 #: :func:`normalise_run_dir` folds such a file in (one file fewer per record: a disk block each).

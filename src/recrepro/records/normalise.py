@@ -9,10 +9,16 @@ from pathlib import Path
 import pandas as pd
 
 from recrepro.io import compact_parquet_file, read_json, write_json, write_text
+from recrepro.records.correlations import (
+    RANK_CORRELATION_PAIRS,
+    rank_correlations_current,
+    write_rank_correlations,
+)
 from recrepro.records.history import read_history, write_history
 from recrepro.records.layout import (
     METRICS_FILE,
     PROVENANCE_FILE,
+    RANK_CORRELATIONS_KEY,
     TIMINGS_FILE,
     TIMINGS_KEY,
     history_text,
@@ -34,7 +40,9 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
     manifest in ``provenance.json`` is named below the data root. Metric values are not
     touched, so a record normalised here equals one written by the current code from the
     same run; parquet files lose the column statistics and stored Arrow schema of an earlier layout
-    (the values and the dtypes pandas reads stay). Idempotent.
+    (the values and the dtypes pandas reads stay); a per-item table whose rank correlations a record keeps
+    (:data:`~recrepro.records.correlations.RANK_CORRELATION_PAIRS`) gets them into ``metrics.json``, again
+    where the table's content changed (metric values are not touched). Idempotent.
     """
     run_dir = Path(run_dir)
     changed: list[str] = []
@@ -86,5 +94,9 @@ def normalise_run_dir(run_dir: str | Path) -> list[str]:
                                "millisecond")
     changed += [f"{path.name}: no column statistics or stored Arrow schema; distinct-valued floats byte-stream-split"
                 for path in sorted(run_dir.glob("*.parquet")) if compact_parquet_file(path)]
+    for file in RANK_CORRELATION_PAIRS:
+        if (run_dir / file).is_file() and metrics_path.is_file() and not rank_correlations_current(run_dir, file):
+            write_rank_correlations(run_dir, file)
+            changed.append(f"{METRICS_FILE}: {file}'s rank correlations -> {RANK_CORRELATIONS_KEY}")
     return changed
 

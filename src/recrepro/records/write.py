@@ -14,7 +14,14 @@ import pandas as pd
 
 from recrepro.io import write_json, write_parquet
 from recrepro.records.errors import NonFiniteError, RunRecordError
-from recrepro.records.layout import METRICS_FILE, PER_USER_FILE, PROVENANCE_FILE, TIMINGS_KEY, write_provenance
+from recrepro.records.layout import (
+    METRICS_FILE,
+    PER_USER_FILE,
+    PROVENANCE_FILE,
+    RANK_CORRELATIONS_KEY,
+    TIMINGS_KEY,
+    write_provenance,
+)
 from recrepro.records.provenance import RunProvenance, canonical_json
 from recrepro.records.timings import is_timing_key, read_timings
 from recrepro.records.values import check_finite
@@ -26,6 +33,8 @@ REQUIRED_META_KEYS = ("dataset", "split", "method", "tier")
 
 #: Keys of metrics.json that the record writer owns; ``meta`` may not override them.
 _RESERVED_METRICS_KEYS = ("overall", "per_k", "strata", "counts", "seed")
+#: ``meta`` keys that are what the run measured rather than what it is: metrics.json only, not provenance
+_METRICS_ONLY_KEYS = frozenset({RANK_CORRELATIONS_KEY})
 
 
 def _finite_float(value: Any, label: str) -> float:
@@ -200,7 +209,7 @@ def write_run_record(
     # Fails on NaN in meta too, and proves the dict serialises before we touch disk.
     canonical_json(metrics)
     provenance = RunProvenance(
-        meta={**meta, "seed": int(seed)}, config_slice=config_slice, split_manifest=split_manifest,
+        meta={**{k: v for k, v in meta.items() if k not in _METRICS_ONLY_KEYS}, "seed": int(seed)}, config_slice=config_slice, split_manifest=split_manifest,
         seed=seed, device=device, started_at=started_at, wall_seconds=wall_seconds,
         benchmark_file=benchmark_file, verify_split=verify_split, earlier=earlier,
     ).build()

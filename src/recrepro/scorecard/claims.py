@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from recrepro.records import rank_correlation
 from recrepro.scorecard.claimbase import (
     CLAIMS_COLUMNS,
     CONTRADICTED,
@@ -285,24 +286,25 @@ def _check_monotone(check: Check, ctx: Context) -> list[Result]:
 
 
 def _spearman(ctx: Context, dataset: str, check: Check, method: str) -> dict[int, float]:
-    from scipy import stats
+    """Each seed's Spearman ρ of ``check.x`` and ``check.y``: from the record's table where it is kept,
+    else from the summary every run writes beside it (:mod:`recrepro.records.correlations`)."""
+    return {seed: found[0] for seed, found in _correlations(ctx, dataset, check, method).items()}
 
+
+def _correlations(ctx: Context, dataset: str, check: Check, method: str) -> dict[int, tuple[float, int]]:
     split = ctx.records.split_of(dataset, check.split, method)
     out = {}
     for seed, run_dir in sorted(ctx.records.dirs.get((dataset, split or "", method), {}).items()):
-        path = run_dir / (check.file or "")
-        if path.is_file():
-            frame = pd.read_parquet(path, columns=[check.x or "", check.y or ""])
-            out[seed] = float(stats.spearmanr(frame[check.x], frame[check.y]).statistic)
+        found = rank_correlation(run_dir, check.file or "", check.x or "", check.y or "")
+        if found is not None:
+            out[seed] = found
     return out
 
 
 def _items(ctx: Context, dataset: str, check: Check, method: str) -> int:
-    """The rows of ``method``'s first seed's correlation file: the n of each seed's ρ."""
-    split = ctx.records.split_of(dataset, check.split, method)
-    dirs = ctx.records.dirs.get((dataset, split or "", method), {})
-    first = next(iter(sorted(dirs.items())), None)
-    return len(pd.read_parquet(first[1] / (check.file or ""), columns=[check.x or ""])) if first else 0
+    """The rows behind ``method``'s first seed's ρ: the n of each seed's ρ."""
+    found = _correlations(ctx, dataset, check, method)
+    return found[min(found)][1] if found else 0
 
 
 def _correlation_evidence(ctx: Context, dataset: str, check: Check, method: str, than: str | None,
@@ -351,7 +353,7 @@ def _check_correlation(check: Check, ctx: Context) -> list[Result]:
         evidence = _correlation_evidence(ctx, dataset, check, method, than, rho, other_rho if than else None)
         out.append(Result(label=f"{dataset}" + (f" ({check.label})" if check.label else ""),
                           status=_tested(INCONCLUSIVE, evidence), evidence=evidence,
-                          numbers=numbers + f" ({_seeds_text(n, ctx)} with the file{left_out})", seeds=ctx.seed_pair(n),
+                          numbers=numbers + f" ({_seeds_text(n, ctx)} with the file or its ρ{left_out})", seeds=ctx.seed_pair(n),
                           stand_in=ctx.stand_in(dataset)))
     return out
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from recrepro.io import write_parquet
 from recrepro.papers.prism.methods import parse_method
-from recrepro.records import write_history
+from recrepro.records import RANK_CORRELATIONS_KEY, rank_correlations_of, write_history
 
 if TYPE_CHECKING:
     from recrepro.evaluation.on_split import SplitData
@@ -116,8 +116,9 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
     """Train ``method`` on the split, early-stop on validation, evaluate on test, write the record.
 
     Besides the run record, writes ``history.json`` (per-epoch validation NDCG@20 and
-    seconds, epochs to best) and ``magnitudes.parquet`` (item, train degree, ‖e_i‖ of the
-    raw ID embedding after training, and right after init) for Fig. 2.
+    seconds, epochs to best), ``magnitudes.parquet`` (item, train degree, ‖e_i‖ of the raw ID
+    embedding after training) for Fig. 2; ``metrics.json`` keeps the table's Spearman ρ of degree and
+    norm, which claim P2 reads where the table is not kept (:mod:`recrepro.records.correlations`).
 
     ``checkpoint``: a file the trainer saves its state to after every epoch and resumes
     from when restarted (:mod:`recrepro.runtime.checkpoints`); deleted once the record is written.
@@ -151,6 +152,7 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
         meta={**meta, "method": method, "backbone": backbone,
               "best_val_ndcg": history["best_val_ndcg"], "seconds_per_epoch": history["seconds_per_epoch"],
               "epochs_to_best": int(history["best_epoch"]),
+              RANK_CORRELATIONS_KEY: {"magnitudes.parquet": rank_correlations_of(out_dir, "magnitudes.parquet")},
               **({"diverged": history["diverged"]} if history.get("diverged") else {})},
         config_slice={"method": method, "settings": settings, "switches": dict(switches),
                       "evaluation": dict(evaluation)},
