@@ -12,6 +12,7 @@ from recrepro.scorecard.inference import (
     margin_test,
     paired_estimate,
     pooled_estimate,
+    spearman_difference,
     spearman_estimate,
     to_rho,
     trend_test,
@@ -79,6 +80,24 @@ def test_spearman_on_fishers_z_and_a_pooled_estimate_by_hand():
     assert to_rho(e.effect) == pytest.approx(0.5)
     two = spearman_estimate([0.5, 0.5], 103)  # two seeds as replicates: se / √2
     assert two.se == pytest.approx(math.sqrt(1.06 / 100) / math.sqrt(2))
+    assert math.isinf(two.df)  # the seeds agree: the items' error is the larger
+
+
+def test_spearman_takes_the_seeds_spread_where_it_is_larger_by_hand():
+    rhos = [math.tanh(0.5), math.tanh(0.7), math.tanh(0.9)]  # z 0.5, 0.7, 0.9: sd 0.2
+    many = spearman_estimate(rhos, 40_003)  # items' se √(1.06 / 40,000) / √3 = 0.0030 < 0.2 / √3 = 0.1155
+    assert many.effect == pytest.approx(0.7) and many.se == pytest.approx(0.2 / math.sqrt(3))
+    assert many.df == 2 and many.test.startswith("t over 3 seeds' Fisher z")
+    few = spearman_estimate(rhos, 13)  # items' se √(1.06 / 10) / √3 = 0.1880 > 0.1155
+    assert few.se == pytest.approx(math.sqrt(0.106) / math.sqrt(3)) and math.isinf(few.df)
+    # against another method on the same seeds, z 0.1, 0.2, 0.3: differences 0.4, 0.5, 0.6 (sd 0.1)
+    diff = spearman_difference(rhos, [math.tanh(0.1), math.tanh(0.2), math.tanh(0.3)], 40_003, 40_003, "`b`")
+    assert diff.effect == pytest.approx(0.5) and diff.se == pytest.approx(0.1 / math.sqrt(3)) and diff.df == 2
+    assert diff.test.startswith("paired t over 3 seeds' Fisher z")
+    # one seed: the items' errors in quadrature, √(2 · 1.06 / 100), normal
+    one = spearman_difference([0.5], [0.2], 103, 103, "`b`")
+    assert one.effect == pytest.approx(math.atanh(0.5) - math.atanh(0.2))
+    assert one.se == pytest.approx(math.sqrt(2 * 1.06 / 100)) and math.isinf(one.df)
     pooled = pooled_estimate([Estimate(0.0, 1.0, 2.0, 3, ""), Estimate(3.0, 2.0, 2.0, 3, "")])
     # unweighted: (0 + 3) / 2 = 1.5, se √(1 + 4) / 2 = 1.1180 (inverse-variance would give 0.6, leaning
     # on the precise estimate)

@@ -51,7 +51,14 @@ from recrepro.scorecard.claimdescriptive import _check_cells, _check_converges, 
 from recrepro.scorecard.claimrecords import ClaimRecords, ClaimsError, never_left_initialisation
 from recrepro.scorecard.claimspec import Check
 from recrepro.scorecard.evidence import AGAINST, HOLDS, INCONCLUSIVE, NOT_TESTABLE, Evidence, margin_evidence, untested
-from recrepro.scorecard.inference import ALPHA, paired_estimate, spearman_estimate, to_rho, trend_test
+from recrepro.scorecard.inference import (
+    ALPHA,
+    paired_estimate,
+    spearman_difference,
+    spearman_estimate,
+    to_rho,
+    trend_test,
+)
 from recrepro.scorecard.stats import matched_seeds, table_seed_counts
 from recrepro.scorecard.claimstrong import _check_strong_baseline
 
@@ -310,19 +317,19 @@ def _items(ctx: Context, dataset: str, check: Check, method: str) -> int:
 def _correlation_evidence(ctx: Context, dataset: str, check: Check, method: str, than: str | None,
                           rho: Mapping[int, float], other: Mapping[int, float] | None) -> Evidence:
     """ρ at least ``min`` and above ``than``'s, on Fisher's z scale: inside when both one-sided tests
-    reject (the larger p), outside when either does the other way (the smaller p)."""
-    from scipy import stats
-
-    ours = spearman_estimate([rho[k] for k in sorted(rho)], _items(ctx, dataset, check, method))
+    reject (the larger p), outside when either does the other way (the smaller p). Each test takes the
+    larger of the items' sampling error and the seeds' spread (:func:`spearman_estimate`)."""
+    seeds = sorted(rho)
+    ours = spearman_estimate([rho[k] for k in seeds], _items(ctx, dataset, check, method))
     floor = math.atanh(check.min or 0.0)
     inside, outside = [ours.p_above(floor)], [ours.p_below(floor)]
     test = ours.test
     if than is not None and other:
-        theirs = spearman_estimate([other[k] for k in sorted(other)], _items(ctx, dataset, check, than))
-        z = (ours.effect - theirs.effect) / math.hypot(ours.se, theirs.se)
-        inside.append(float(stats.norm.sf(z)))
-        outside.append(float(stats.norm.cdf(z)))
-        test += f", against `{than}`'s by the difference of z"
+        diff = spearman_difference([rho[k] for k in seeds], [other[k] for k in seeds], ours.n,
+                                   _items(ctx, dataset, check, than), f"`{than}`")
+        inside.append(diff.p_above(0.0))
+        outside.append(diff.p_below(0.0))
+        test += f"; {diff.test}" if diff.test.startswith("paired") else f", against `{than}`'s by the difference of z"
     p_in, p_out = max(inside), min(outside)
     low, high = ours.interval(0.90)
     return Evidence(effect=to_rho(ours.effect), unit="rho", test=test, n=ours.n,

@@ -169,15 +169,43 @@ def trend_test(points: Sequence[Sequence[float]]) -> Trend:
 
 
 def spearman_estimate(rhos: Sequence[float], n_items: int) -> Estimate:
-    """Seeds' Spearman correlations over ``n_items`` pairs each, as one estimate on Fisher's z scale:
-    z = atanh(ρ) with standard error sqrt(1.06 / (n - 3)) (Fieller, Hartley and Pearson 1957's
-    variance for Spearman's ρ), the seeds averaged as independent replicates. The effect and its
+    """Seeds' Spearman correlations over ``n_items`` pairs each, as one estimate on Fisher's z scale.
+
+    Two errors bound how well the mean z is known: the items' sampling error, sqrt(1.06 / (n - 3)) per
+    seed (Fieller, Hartley and Pearson 1957's variance for Spearman's ρ), and, with two seeds or more,
+    the seeds' own spread (the training run is the unit a claim about a method generalises over; the
+    items are the same in every seed). The estimate takes the larger: the t over the seeds (k - 1 df)
+    where their spread exceeds the items' error, the normal Fisher interval otherwise. The effect and its
     bounds are z; :func:`to_rho` turns them back."""
     z = np.arctanh(np.clip(np.asarray(rhos, dtype=np.float64), -0.999999, 0.999999))
-    se = math.sqrt(1.06 / max(n_items - 3, 1)) / math.sqrt(z.size)
-    return Estimate(float(z.mean()), se, math.inf, int(n_items),
-                    f"Fisher z interval of Spearman's ρ over {n_items:,} items × {z.size} seed"
-                    + ("s" if z.size != 1 else ""))
+    return _larger_error(z, math.sqrt(1.06 / max(n_items - 3, 1)) / math.sqrt(z.size), int(n_items),
+                         f"Fisher z interval of Spearman's ρ over {n_items:,} items × {z.size} seed"
+                         + ("s" if z.size != 1 else ""))
+
+
+def spearman_difference(ours: Sequence[float], theirs: Sequence[float], n_ours: int, n_theirs: int,
+                        against: str) -> Estimate:
+    """z(ours) - z(theirs), the seeds' Spearman ρ of two methods on the same seeds (over ``n_ours`` and
+    ``n_theirs`` items): the two items' errors in quadrature, or the paired t over the seeds'
+    differences where that error is larger (as :func:`spearman_estimate`)."""
+    za, zb = (np.arctanh(np.clip(np.asarray(r, dtype=np.float64), -0.999999, 0.999999)) for r in (ours, theirs))
+    if za.shape != zb.shape:
+        raise ValueError(f"spearman_difference: {za.size} against {zb.size} seeds")
+    items_se = math.hypot(*(math.sqrt(1.06 / max(n - 3, 1)) for n in (n_ours, n_theirs))) / math.sqrt(za.size)
+    return _larger_error(za - zb, items_se, int(n_ours), f"difference of Fisher z against {against}'s",
+                         paired=True)
+
+
+def _larger_error(z: np.ndarray, items_se: float, n: int, test: str, paired: bool = False) -> Estimate:
+    mean = float(z.mean())
+    if z.size >= 2:
+        seeds_se = float(z.std(ddof=1) / math.sqrt(z.size))
+        if seeds_se > items_se:
+            what = "paired t over" if paired else "t over"
+            return Estimate(mean, seeds_se, float(z.size - 1), n,
+                            f"{what} {z.size} seeds' Fisher z ({test}; the seeds' spread exceeds the items' "
+                            f"sampling error over {n:,} items)")
+    return Estimate(mean, items_se, math.inf, n, test)
 
 
 def to_rho(z: float) -> float:
@@ -215,4 +243,4 @@ def pooled_estimate(estimates: Sequence[Estimate]) -> Estimate | None:
 
 
 __all__ = ["ALPHA", "POWER", "Estimate", "MarginTest", "Trend", "holm", "margin_test", "paired_estimate",
-           "pooled_estimate", "spearman_estimate", "to_rho", "trend_test"]
+           "pooled_estimate", "spearman_difference", "spearman_estimate", "to_rho", "trend_test"]
