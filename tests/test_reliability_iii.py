@@ -481,17 +481,19 @@ def test_a_second_process_on_the_same_run_stops_naming_the_first(tmp_path):
 
 
 def test_two_prism_cli_processes_on_one_record(prism_split, tmp_path):
+    # both with the one log a workflow job names (`--log`): the refused second leaves the first's log whole
     src = snapshot(tmp_path / "code")
-    ckpt, out = tmp_path / "ckpt" / "run.ckpt", tmp_path / "out"
-    first = subprocess.Popen(_prism_cli(prism_split, out, ckpt, 100_000), env=cli_env(src),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt, out, log = tmp_path / "ckpt" / "run.ckpt", tmp_path / "out", tmp_path / "logs" / "run.log"
+    cmd = _prism_cli(prism_split, out, ckpt, 100_000) + ["--log", str(log)]
+    first = subprocess.Popen(cmd, env=cli_env(src), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
-        while first.poll() is None and time.monotonic() < deadline and not ckpt.exists():
+        while first.poll() is None and time.monotonic() < deadline and not (
+                ckpt.exists() and "epoch" in (log.read_text() if log.exists() else "")):
             time.sleep(0.01)
+        before = log.read_text()
         started = time.monotonic()
-        second = subprocess.run(_prism_cli(prism_split, out, ckpt, 100_000), env=cli_env(src),
-                                capture_output=True, text=True, timeout=120)
+        second = subprocess.run(cmd, env=cli_env(src), capture_output=True, text=True, timeout=120)
         took = time.monotonic() - started
         assert first.poll() is None, "the first run ended early"
     finally:
@@ -501,6 +503,8 @@ def test_two_prism_cli_processes_on_one_record(prism_split, tmp_path):
     assert f"another process (pid {first.pid}) is training this run" in second.stderr
     assert any(line.startswith("recrepro: error: CheckpointLockedError") for line in second.stderr.splitlines())
     assert not (out / "metrics.json").exists()
+    after = log.read_text()
+    assert after.startswith(before) and "CheckpointLockedError" not in after  # the first's log, not truncated
 
 
 # ============================================================ 7. disk full while writing a checkpoint

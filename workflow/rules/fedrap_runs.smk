@@ -46,7 +46,7 @@ rule fedrap_train:
         "--settings {params.settings:q} --seed {wildcards.seed:q} --out-dir {params.out:q} "
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
         "--memory-budget-mb {params.budget:q} --threads {threads:q} "
-        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q}{params.projection} > {log:q} 2>&1"
+        "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q}{params.projection} --log {log:q}"
 
 
 # The embeddings figure's run alone also writes projection.parquet: one file in every record

@@ -50,7 +50,7 @@ rule lambdaopt_train:
         "--meta {params.meta:q} --evaluation {params.evaluation:q} --device {params.device:q} "
         "--batch-size {params.batch_size:q} --threads {threads:q} "
         "--benchmark-file {params.bench:q} --checkpoint {params.checkpoint:q} "
-        "--grid-runs {input.grid:q} > {log:q} 2>&1"
+        "--grid-runs {input.grid:q} --log {log:q}"
 
 
 rule lambdaopt_sensitivity:
@@ -88,4 +88,4 @@ rule lambdaopt_sensitivity:
         "--split-dir {params.split_dir:q} --settings {params.settings:q} "
         "--lambdas {params.lambdas:q} --epochs {params.epochs:q} --seed {params.seed:q} "
         "--evaluation {params.evaluation:q} --device {params.device:q} --threads {threads:q} "
-        "--checkpoint {params.checkpoint:q} --out {output.table:q} > {log:q} 2>&1"
+        "--checkpoint {params.checkpoint:q} --out {output.table:q} --log {log:q}"

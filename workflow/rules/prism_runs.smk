@@ -47,7 +47,7 @@ rule prism_train:
         "--out-dir {params.out:q} --tier-conf {params.tier_conf:q} --switches {params.switches:q} "
         "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
         "--batch-size {params.batch_size:q} --benchmark-file {params.bench:q} "
-        "--checkpoint {params.checkpoint:q} > {log:q} 2>&1"
+        "--checkpoint {params.checkpoint:q} --log {log:q}"
 
 
 rule prism_dataset_summary:

@@ -57,4 +57,4 @@ rule strong_tune:
         "--model {wildcards.model:q} --grid {params.grid:q} --fixed {params.fixed:q} --beyond {params.beyond:q} "
         "--select {params.select:q} --seeds {params.seeds:q} --out-dir {params.out:q} "
         "--evaluation {params.evaluation:q} --meta {params.meta:q} --device {params.device:q} "
-        "--batch-size {params.batch_size:q} --checkpoint {params.checkpoint:q} > {log:q} 2>&1"
+        "--batch-size {params.batch_size:q} --checkpoint {params.checkpoint:q} --log {log:q}"

@@ -445,6 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("fontTools").setLevel(logging.WARNING)  # one line per font subset otherwise
     try:
+        if getattr(args, "log", None):
+            from recrepro.runtime.run_lock import open_job_log
+
+            open_job_log(args.log, getattr(args, "checkpoint", None))
         set_torch_threads(getattr(args, "threads", None))
         args.func(args)
     except KNOWN_ERRORS as exc:

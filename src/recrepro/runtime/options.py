@@ -116,7 +116,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, seed_required: bool = 
     record's metadata), ``--evaluation`` (the split's evaluation section, JSON), ``--device``,
     ``--batch-size`` (evaluation), ``--benchmark-file`` (the rule's benchmark, read into
     ``provenance.json``) and, where the trainer can resume, ``--checkpoint`` (``checkpoint``:
-    its help text).
+    its help text) and ``--log`` (:func:`~recrepro.runtime.run_lock.open_job_log`).
     """
     parser.add_argument("--split-dir", required=True, help="data/splits/<dataset>/<protocol>/<split>/seed<k>")
     add_seed(parser, required=seed_required)
@@ -130,6 +130,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, seed_required: bool = 
     parser.add_argument("--benchmark-file", default=None, help="the rule's benchmark file (read into provenance.json)")
     if checkpoint is not None:
         parser.add_argument("--checkpoint", default=None, metavar="PATH", help=checkpoint)
+        parser.add_argument("--log", default=None, metavar="PATH",
+                            help="write stdout and stderr here, opened only once this process holds the "
+                                 "checkpoint's lock (a second job of a running run leaves its log alone)")
 
 
 def check_mode_options(args: argparse.Namespace, modes: Mapping[str, Sequence[str]]) -> None:

@@ -9,7 +9,7 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["CheckpointLockedError", "acquire_lock", "lock_path", "release_lock"]
+__all__ = ["CheckpointLockedError", "acquire_lock", "lock_path", "open_job_log", "release_lock"]
 
 
 class CheckpointLockedError(RuntimeError):
@@ -83,4 +83,27 @@ def release_lock(path: str | Path) -> None:
         return
     with contextlib.suppress(FileNotFoundError):
         lock.unlink()
+    os.close(fd)
+
+
+def open_job_log(log: str | Path, checkpoint: str | Path | None) -> None:
+    """Send this process's stdout and stderr to ``log`` (truncated), once it holds ``checkpoint``'s lock.
+
+    A workflow job that redirects its command into its log (``> {log} 2>&1``) truncates the log before
+    the command starts; a second job of a run that another process is training then wiped the running
+    job's log, only to be refused by the lock. With ``--log`` the command takes the lock first
+    (:func:`acquire_lock`, raising :class:`CheckpointLockedError` on the caller's stderr) and opens the log
+    only then, so a refused job leaves the log as it was. The lock stays held (re-entrant: the
+    checkpointer takes it again) until the run's record is written or the process ends.
+    """
+    import sys
+
+    if checkpoint is not None:
+        acquire_lock(checkpoint)
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
     os.close(fd)
