@@ -86,10 +86,12 @@ def timed_snakemake(cwd: Path, cores: int, *targets: str) -> dict:
 
 
 def one_figure_target(repo: Path = ROOT) -> str:
-    """A committed PRISM figure, asked for by its PDF (committed as PNG; the rule draws both): the anchor's
-    single target."""
+    """A committed PRISM figure of the paper's (``fig*``), asked for by its PDF (committed as PNG; the rule
+    draws both): the anchor's single target. The claims' forest plot (``claims.png``) is drawn as a PNG
+    only, so its PDF is no target."""
     figures = sorted(p for p in checkout_files(repo)
-                     if p.parts[:3] == ("results", "paper", "prism") and "figures" in p.parts and p.suffix == ".png")
+                     if p.parts[:3] == ("results", "paper", "prism") and "figures" in p.parts and p.suffix == ".png"
+                     and p.name.startswith("fig"))
     if not figures:
         raise FileNotFoundError("results/paper/prism holds no committed figure to redraw")
     return str(figures[0].with_suffix(".pdf"))

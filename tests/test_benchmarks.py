@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -198,7 +199,12 @@ def test_bench_redraw_row_reads_the_goal_from_the_wall_time(monkeypatch):
         import bench_redraw
     finally:
         sys.path.remove(str(BENCH))
-    assert bench_redraw.one_figure_target().startswith("results/paper/prism/")
+    target = bench_redraw.one_figure_target()
+    assert target.startswith("results/paper/prism/figures/fig") and target.endswith(".pdf")
+    # a target some rule makes (a figure drawn as PNG only has no PDF: Snakemake would find no rule)
+    dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", target, "--config", "tier=paper",
+                          "from_records=true"], cwd=bench_redraw.ROOT, capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0 and "MissingRuleException" not in dry.stdout + dry.stderr, dry.stderr[-2000:]
     monkeypatch.setattr(bench_redraw, "copy_checkout", lambda dest, repo=bench_redraw.ROOT: dest.mkdir())
     runs = {"full": {"cpu_s": 180.0, "wall_s": 100.0, "jobs": 39}, "one": {"cpu_s": 6.0, "wall_s": 5.0, "jobs": 1}}
     monkeypatch.setattr(bench_redraw, "timed_snakemake", lambda cwd, cores, *targets: dict(runs[cwd.name]))
