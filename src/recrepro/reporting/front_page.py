@@ -251,7 +251,8 @@ def reference_readme(results: str | Path, out: str | Path, *, deviations_href: s
         "manifest sha256, seed, device, threads, wall time, peak memory, and under `timings` the per-epoch or "
         "per-round seconds); never weights, "
         "data, splits or recommendation lists. Per-user metrics and per-item magnitudes are kept only where a "
-        "table or figure here reads them. Deviations from the papers are explained in "
+        "table or figure here reads them (every PRISM run keeps its magnitudes' Spearman ρ in `metrics.json`); "
+        "the HTML views of the scorecards, claims and tables are not kept, and the redraw writes them. Deviations from the papers are explained in "
         "[docs/deviations.md](../../docs/deviations.md); the cost of every job and the queue of what remains "
         "are in [docs/compute.md](../../docs/compute.md).",
         "",
