@@ -326,6 +326,6 @@ def test_the_tuned_aliases_are_known_names_before_their_records_exist(repo_root)
     aliases = wf.alias_records(config, "paper")
     named = set(_planned("prism", aliases))
     assert {("gowalla", "mf_directau_tunedalpha"), ("gowalla", "mf_ssm_tunedprism"),
-            ("yelp2018", "nlmf_mawu_tunedwd")} <= named
-    assert ("gowalla", "nlmf_ssm_tunedprism") not in named  # NL-MF searches no learning rate
+            ("yelp2018", "nlmf_mawu_tunedwd"), ("gowalla", "nlmf_ssm_tunedprism")} <= named
+    assert ("gowalla", "lightgcn_ssm_tunedprism") not in named  # not a Table 1 backbone: no lr search
     assert not set(aliases) & set(wf.run_records(config, "paper"))

@@ -145,6 +145,7 @@ def test_workflow_lists_the_table_where_the_tier_searches_the_lr(repo_root):
     assert "results/paper/prism/tables/lr_search_gowalla.md" in wf.targets(config, "paper")
     assert not any("lr_search" in t for t in wf.targets(config, "smoke"))     # no lr search in the smoke tier
     runs = wf.lr_search_runs(config, "paper", "gowalla")
-    # MF x 3 losses x (4 λ x 3 lr + 3 PRISM lr) on the selection seed, a subset of the selection's runs
-    assert len(runs) == 3 * 15 and set(runs) <= set(wf.selection_runs(config, "paper", "gowalla"))
-    assert all("/mf_" in r and "/seed123/" in r for r in runs)
+    # (MF, NL-MF) x 3 losses x (4 λ x 3 lr + 3 PRISM lr) on the selection seed, a subset of the selection's runs
+    assert len(runs) == 2 * 3 * 15 and set(runs) <= set(wf.selection_runs(config, "paper", "gowalla"))
+    assert all(("/mf_" in r or "/nlmf_" in r) and "/seed123/" in r for r in runs)
+    assert sum("/nlmf_" in r for r in runs) == 3 * 15

@@ -190,7 +190,7 @@ def test_prism_row_without_its_grid_is_listed_with_the_tuned_side_empty(tmp_path
     assert np.isnan(frame.iloc[0]["tuned_ndcg_mean"]) and frame.iloc[0]["prism_ndcg_mean"] == pytest.approx(0.25)
     text = (tmp_path / "t.md").read_text()
     assert "| mf | ssm | – | – | 0.2500 | – | – | 3.0 |" in text
-    assert "| mf | directau | 0 | 0.3000 | 0.3300 | +10.00% | 3.0 | 3.0 |" in text
+    assert "| mf | directau | 0 | 0.3000 | 0.3300 | +9.09% | 3.0 | 3.0 |" in text  # (0.33 - 0.30) / 0.33
     assert not (tmp_path / "tuned" / "mf_ssm_tunedwd").exists()
 
 
@@ -332,13 +332,13 @@ def test_lr_search_runs_join_the_selection_on_the_first_seed_only(repo_root):
     from recrepro.papers.prism import rules as wf
 
     config = yaml.safe_load((repo_root / "config.yaml").read_text())
-    assert wf.lr_search_arg(config, "paper") == {"mf": [1e-2, 1e-1]}
-    assert wf.searched_lrs(config, "paper", "nlmf") == [None]
+    assert wf.lr_search_arg(config, "paper") == {"mf": [1e-2, 1e-1], "nlmf": [1e-2, 1e-1]}
+    assert wf.searched_lrs(config, "paper", "lightgcn") == [None]  # not a Table 1 backbone
     selection = wf.selection_runs(config, "paper", "gowalla")
     assert all("/seed123/" in r for r in selection)
     lr_runs = [r for r in selection if "_lr1em" in r]
-    # MF x (SSM, DirectAU, MAWU) x (4 weight decays + PRISM) x 2 searched lrs, no NL-MF
-    assert len(lr_runs) == 3 * 5 * 2 and not any("/nlmf_" in r for r in lr_runs)
+    # (MF, NL-MF) x (SSM, DirectAU, MAWU) x (4 weight decays + PRISM) x 2 searched lrs
+    assert len(lr_runs) == 2 * 3 * 5 * 2 and sum("/nlmf_" in r for r in lr_runs) == 3 * 5 * 2
     assert any(r.endswith("/mf_ssm_prism/seed123/metrics.json") for r in selection)   # PRISM's tier-lr point
     assert any(r.endswith("/mf_mawu_wd1em8_lr1em1/seed123/metrics.json") for r in selection)
 

@@ -680,21 +680,22 @@ def _prism_runs(root: Path, values: dict[str, float]) -> list[Path]:
 
 
 def test_packaged_prism_rows_show_the_linear_towers_and_keep_their_counts(tmp_path):
-    """prism.yaml's NL-MF rows name nlmflinear_<loss>_prism; the summary counts do not see it."""
+    """prism.yaml's NL-MF rows (the PRISM column: the pick over the learning rates, ``_tunedprism``) name
+    nlmflinear_<loss>_prism; the summary counts do not see it."""
     import re
 
     from recrepro.scorecard import summarise_scorecards
 
     expected = load_expected(expected_path("prism"))
     named = {(e.dataset, e.method): e.alternative for e in expected.entries if e.alternative}
-    nlmf = [e for e in expected.entries if re.fullmatch(r"nlmf_(ssm|directau|mawu)_(prism|tunedwd)", e.method)]
+    nlmf = [e for e in expected.entries if re.fullmatch(r"nlmf_(ssm|directau|mawu)_(tunedprism|tunedwd)", e.method)]
     assert len(nlmf) == 24 and len(named) == 24
     for e in nlmf:
         loss, column = e.method.split("_")[1:]
-        label = "official code's linear towers" + ("" if column == "prism" else ", PRISM column")
+        label = "official code's linear towers" + ("" if column == "tunedprism" else ", PRISM column")
         assert (e.alternative.method, e.alternative.label) == (f"nlmflinear_{loss}_prism", label)
 
-    runs = _prism_runs(tmp_path / "runs", {"nlmf_directau_prism": 0.0801, "nlmflinear_directau_prism": 0.1162})
+    runs = _prism_runs(tmp_path / "runs", {"nlmf_directau_tunedprism": 0.0801, "nlmflinear_directau_prism": 0.1162})
     plain_yaml = tmp_path / "prism.yaml"
     plain_yaml.write_text(re.sub(r"\n    alternative: .*", "", expected.path.read_text()))
     assert not any(e.alternative for e in load_expected(plain_yaml).entries)
@@ -713,7 +714,7 @@ def test_packaged_prism_rows_show_the_linear_towers_and_keep_their_counts(tmp_pa
                                                 "printed_within_tolerance": 0, "other_targets": 0,
                                                 "claims": no_claims}
     md = (tmp_path / "alt" / "prism" / "scorecard.md").read_text()
-    row = next(x for x in md.splitlines() if x.startswith("| Table 1 | gowalla | random_ratio | nlmf_directau_prism |"))
+    row = next(x for x in md.splitlines() if x.startswith("| Table 1 | gowalla | random_ratio | nlmf_directau_tunedprism |"))
     assert row.endswith("; alternative — official code's linear towers (`nlmflinear_directau_prism`, 1 seed): 0.1162 |")
     assert "| 0.1105 | 0.0055 | 0.0801 |  | 1 | -0.0304 | **deviates** |" in row
 
@@ -724,14 +725,14 @@ def test_reference_page_shows_the_alternative_in_the_last_column(tmp_path):
     from recrepro.reporting.front_page import reference_readme
 
     results = tmp_path / "results" / "paper"
-    runs = _prism_runs(results / "prism" / "runs", {"nlmf_directau_prism": 0.0801,
+    runs = _prism_runs(results / "prism" / "runs", {"nlmf_directau_tunedprism": 0.0801,
                                                     "nlmflinear_directau_prism": 0.1162})
     build_scorecard("prism", "paper", expected_path("prism"), runs, results / "prism" / "scorecard.md",
                     results / "prism" / "scorecard.csv", deviations_doc=tmp_path / "docs" / "deviations.md",
                     generated_on=TODAY, seeds_required=3)
     (results / "datasets.json").write_text(json.dumps({"datasets": {"gowalla": "mirror"}}))
     text = reference_readme(results, results / "README.md", papers=["prism"])
-    row = ("| gowalla | `nlmf_directau_prism` | `ndcg@20` | 0.1105 | 0.0801 (1/3 seeds) | -0.0304 | **deviates** | "
+    row = ("| gowalla | `nlmf_directau_tunedprism` | `ndcg@20` | 0.1105 | 0.0801 (1/3 seeds) | -0.0304 | **deviates** | "
            "1 of 3 seeds; [deviation: prism-nlmf-relu](../../docs/deviations.md#prism-nlmf-relu); "
            "alternative — official code's linear towers (`nlmflinear_directau_prism`, 1 seed): 0.1162 |")
     assert row in text.splitlines()
