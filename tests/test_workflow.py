@@ -72,6 +72,8 @@ def test_smoke_prism_runs_keep_their_magnitudes_rank_correlation(smoke_run):
     # what claim P2 reads where the committed reproduction keeps no magnitudes table: the same ρ
     from scipy import stats
 
+    from recrepro.io import frame_digest
+
     runs = sorted((smoke_run / "results/smoke/prism/runs").glob("**/magnitudes.parquet"))
     assert runs
     for table in runs:
@@ -79,6 +81,7 @@ def test_smoke_prism_runs_keep_their_magnitudes_rank_correlation(smoke_run):
         frame = pd.read_parquet(table)
         assert entry["rows"] == len(frame)
         assert entry["spearman"]["norm~train_degree"] == stats.spearmanr(frame["train_degree"], frame["norm"]).statistic
+        assert entry["content_sha256"] == frame_digest(frame)  # computed in memory, the same as the file's
     assert "rank_correlations" not in (runs[0].parent / "provenance.json").read_text()
 
 

@@ -24,9 +24,9 @@ A run directory ``results/<tier>/<paper>/runs/<dataset>/<split>/<method>/seed<k>
 is complete. :func:`check_finite` is the guard training code calls on tensors; a run
 that trips it raises before anything is written.
 
-The package's modules, by what each is: :mod:`.write` (writing a run record), :mod:`.correlations` (a per-item table's rank
-correlations, kept in ``metrics.json``), :mod:`.provenance`
-(``provenance.json``'s content), :mod:`.history` (training histories), :mod:`.read` (reading a record
+The package's modules, by what each is: :mod:`.write` (writing a run record), :mod:`.correlations`
+(a per-item table's rank correlations, kept in ``metrics.json``), :mod:`.provenance` (``provenance.json``'s
+content), :mod:`.history` (training histories), :mod:`.read` (reading a record
 back), :mod:`.timings` (the wall-clock values kept apart), :mod:`.values` (what a record's numbers may
 be), :mod:`.layout` (the files' names and JSON text), :mod:`.normalise` (records of earlier versions),
 :mod:`.errors` and :mod:`.drift` (records against today's configuration). Everything other code uses
@@ -38,6 +38,7 @@ from __future__ import annotations
 from recrepro.records.correlations import (
     RANK_CORRELATION_PAIRS,
     rank_correlation,
+    rank_correlations,
     rank_correlations_of,
     write_rank_correlations,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "process_cpu_seconds",
     "provenance_text",
     "rank_correlation",
+    "rank_correlations",
     "rank_correlations_of",
     "read_history",
     "read_metrics",

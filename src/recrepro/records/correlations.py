@@ -28,8 +28,8 @@ from recrepro.io import frame_digest, read_json, write_json
 from recrepro.records.errors import RunRecordError
 from recrepro.records.layout import METRICS_FILE, RANK_CORRELATIONS_KEY
 
-__all__ = ["RANK_CORRELATION_PAIRS", "rank_correlation", "rank_correlations_of",
-           "rank_correlations_current", "write_rank_correlations"]
+__all__ = ["RANK_CORRELATION_PAIRS", "rank_correlation", "rank_correlations", "rank_correlations_current",
+           "rank_correlations_of", "write_rank_correlations"]
 
 #: the per-item tables whose rank correlations every run keeps, with the column pairs kept
 RANK_CORRELATION_PAIRS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -53,20 +53,24 @@ def _spearman(frame: pd.DataFrame, x: str, y: str) -> float | None:
     return rho if math.isfinite(rho) else None
 
 
-def rank_correlations_of(run_dir: str | Path, file: str,
-                         pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, Any]:
-    """The entry for ``run_dir/file``: its rows, content digest and Spearman ρ of each column pair
-    (``pairs`` defaults to :data:`RANK_CORRELATION_PAIRS` of ``file``)."""
-    path = Path(run_dir) / file
+def rank_correlations(frame: pd.DataFrame, file: str,
+                      pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The entry for ``frame``, the content of the record's ``file``: its rows, content digest and
+    Spearman ρ of each column pair (``pairs`` defaults to :data:`RANK_CORRELATION_PAIRS` of ``file``)."""
     pairs = tuple(pairs if pairs is not None else RANK_CORRELATION_PAIRS.get(file, ()))
     if not pairs:
         raise RunRecordError(f"{file}: no column pairs to correlate")
-    frame = pd.read_parquet(path)
     missing = sorted({c for pair in pairs for c in pair} - set(frame.columns))
     if missing:
-        raise RunRecordError(f"{path}: no column {', '.join(missing)}")
+        raise RunRecordError(f"{file}: no column {', '.join(missing)}")
     return {"content_sha256": frame_digest(frame), "rows": len(frame),
             "spearman": {_key(x, y): _spearman(frame, x, y) for x, y in pairs}}
+
+
+def rank_correlations_of(run_dir: str | Path, file: str,
+                         pairs: Sequence[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """:func:`rank_correlations` of the table ``run_dir/file`` as the record keeps it."""
+    return rank_correlations(pd.read_parquet(Path(run_dir) / file), file, pairs)
 
 
 def _entry(run_dir: Path, file: str) -> dict[str, Any] | None:
@@ -81,10 +85,12 @@ def rank_correlations_current(run_dir: str | Path, file: str) -> bool:
     has one at all, where the table is not kept)."""
     run_dir = Path(run_dir)
     entry = _entry(run_dir, file)
-    if entry is None:
-        return False
     table = run_dir / file
-    return not table.is_file() or entry.get("content_sha256") == frame_digest(pd.read_parquet(table))
+    return entry is not None and (not table.is_file() or _same_table(entry, pd.read_parquet(table)))
+
+
+def _same_table(entry: dict[str, Any], frame: pd.DataFrame) -> bool:
+    return entry.get("content_sha256") == frame_digest(frame)
 
 
 def write_rank_correlations(run_dir: str | Path, file: str) -> None:
@@ -103,19 +109,20 @@ def rank_correlation(run_dir: str | Path, file: str, x: str, y: str) -> tuple[fl
     """Spearman's ρ of columns ``x`` and ``y`` of ``run_dir/file`` and the rows it was computed over.
 
     From the table where the record keeps it, else from ``metrics.json``'s entry; ``None`` where the
-    record keeps neither (or an entry without that pair), or where ρ is undefined (a constant column). An entry whose digest differs from the table
-    beside it is an error: the two would come from different runs.
+    record keeps neither (or an entry without that pair), or where ρ is undefined (a constant column).
+    An entry whose digest differs from the table beside it is an error: the two would come from
+    different runs.
     """
     run_dir = Path(run_dir)
     table = run_dir / file
+    entry = _entry(run_dir, file)
     if table.is_file():
-        frame = pd.read_parquet(table, columns=[x, y])
-        if _entry(run_dir, file) is not None and not rank_correlations_current(run_dir, file):
+        frame = pd.read_parquet(table)
+        if entry is not None and not _same_table(entry, frame):
             raise RunRecordError(f"{run_dir / METRICS_FILE}: {RANK_CORRELATIONS_KEY} of {file} names another "
                                  f"content_sha256 than the table beside it (run `recrepro records normalise "
                                  f"{run_dir}`, or restore the table)")
         rho = _spearman(frame, x, y)
         return (rho, len(frame)) if rho is not None else None
-    entry = _entry(run_dir, file)
     rho = ((entry or {}).get("spearman") or {}).get(_key(x, y))
     return (float(rho), int(entry["rows"])) if rho is not None and entry is not None else None

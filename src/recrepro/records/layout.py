@@ -12,8 +12,8 @@ from typing import Any
 
 from recrepro.io import _json_default, write_text
 
-__all__ = ["METRICS_FILE", "PER_USER_FILE", "PROVENANCE_FILE", "RANK_CORRELATIONS_KEY", "TIMINGS_FILE", "TIMINGS_KEY", "TIMING_DECIMALS",
-           "history_text", "provenance_text", "write_provenance"]
+__all__ = ["METRICS_FILE", "PER_USER_FILE", "PROVENANCE_FILE", "RANK_CORRELATIONS_KEY", "TIMINGS_FILE",
+           "TIMINGS_KEY", "TIMING_DECIMALS", "history_text", "provenance_text", "write_provenance"]
 
 METRICS_FILE = "metrics.json"
 PER_USER_FILE = "per_user.parquet"

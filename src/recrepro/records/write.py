@@ -209,7 +209,8 @@ def write_run_record(
     # Fails on NaN in meta too, and proves the dict serialises before we touch disk.
     canonical_json(metrics)
     provenance = RunProvenance(
-        meta={**{k: v for k, v in meta.items() if k not in _METRICS_ONLY_KEYS}, "seed": int(seed)}, config_slice=config_slice, split_manifest=split_manifest,
+        meta={**{k: v for k, v in meta.items() if k not in _METRICS_ONLY_KEYS}, "seed": int(seed)},
+        config_slice=config_slice, split_manifest=split_manifest,
         seed=seed, device=device, started_at=started_at, wall_seconds=wall_seconds,
         benchmark_file=benchmark_file, verify_split=verify_split, earlier=earlier,
     ).build()

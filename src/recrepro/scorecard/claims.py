@@ -292,13 +292,9 @@ def _check_monotone(check: Check, ctx: Context) -> list[Result]:
     return out
 
 
-def _spearman(ctx: Context, dataset: str, check: Check, method: str) -> dict[int, float]:
-    """Each seed's Spearman ρ of ``check.x`` and ``check.y``: from the record's table where it is kept,
-    else from the summary every run writes beside it (:mod:`recrepro.records.correlations`)."""
-    return {seed: found[0] for seed, found in _correlations(ctx, dataset, check, method).items()}
-
-
 def _correlations(ctx: Context, dataset: str, check: Check, method: str) -> dict[int, tuple[float, int]]:
+    """Each seed's Spearman ρ of ``check.x`` and ``check.y`` and the rows behind it: from the record's
+    table where it is kept, else from its ``metrics.json`` (:mod:`recrepro.records.correlations`)."""
     split = ctx.records.split_of(dataset, check.split, method)
     out = {}
     for seed, run_dir in sorted(ctx.records.dirs.get((dataset, split or "", method), {}).items()):
@@ -308,28 +304,24 @@ def _correlations(ctx: Context, dataset: str, check: Check, method: str) -> dict
     return out
 
 
-def _items(ctx: Context, dataset: str, check: Check, method: str) -> int:
-    """The rows behind ``method``'s first seed's ρ: the n of each seed's ρ."""
-    found = _correlations(ctx, dataset, check, method)
-    return found[min(found)][1] if found else 0
-
-
-def _correlation_evidence(ctx: Context, dataset: str, check: Check, method: str, than: str | None,
-                          rho: Mapping[int, float], other: Mapping[int, float] | None) -> Evidence:
+def _correlation_evidence(check: Check, than: str | None, rho: Mapping[int, float], n_items: int,
+                          other: Mapping[int, float] | None, other_items: int) -> Evidence:
     """ρ at least ``min`` and above ``than``'s, on Fisher's z scale: inside when both one-sided tests
     reject (the larger p), outside when either does the other way (the smaller p). Each test takes the
-    larger of the items' sampling error and the seeds' spread (:func:`spearman_estimate`)."""
+    larger of the items' sampling error and the seeds' spread (:func:`spearman_estimate`); ``n_items``
+    are the rows behind each seed's ρ (the first seed's)."""
     seeds = sorted(rho)
-    ours = spearman_estimate([rho[k] for k in seeds], _items(ctx, dataset, check, method))
+    ours = spearman_estimate([rho[k] for k in seeds], n_items)
     floor = math.atanh(check.min or 0.0)
     inside, outside = [ours.p_above(floor)], [ours.p_below(floor)]
     test = ours.test
     if than is not None and other:
-        diff = spearman_difference([rho[k] for k in seeds], [other[k] for k in seeds], ours.n,
-                                   _items(ctx, dataset, check, than), f"`{than}`")
+        diff = spearman_difference([rho[k] for k in seeds], [other[k] for k in seeds], n_items, other_items,
+                                   f"`{than}`")
         inside.append(diff.p_above(0.0))
         outside.append(diff.p_below(0.0))
-        test += f"; {diff.test}" if diff.test.startswith("paired") else f", against `{than}`'s by the difference of z"
+        # a finite df: the seeds' paired t, which names itself; else the items' normal test
+        test += f"; {diff.test}" if math.isfinite(diff.df) else f", against `{than}`'s by the difference of z"
     p_in, p_out = max(inside), min(outside)
     low, high = ours.interval(0.90)
     return Evidence(effect=to_rho(ours.effect), unit="rho", test=test, n=ours.n,
@@ -340,30 +332,40 @@ def _correlation_evidence(ctx: Context, dataset: str, check: Check, method: str,
 def _check_correlation(check: Check, ctx: Context) -> list[Result]:
     out = []
     for dataset in check.datasets:
-        method = next((m for m in check.method if _spearman(ctx, dataset, check, m)), None)
-        than = next((m for m in check.than if _spearman(ctx, dataset, check, m)), None) if check.than else None
+        found: dict[str, dict[int, tuple[float, int]]] = {}  # each method's records read once
+
+        def first_with_records(methods: Sequence[str]) -> str | None:
+            for m in methods:
+                if m not in found:
+                    found[m] = _correlations(ctx, dataset, check, m)
+                if found[m]:
+                    return m
+            return None
+
+        method = first_with_records(check.method)
+        than = first_with_records(check.than) if check.than else None
         if method is None or (check.than and than is None):
             lacking = [g for ran, g in ((method, check.method), (than, check.than)) if ran is None and g]
             what = " and ".join(" or ".join(f"`{m}`" for m in g) for g in lacking)
             out.append(_missing(check.label or dataset, f"{check.file} of {what} on {dataset}"))
             continue
-        rho = _spearman(ctx, dataset, check, method)
-        left_out = ""
+        rho = {seed: r for seed, (r, _) in found[method].items()}
+        rows = found[method][min(found[method])][1]
+        left_out, other_rho, other_rows = "", None, 0
         if than is not None:
-            rho, other_rho, left_out = matched_seeds(rho, _spearman(ctx, dataset, check, than), method, than)
-        value = _mean(rho)
-        numbers = f"Spearman ρ({check.x}, {check.y}) of `{method}` {value:+.3f} (at least {check.min:+.2f})"
+            rho, other_rho, left_out = matched_seeds(rho, {seed: r for seed, (r, _) in found[than].items()},
+                                                     method, than)
+            other_rows = found[than][min(found[than])][1]
+        numbers = f"Spearman ρ({check.x}, {check.y}) of `{method}` {_mean(rho):+.3f} (at least {check.min:+.2f})"
+        if other_rho is not None:
+            numbers += f", `{than}` {_mean(other_rho):+.3f}"
         n = len(rho)
-        other = _mean(other_rho) if than is not None else None
-        if other is not None:
-            numbers += f", `{than}` {other:+.3f}"
-        evidence = _correlation_evidence(ctx, dataset, check, method, than, rho, other_rho if than else None)
+        evidence = _correlation_evidence(check, than, rho, rows, other_rho, other_rows)
         out.append(Result(label=f"{dataset}" + (f" ({check.label})" if check.label else ""),
                           status=_tested(INCONCLUSIVE, evidence), evidence=evidence,
-                          numbers=numbers + f" ({_seeds_text(n, ctx)} with the file or its ρ{left_out})", seeds=ctx.seed_pair(n),
-                          stand_in=ctx.stand_in(dataset)))
+                          numbers=numbers + f" ({_seeds_text(n, ctx)} with the file or its ρ{left_out})",
+                          seeds=ctx.seed_pair(n), stand_in=ctx.stand_in(dataset)))
     return out
-
 
 
 def _check_waits(check: Check, ctx: Context) -> list[Result]:

@@ -177,7 +177,7 @@ def spearman_estimate(rhos: Sequence[float], n_items: int) -> Estimate:
     items are the same in every seed). The estimate takes the larger: the t over the seeds (k - 1 df)
     where their spread exceeds the items' error, the normal Fisher interval otherwise. The effect and its
     bounds are z; :func:`to_rho` turns them back."""
-    z = np.arctanh(np.clip(np.asarray(rhos, dtype=np.float64), -0.999999, 0.999999))
+    z = _fisher_z(rhos)
     return _larger_error(z, math.sqrt(1.06 / max(n_items - 3, 1)) / math.sqrt(z.size), int(n_items),
                          f"Fisher z interval of Spearman's ρ over {n_items:,} items × {z.size} seed"
                          + ("s" if z.size != 1 else ""))
@@ -188,12 +188,17 @@ def spearman_difference(ours: Sequence[float], theirs: Sequence[float], n_ours: 
     """z(ours) - z(theirs), the seeds' Spearman ρ of two methods on the same seeds (over ``n_ours`` and
     ``n_theirs`` items): the two items' errors in quadrature, or the paired t over the seeds'
     differences where that error is larger (as :func:`spearman_estimate`)."""
-    za, zb = (np.arctanh(np.clip(np.asarray(r, dtype=np.float64), -0.999999, 0.999999)) for r in (ours, theirs))
+    za, zb = _fisher_z(ours), _fisher_z(theirs)
     if za.shape != zb.shape:
         raise ValueError(f"spearman_difference: {za.size} against {zb.size} seeds")
     items_se = math.hypot(*(math.sqrt(1.06 / max(n - 3, 1)) for n in (n_ours, n_theirs))) / math.sqrt(za.size)
     return _larger_error(za - zb, items_se, int(n_ours), f"difference of Fisher z against {against}'s",
                          paired=True)
+
+
+def _fisher_z(rhos: Sequence[float]) -> np.ndarray:
+    # clipped: a ρ of exactly ±1 (a smoke run's tiny table) has an infinite z
+    return np.arctanh(np.clip(np.asarray(rhos, dtype=np.float64), -0.999999, 0.999999))
 
 
 def _larger_error(z: np.ndarray, items_se: float, n: int, test: str, paired: bool = False) -> Estimate:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from recrepro.io import write_parquet
 from recrepro.papers.prism.methods import parse_method
-from recrepro.records import RANK_CORRELATIONS_KEY, rank_correlations_of, write_history
+from recrepro.records import RANK_CORRELATIONS_KEY, rank_correlations, write_history
 
 if TYPE_CHECKING:
     from recrepro.evaluation.on_split import SplitData
@@ -141,18 +141,19 @@ def run_method(*, split_dir: Path, method: str, seed: int, out_dir: Path, tier_c
     history = dict(model.history)
     write_history(out_dir, history)
     item_degree = np.bincount(train.indices, minlength=split.n_items)
-    write_parquet(out_dir / "magnitudes.parquet", pd.DataFrame({
+    magnitudes = pd.DataFrame({
         "item": np.arange(split.n_items, dtype=np.int64),
         "train_degree": item_degree.astype(np.int64),
         "norm": model.item_magnitudes().astype(np.float64),
-    }))
+    })
+    write_parquet(out_dir / "magnitudes.parquet", magnitudes)
     paths = write_split_record(
         out_dir, split, result,
         counts={**result.counts, "epochs_to_best": int(history["best_epoch"]), "epochs_run": int(history["epochs_run"])},
         meta={**meta, "method": method, "backbone": backbone,
               "best_val_ndcg": history["best_val_ndcg"], "seconds_per_epoch": history["seconds_per_epoch"],
               "epochs_to_best": int(history["best_epoch"]),
-              RANK_CORRELATIONS_KEY: {"magnitudes.parquet": rank_correlations_of(out_dir, "magnitudes.parquet")},
+              RANK_CORRELATIONS_KEY: {"magnitudes.parquet": rank_correlations(magnitudes, "magnitudes.parquet")},
               **({"diverged": history["diverged"]} if history.get("diverged") else {})},
         config_slice={"method": method, "settings": settings, "switches": dict(switches),
                       "evaluation": dict(evaluation)},
